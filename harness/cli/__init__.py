@@ -1,0 +1,50 @@
+"""The ``fencecheck`` command line.
+
+Each subcommand lives in its own module of this package and registers itself on :data:`cli` when
+imported; :func:`main` imports them all. Exit codes follow DESIGN.md §8: 0 valid, 1 invalid,
+2 unknown, 3 error (bad input, a broken environment, a usage mistake).
+"""
+
+from __future__ import annotations
+
+import importlib
+import pkgutil
+import sys
+
+import click
+
+__all__ = ["EXIT_ERROR", "EXIT_INVALID", "EXIT_UNKNOWN", "EXIT_VALID", "cli", "main"]
+
+EXIT_VALID = 0
+EXIT_INVALID = 1
+EXIT_UNKNOWN = 2
+EXIT_ERROR = 3
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="fencecheck")
+def cli() -> None:
+    """fencecheck: does every sink refuse a write with an epoch lower than one it accepted?"""
+
+
+def _load_commands() -> None:
+    for module in pkgutil.iter_modules(__path__):
+        if not module.name.startswith("_"):
+            importlib.import_module(f"{__name__}.{module.name}")
+
+
+def main(argv: list[str] | None = None) -> None:
+    """Entry point of the ``fencecheck`` console script."""
+    _load_commands()
+    try:
+        code = cli.main(args=argv, prog_name="fencecheck", standalone_mode=False)
+    except click.exceptions.Exit as done:
+        code = done.exit_code
+    except click.ClickException as problem:
+        # Click's own usage errors exit 2, which here means "unknown"; errors must be 3.
+        problem.show()
+        code = EXIT_ERROR
+    except click.exceptions.Abort:
+        click.echo("aborted", err=True)
+        code = EXIT_ERROR
+    sys.exit(code if isinstance(code, int) else EXIT_VALID)

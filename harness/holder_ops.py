@@ -1,0 +1,168 @@
+"""Workload operations carried out through an agent and recorded in the history.
+
+This is the bridge between a workload (pure behaviour) and the real holder process on a worker
+node. Each call records ``invoke``, sends one request to the agent, and records how it ended:
+``ok``, ``fail`` (the agent says it definitely did not happen, or it was never sent) or ``info``
+(no answer in time). After an ``info`` the holder continues under a new process number, as the
+history format requires, because the old operation may still land.
+"""
+
+from __future__ import annotations
+
+import itertools
+import random
+import threading
+from typing import Any
+
+from harness.agent_link import AgentLink, AgentUnreachable
+from harness.recorder import Recorder
+from workloads.base import Completion
+
+__all__ = ["HolderBoard", "HolderOps"]
+
+
+class HolderBoard:
+    """Who holds which lock right now, as far as the history shows (for holder-targeted faults)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._holders: dict[str, str] = {}  # lock -> node
+
+    def granted(self, lock: str, node: str) -> None:
+        """``node`` was granted ``lock``."""
+        with self._lock:
+            self._holders[lock] = node
+
+    def gave_up(self, lock: str, node: str) -> None:
+        """``node`` released ``lock`` (or stopped believing it holds it)."""
+        with self._lock:
+            if self._holders.get(lock) == node:
+                del self._holders[lock]
+
+    def current(self) -> str | None:
+        """A node that holds a lock now, the most recently granted first; ``None`` if none."""
+        with self._lock:
+            return next(reversed(self._holders.values()), None)
+
+
+class HolderOps:
+    """:class:`workloads.base.Ops` for one worker node, over an :class:`AgentLink`."""
+
+    def __init__(
+        self,
+        *,
+        node: str,
+        process: int,
+        process_stride: int,
+        link: AgentLink,
+        recorder: Recorder,
+        seed: int,
+        stop: threading.Event,
+        op_timeout: float,
+        acquire_wait: float,
+        work_ms: int,
+        board: HolderBoard,
+    ) -> None:
+        self._node = node
+        self._process = process
+        self._stride = process_stride
+        self._link = link
+        self._recorder = recorder
+        self._rng = random.Random(f"{seed}:{node}")
+        self._stop = stop
+        self._timeout = op_timeout
+        self._acquire_wait = acquire_wait
+        self._work_ms = work_ms
+        self._board = board
+        self._ids = itertools.count(1)
+
+    @property
+    def node(self) -> str:
+        """The holder's identity."""
+        return self._node
+
+    @property
+    def rng(self) -> random.Random:
+        """Seeded per node: same seed, same choices."""
+        return self._rng
+
+    @property
+    def process(self) -> int:
+        """The current process number (changes after every ``info``)."""
+        return self._process
+
+    def stopping(self) -> bool:
+        """True once the run should wind down."""
+        return self._stop.is_set()
+
+    def acquire(self, lock: str) -> Completion:
+        """Ask the agent for a lease, waiting up to the configured acquire wait."""
+        done = self._call(
+            "acquire",
+            {"lock": lock},
+            {"op": "acquire", "lock": lock, "wait": self._acquire_wait},
+            timeout=self._timeout + self._acquire_wait,
+        )
+        if done.ok:
+            self._board.granted(lock, self._node)
+        return done
+
+    def release(self, lock: str) -> Completion:
+        """Give the lease back."""
+        self._board.gave_up(lock, self._node)
+        return self._call("release", {"lock": lock}, {"op": "release", "lock": lock})
+
+    def write(
+        self, lock: str, epoch: int, sink: str, key: str, prev: str | None = None
+    ) -> Completion:
+        """Write a fresh id carrying ``epoch``; the agent checks its lease, works, then sends."""
+        value: dict[str, Any] = {
+            "lock": lock,
+            "sink": sink,
+            "key": key,
+            "id": f"{self._node}-{next(self._ids)}",
+            "epoch": epoch,
+        }
+        if prev is not None:
+            value["prev"] = prev
+        request = {"op": "write", **value, "prev": prev, "work_ms": self._work_ms}
+        done = self._call("write", value, request, timeout=self._timeout + self._work_ms / 1000)
+        if done.refused:
+            self._board.gave_up(lock, self._node)
+        return done
+
+    def read(
+        self, sink: str, key: str, lock: str | None = None, epoch: int | None = None
+    ) -> Completion:
+        """Read a key's entries; with ``lock`` and ``epoch`` a fenced read."""
+        value: dict[str, Any] = {"sink": sink, "key": key}
+        if lock is not None and epoch is not None:
+            value.update(lock=lock, epoch=epoch)
+        return self._call("read", value, {"op": "read", **value})
+
+    def _call(
+        self,
+        f: str,
+        value: dict[str, Any],
+        request: dict[str, Any],
+        timeout: float | None = None,
+    ) -> Completion:
+        record = self._recorder.record
+        record(self._process, "invoke", f, value, node=self._node)
+        try:
+            answer = self._link.call(request, timeout or self._timeout)
+        except AgentUnreachable as err:
+            record(self._process, "fail", f, value, node=self._node, error="unreachable")
+            return Completion("fail", value, f"unreachable: {err}")
+        if answer is None or answer.get("info"):
+            error = "timeout" if answer is None else str(answer.get("error", "unknown"))
+            record(self._process, "info", f, value, node=self._node, error=error)
+            self._process += self._stride
+            return Completion("info", value, error)
+        if answer.get("ok"):
+            result = {**value, **{k: v for k, v in answer.items() if k not in ("ok", "info")}}
+            record(self._process, "ok", f, result, node=self._node)
+            return Completion("ok", result)
+        error = str(answer.get("error", "failed"))
+        record(self._process, "fail", f, value, node=self._node, error=error)
+        return Completion("fail", value, error)

@@ -1,0 +1,317 @@
+"""The container images, built offline from Debian packages and tagged by a hash of their recipe.
+
+The base image is a ``debootstrap --variant=minbase`` tree imported into the engine (nothing is
+pulled from a registry); the node image is built on it from ``docker/node/Dockerfile`` with the
+packages of ``docker/node/packages.txt``. A tag is the first 12 hex digits of a hash over the
+recipe, so an image is rebuilt exactly when its recipe changes and reused otherwise.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import hashlib
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import docker.errors
+
+from harness.docker_engine import engine
+
+__all__ = [
+    "BASE_REPOSITORY",
+    "NODE_REPOSITORY",
+    "RECIPES",
+    "ImageError",
+    "Progress",
+    "base_image",
+    "base_tag",
+    "debian_mirror",
+    "ensure_images",
+    "image_exists",
+    "node_image",
+    "node_tag",
+]
+
+Progress = Callable[[str], None]
+"""Receives one line of build output at a time (for a progress display)."""
+
+BASE_REPOSITORY: Final = "fencecheck-base"
+NODE_REPOSITORY: Final = "fencecheck-node"
+RECIPES: Final = Path(__file__).resolve().parent.parent / "docker"
+"""The folder of image recipes (``base.json``, ``node/``)."""
+# Bump when the build procedure below changes in a way that changes the base image's contents.
+_BASE_PROCEDURE: Final = 1
+_MIRROR_ENV: Final = "FENCECHECK_DEBIAN_MIRROR"
+_APT_SOURCES: Final = Path("/etc/apt")
+_LOCK_FILE: Final = Path(tempfile.gettempdir()) / "fencecheck-images.lock"
+
+
+class ImageError(RuntimeError):
+    """An image could not be built; the message says why and what to do."""
+
+
+@dataclass(frozen=True, slots=True)
+class _BaseRecipe:
+    suite: str
+    variant: str
+    components: tuple[str, ...]
+    include: tuple[str, ...]
+    env: tuple[str, ...]
+
+    @classmethod
+    def load(cls) -> _BaseRecipe:
+        path = RECIPES / "base.json"
+        try:
+            data: dict[str, Any] = json.loads(path.read_text())
+            return cls(
+                suite=str(data["suite"]),
+                variant=str(data["variant"]),
+                components=tuple(data["components"]),
+                include=tuple(data["include"]),
+                env=tuple(data["env"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError) as problem:
+            raise ImageError(
+                f"cannot read the base recipe {path}: {problem}; it needs suite, variant, "
+                "components, include and env"
+            ) from problem
+
+
+def _digest(parts: list[bytes]) -> str:
+    sha = hashlib.sha256()
+    for part in parts:
+        # Length-prefixed so that moving bytes between parts changes the hash.
+        sha.update(len(part).to_bytes(8, "big"))
+        sha.update(part)
+    return sha.hexdigest()[:12]
+
+
+def base_tag() -> str:
+    """The tag the base image has for the current recipe, e.g. ``fencecheck-base:1a2b3c4d5e6f``."""
+    recipe = _BaseRecipe.load()
+    text = json.dumps([_BASE_PROCEDURE, dataclasses.asdict(recipe)], sort_keys=True)
+    return f"{BASE_REPOSITORY}:{_digest([text.encode()])}"
+
+
+def node_tag() -> str:
+    """The tag the node image has for the current recipe (which includes the base's tag)."""
+    folder = RECIPES / "node"
+    parts = [base_tag().encode()]
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        parts += [str(path.relative_to(folder)).encode(), path.read_bytes()]
+    return f"{NODE_REPOSITORY}:{_digest(parts)}"
+
+
+def image_exists(tag: str) -> bool:
+    """Whether the engine has an image called ``tag``."""
+    try:
+        engine().images.get(tag)
+    except docker.errors.ImageNotFound:
+        return False
+    return True
+
+
+def debian_mirror(suite: str = "bookworm", apt_dir: Path = _APT_SOURCES) -> str:
+    """The Debian mirror this machine's apt uses for ``suite``.
+
+    ``$FENCECHECK_DEBIAN_MIRROR`` wins; otherwise ``sources.list`` (one-line format) and
+    ``sources.list.d/*.list`` / ``*.sources`` (deb822) are read, and the first enabled ``deb``
+    entry that serves exactly ``suite`` is taken.
+    """
+    override = os.environ.get(_MIRROR_ENV)
+    if override:
+        return override.rstrip("/")
+    files = [apt_dir / "sources.list"]
+    parts = apt_dir / "sources.list.d"
+    if parts.is_dir():
+        files += sorted(p for p in parts.iterdir() if p.suffix in (".list", ".sources"))
+    for path in files:
+        try:
+            text = path.read_text()
+        except OSError:
+            continue
+        entries = _deb822_entries(text) if path.suffix == ".sources" else _one_line_entries(text)
+        for uri, suites in entries:
+            if suite in suites:
+                return uri.rstrip("/")
+    raise ImageError(
+        f"no Debian mirror for {suite} in {apt_dir}/sources.list or sources.list.d; "
+        f"set {_MIRROR_ENV}=http://deb.debian.org/debian (or your mirror)"
+    )
+
+
+def _one_line_entries(text: str) -> Iterator[tuple[str, list[str]]]:
+    for raw in text.splitlines():
+        line = raw.split("#", 1)[0].strip()
+        # Options in brackets ("[arch=amd64 signed-by=...]") may contain spaces.
+        line = re.sub(r"\[[^\]]*\]", " ", line)
+        fields = line.split()
+        if len(fields) >= 3 and fields[0] == "deb":
+            yield fields[1], [fields[2]]
+
+
+def _deb822_entries(text: str) -> Iterator[tuple[str, list[str]]]:
+    for stanza in re.split(r"\n\s*\n", text):
+        fields: dict[str, str] = {}
+        key = ""
+        for raw in stanza.splitlines():
+            if raw.startswith("#") or not raw.strip():
+                continue
+            if raw[0] in " \t" and key:
+                fields[key] += " " + raw.strip()
+                continue
+            key, _, value = raw.partition(":")
+            key = key.strip().lower()
+            fields[key] = value.strip()
+        if "deb" not in fields.get("types", "").split():
+            continue
+        if fields.get("enabled", "yes").lower() == "no":
+            continue
+        suites = fields.get("suites", "").split()
+        for uri in fields.get("uris", "").split():
+            yield uri, suites
+
+
+@contextmanager
+def _build_lock() -> Iterator[None]:
+    """One build at a time on this machine, so parallel test runs do not build twice."""
+    with open(_LOCK_FILE, "a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def base_image(progress: Progress | None = None) -> str:
+    """The tag of the current base image, debootstrapped and imported if absent."""
+    tag = base_tag()
+    if image_exists(tag):
+        return tag
+    with _build_lock():
+        if not image_exists(tag):
+            _build_base(tag, progress or _quiet)
+    return tag
+
+
+def _build_base(tag: str, progress: Progress) -> None:
+    recipe = _BaseRecipe.load()
+    if os.geteuid() != 0:
+        raise ImageError("building the base image runs debootstrap, which needs root; use sudo")
+    if shutil.which("debootstrap") is None:
+        raise ImageError("debootstrap is missing; install it with `apt-get install -y debootstrap`")
+    mirror = debian_mirror(recipe.suite)
+    progress(f"debootstrap {recipe.variant} {recipe.suite} from {mirror}")
+    with tempfile.TemporaryDirectory(prefix="fencecheck-rootfs-", dir="/var/tmp") as scratch:
+        rootfs = Path(scratch) / "rootfs"
+        command = [
+            "debootstrap",
+            f"--variant={recipe.variant}",
+            f"--components={','.join(recipe.components)}",
+        ]
+        if recipe.include:
+            command.append(f"--include={','.join(recipe.include)}")
+        _stream([*command, recipe.suite, str(rootfs), mirror], progress, "debootstrap")
+        # Package caches are dead weight in every container; the node build refreshes lists.
+        for leftover in ("var/cache/apt/archives", "var/lib/apt/lists"):
+            for entry in (rootfs / leftover).glob("*"):
+                if entry.is_file():
+                    entry.unlink()
+        progress(f"importing {tag}")
+        repository, _, version = tag.partition(":")
+        with subprocess.Popen(
+            ["tar", "--numeric-owner", "-C", str(rootfs), "-c", "."],
+            stdout=subprocess.PIPE,
+        ) as tar:
+            assert tar.stdout is not None
+            try:
+                engine().api.import_image_from_stream(
+                    tar.stdout,
+                    repository=repository,
+                    tag=version,
+                    changes=[f"ENV {item}" for item in recipe.env] + ['CMD ["bash"]'],
+                )
+            except docker.errors.APIError as problem:
+                raise ImageError(f"the engine refused to import {tag}: {problem}") from problem
+        if tar.returncode != 0:
+            raise ImageError(
+                f"packing the root filesystem for {tag} failed (tar exit {tar.returncode})"
+            )
+    if not image_exists(tag):
+        raise ImageError(f"{tag} is not on the engine after the import; see `docker images`")
+
+
+def node_image(progress: Progress | None = None) -> str:
+    """The tag of the current node image, built (with its base) if absent."""
+    tag = node_tag()
+    if image_exists(tag):
+        return tag
+    base = base_image(progress)
+    with _build_lock():
+        if not image_exists(tag):
+            _build_node(tag, base, progress or _quiet)
+    return tag
+
+
+def _build_node(tag: str, base: str, progress: Progress) -> None:
+    progress(f"building {tag} on {base}")
+    output: list[str] = []
+    try:
+        for chunk in engine().api.build(
+            path=str(RECIPES / "node"),
+            tag=tag,
+            buildargs={"BASE": base},
+            rm=True,
+            forcerm=True,
+            pull=False,
+            decode=True,
+        ):
+            if "error" in chunk:
+                tail = "".join(output[-30:])
+                raise ImageError(
+                    f"building {tag} failed: {chunk['error'].strip()}\n{tail}\n"
+                    "check docker/node/packages.txt for a misspelt package and that the "
+                    "Debian mirror answers"
+                )
+            for line in str(chunk.get("stream", "")).splitlines(keepends=True):
+                output.append(line)
+                if line.strip():
+                    progress(line.rstrip())
+    except docker.errors.APIError as problem:
+        raise ImageError(f"the engine could not build {tag}: {problem}") from problem
+
+
+def ensure_images(progress: Progress | None = None) -> list[str]:
+    """Build every image whose recipe changed; returns the current tags (base, node)."""
+    return [base_image(progress), node_image(progress)]
+
+
+def _stream(command: list[str], progress: Progress, what: str) -> None:
+    """Run ``command``, passing each output line to ``progress``; raise with the tail on failure."""
+    tail: list[str] = []
+    with subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
+    ) as process:
+        assert process.stdout is not None
+        for line in process.stdout:
+            tail = [*tail[-40:], line]
+            progress(line.rstrip())
+    if process.returncode != 0:
+        raise ImageError(
+            f"{what} failed (exit {process.returncode}):\n{''.join(tail)}"
+            "check that the Debian mirror answers (`apt-get update`)"
+        )
+
+
+def _quiet(line: str) -> None:
+    """The progress callback used when none is given."""

@@ -1,0 +1,94 @@
+"""The run's single point of truth for time and history: every event goes through here.
+
+Time is taken and the index assigned under one lock, so index order is time order even with many
+worker threads and the nemesis thread recording at once. Live counters feed the progress display.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from harness.history import NEMESIS, Event, EventType, HistoryWriter, Process
+
+__all__ = ["Recorder", "RunCounters"]
+
+
+@dataclass
+class RunCounters:
+    """What the progress display shows: completions by outcome and the faults in force."""
+
+    completions: Counter[str] = field(default_factory=Counter)
+    writes: Counter[str] = field(default_factory=Counter)
+    faults_in_force: dict[str, Any] = field(default_factory=dict)
+    faults_applied: int = 0
+    faults_failed: int = 0
+
+
+class Recorder:
+    """Appends events to the history with the run's monotonic clock (ns since the run began)."""
+
+    def __init__(self, writer: HistoryWriter) -> None:
+        self._writer = writer
+        self._lock = threading.Lock()
+        self._t0 = time.monotonic_ns()
+        self.counters = RunCounters()
+
+    def now(self) -> int:
+        """Nanoseconds since the run began."""
+        return time.monotonic_ns() - self._t0
+
+    def seconds(self) -> float:
+        """Seconds since the run began."""
+        return self.now() / 1e9
+
+    def record(
+        self,
+        process: Process,
+        type: EventType,
+        f: str,
+        value: dict[str, Any],
+        *,
+        node: str | None = None,
+        error: str | None = None,
+    ) -> Event:
+        """Append one event stamped with the current time."""
+        with self._lock:
+            event = self._writer.append(
+                time=self.now(),
+                process=process,
+                type=type,
+                f=f,
+                value=value,
+                node=node,
+                error=error,
+            )
+            self._count(event)
+        return event
+
+    def record_nemesis(self, f: str, value: dict[str, Any]) -> None:
+        """Record a fault event (``process: "nemesis"``, ``type: "info"``)."""
+        self.record(NEMESIS, "info", f, value)
+
+    def _count(self, event: Event) -> None:
+        counters = self.counters
+        if event.process == NEMESIS:
+            kind = event.f.partition("-")[2]
+            if event.f.startswith("start-"):
+                counters.faults_in_force[kind] = event.value.get("targets")
+                if event.value.get("applied") is False or event.value.get("error"):
+                    counters.faults_failed += 1
+                else:
+                    counters.faults_applied += 1
+            elif event.f.startswith("stop-"):
+                counters.faults_in_force.pop(kind, None)
+            return
+        if event.type == "invoke":
+            return
+        counters.completions[event.type] += 1
+        if event.f == "write":
+            outcome = "refused" if event.error == "stale-epoch" else event.type
+            counters.writes[outcome] += 1

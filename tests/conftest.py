@@ -1,0 +1,42 @@
+"""Fixtures shared by every test area.
+
+Tests marked ``docker`` need a reachable engine. Without one they are skipped with the reason,
+except under ``CI=true``, where a missing engine must fail the run instead of hiding it.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+from harness.docker_engine import EngineError, engine
+
+
+def _engine_problem() -> str | None:
+    try:
+        engine()
+    except EngineError as problem:
+        return str(problem)
+    return None
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip ``docker`` tests when no engine answers (never under CI=true)."""
+    if not any(item.get_closest_marker("docker") for item in items):
+        return
+    problem = _engine_problem()
+    if problem is None or os.environ.get("CI", "").lower() == "true":
+        return
+    skip = pytest.mark.skip(reason=f"no Docker engine: {problem}")
+    for item in items:
+        if item.get_closest_marker("docker"):
+            item.add_marker(skip)
+
+
+@pytest.fixture(scope="session")
+def node_image() -> str:
+    """The current node image tag, built once per session if its recipe changed."""
+    from harness.images import node_image as current_node_image
+
+    return current_node_image()

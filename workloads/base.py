@@ -1,0 +1,123 @@
+"""The workload protocol: what a holder does, in terms of recorded operations.
+
+A workload never talks to a network itself. The runner hands each holder an :class:`Ops` whose
+every call is one operation in the history (invoke, then ok / fail / info), so the workload stays a
+pure description of behaviour and the history is complete by construction.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+__all__ = [
+    "Completion",
+    "HolderFlaws",
+    "Ops",
+    "Workload",
+    "WorkloadOptions",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Completion:
+    """How one operation ended: ``ok``, ``fail`` (definitely did not happen) or ``info``."""
+
+    type: Literal["ok", "fail", "info"]
+    value: dict[str, Any] = field(default_factory=dict)
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        """True when the operation happened."""
+        return self.type == "ok"
+
+    @property
+    def refused(self) -> bool:
+        """True when a fence refused a write because its epoch was stale."""
+        return self.type == "fail" and self.error == "stale-epoch"
+
+
+class Ops(Protocol):
+    """The operations a holder may perform; each call is recorded in the history."""
+
+    @property
+    def node(self) -> str:
+        """The holder's identity (its worker node)."""
+        ...
+
+    @property
+    def rng(self) -> random.Random:
+        """This holder's seeded random source: same seed, same choices."""
+        ...
+
+    def stopping(self) -> bool:
+        """True once the run's time limit has passed or the run was interrupted."""
+        ...
+
+    def acquire(self, lock: str) -> Completion:
+        """Ask for a lease on ``lock``; ``ok`` carries ``epoch``."""
+        ...
+
+    def release(self, lock: str) -> Completion:
+        """Give the lease on ``lock`` back."""
+        ...
+
+    def write(
+        self, lock: str, epoch: int, sink: str, key: str, prev: str | None = None
+    ) -> Completion:
+        """Write a fresh unique id to ``sink``/``key`` carrying ``epoch`` (``value["id"]``)."""
+        ...
+
+    def read(
+        self, sink: str, key: str, lock: str | None = None, epoch: int | None = None
+    ) -> Completion:
+        """Read the entries of ``sink``/``key``; with ``epoch``, a fenced read raising the mark."""
+        ...
+
+
+@dataclass(frozen=True)
+class HolderFlaws:
+    """Mistakes that live in the holder's logic rather than in a server (DESIGN.md §1)."""
+
+    retry_on_reject: bool = False
+    reacquire_no_reread: bool = False
+
+
+@dataclass(frozen=True)
+class WorkloadOptions:
+    """Knobs shared by the workloads."""
+
+    keys: int = 3
+    locks: int = 1
+    writes_per_lease: int = 20
+    read_ratio: float = 0.1
+    work_ms: int = 50
+    rate: float = 0.0  # operations per second per holder; 0 means as fast as the system allows
+    fenced_sinks: tuple[str, ...] = ("store",)
+    all_sinks: tuple[str, ...] = ("store",)
+    flaws: HolderFlaws = field(default_factory=HolderFlaws)
+
+    def lock_names(self) -> list[str]:
+        """The locks holders contend for."""
+        return [f"L{i}" for i in range(self.locks)]
+
+    def key_names(self, lock: str) -> list[str]:
+        """The keys written under ``lock`` (disjoint per lock, so a key has one lock)."""
+        return [f"{lock}-k{i}" for i in range(self.keys)]
+
+
+class Workload(Protocol):
+    """What holders do. Stateless: every per-holder state lives in :meth:`holder`'s frame."""
+
+    name: str
+    description: str
+
+    def holder(self, ops: Ops, options: WorkloadOptions) -> None:
+        """Act as one holder until ``ops.stopping()``."""
+        ...
+
+    def final_reads(self, options: WorkloadOptions) -> list[tuple[str, str]]:
+        """Every (sink, key) to read after healing, to judge lost writes."""
+        ...

@@ -1,0 +1,82 @@
+"""The lease loop every workload shares: acquire, do units of work while the lease lasts, release.
+
+What a unit of work is (one append, a read-modify-write, a write to every sink) is the workload's;
+how a holder reacts to a refusal, a local lease expiry or an unknown outcome is decided here once.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from workloads.base import Completion, Ops, WorkloadOptions
+
+__all__ = ["Lease", "Pacer", "Unit", "run_holder", "write_with_flaws"]
+
+
+@dataclass(frozen=True, slots=True)
+class Lease:
+    """The grant a holder works under."""
+
+    lock: str
+    epoch: int
+
+
+class Pacer:
+    """Spaces a holder's operations to a target rate (no pacing when the rate is 0)."""
+
+    def __init__(self, rate: float) -> None:
+        self._interval = 1.0 / rate if rate > 0 else 0.0
+        self._next = time.monotonic()
+
+    def wait(self) -> None:
+        """Sleep until the next operation is due."""
+        if not self._interval:
+            return
+        now = time.monotonic()
+        if self._next > now:
+            time.sleep(self._next - now)
+        self._next = max(self._next, now) + self._interval
+
+
+Unit = Callable[[Ops, Lease, WorkloadOptions], Completion]
+"""One unit of work under a lease; returns the completion that decides whether the lease goes on."""
+
+
+def run_holder(ops: Ops, options: WorkloadOptions, unit: Unit) -> None:
+    """Act as a holder until ``ops.stopping()``, doing ``unit`` repeatedly under each lease.
+
+    A lease ends after ``writes_per_lease`` units, or as soon as a unit is not ``ok``: refused
+    (stale epoch), expired by the holder's own check, or of unknown outcome. Reads of a random key
+    are interleaved at ``read_ratio`` so the history has reads during the run, not only at its end.
+    """
+    pacer = Pacer(options.rate)
+    locks = options.lock_names()
+    while not ops.stopping():
+        lock = ops.rng.choice(locks)
+        pacer.wait()
+        grant = ops.acquire(lock)
+        if not grant.ok:
+            continue
+        lease = Lease(lock, int(grant.value["epoch"]))
+        for _ in range(options.writes_per_lease):
+            if ops.stopping():
+                break
+            pacer.wait()
+            if ops.rng.random() < options.read_ratio:
+                ops.read(ops.rng.choice(options.all_sinks), ops.rng.choice(options.key_names(lock)))
+                continue
+            if not unit(ops, lease, options).ok:
+                break
+        ops.release(lock)
+
+
+def write_with_flaws(
+    ops: Ops, lease: Lease, options: WorkloadOptions, sink: str, key: str, prev: str | None = None
+) -> Completion:
+    """One write; with the ``retry_on_reject`` flaw, a refused write is sent once more as is."""
+    done = ops.write(lease.lock, lease.epoch, sink, key, prev)
+    if done.refused and options.flaws.retry_on_reject:
+        done = ops.write(lease.lock, lease.epoch, sink, key, prev)
+    return done
