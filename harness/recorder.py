@@ -37,6 +37,11 @@ class Recorder:
         self._t0 = time.monotonic_ns()
         self.counters = RunCounters()
 
+    def begin(self) -> None:
+        """Start the run clock now: the fault schedule counts from the workload's start, not
+        from the minutes a cluster may take to come up."""
+        self._t0 = time.monotonic_ns()
+
     def now(self) -> int:
         """Nanoseconds since the run began."""
         return time.monotonic_ns() - self._t0

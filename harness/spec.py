@@ -20,6 +20,7 @@ class TestSpec:
     nemeses: tuple[str, ...] = ("pause",)
     targets: tuple[str, ...] = ("holder",)
     ttl: float = 1.0
+    lock_delay: float = 0.0
     time_limit: float = 30.0
     workers: int = 3
     keys: int = 3

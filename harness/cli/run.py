@@ -1,0 +1,179 @@
+"""``fencecheck run``, ``analyze`` and ``list``: carry out a test, re-check a stored one, show
+what can be combined."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import click
+from rich.console import Console
+from rich.table import Table
+
+from harness.cli import EXIT_ERROR, cli
+from harness.cli.verdict import print_verdict
+from harness.runner import RunError, check_run, run_test, verdict_exit_code
+from harness.spec import TestSpec
+from harness.store import open_run_dir
+
+__all__ = ["analyze_command", "list_command", "run_command"]
+
+
+def _csv(value: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in value.split(",") if part.strip() and part != "none")
+
+
+@cli.command("run")
+@click.option("--system", default="reference", show_default=True, help="System under test.")
+@click.option("--bug", "bugs", multiple=True, help="Plant a bug switch (repeatable).")
+@click.option(
+    "--workload",
+    type=click.Choice(["append", "rmw", "sinks"]),
+    default="append",
+    show_default=True,
+)
+@click.option(
+    "--nemesis",
+    default="pause",
+    show_default=True,
+    help="Fault kinds, comma-separated: pause,freeze,throttle,partition,kill; 'none' for none.",
+)
+@click.option(
+    "--target",
+    default="holder",
+    show_default=True,
+    help="Fault targets, comma-separated: holder, a role (lock, store, worker) or a node name.",
+)
+@click.option("--ttl", type=float, default=1.0, show_default=True, help="Lease TTL, seconds.")
+@click.option("--lock-delay", type=float, default=0.0, show_default=True, help="Seconds.")
+@click.option("--time-limit", type=float, default=30.0, show_default=True, help="Seconds.")
+@click.option("--workers", type=click.IntRange(1, 16), default=3, show_default=True)
+@click.option("--keys", type=click.IntRange(1), default=3, show_default=True)
+@click.option("--locks", type=click.IntRange(1), default=1, show_default=True)
+@click.option("--rate", type=float, default=0.0, help="Ops/s per holder; 0 = unthrottled.")
+@click.option(
+    "--work-ms",
+    type=click.IntRange(0),
+    default=50,
+    show_default=True,
+    help="Critical-section time between the lease check and the write.",
+)
+@click.option("--seed", type=int, default=None, help="Same seed, same faults and choices.")
+@click.option("--store", type=click.Path(path_type=Path), default=Path("store"), show_default=True)
+@click.option("--keep-cluster", is_flag=True, help="Leave the containers running afterwards.")
+@click.option("--no-progress", is_flag=True, help="No live display (CI logs).")
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@click.option("--junit-xml", type=click.Path(path_type=Path), help="Write a JUnit XML report.")
+def run_command(
+    system: str,
+    bugs: tuple[str, ...],
+    workload: str,
+    nemesis: str,
+    target: str,
+    ttl: float,
+    lock_delay: float,
+    time_limit: float,
+    workers: int,
+    keys: int,
+    locks: int,
+    rate: float,
+    work_ms: int,
+    seed: int | None,
+    store: Path,
+    keep_cluster: bool,
+    no_progress: bool,
+    as_json: bool,
+    junit_xml: Path | None,
+) -> None:
+    """Start a cluster, run holders under faults, check the history, store everything.
+
+    Exit code: 0 valid, 1 invalid, 2 unknown, 3 error.
+    """
+    extra = {} if seed is None else {"seed": seed}
+    spec = TestSpec(
+        system=system,
+        bugs=tuple(bugs),
+        workload=workload,
+        nemeses=_csv(nemesis),
+        targets=_csv(target) or ("holder",),
+        ttl=ttl,
+        lock_delay=lock_delay,
+        time_limit=time_limit,
+        workers=workers,
+        keys=keys,
+        locks=locks,
+        rate=rate,
+        work_ms=work_ms,
+        store=store,
+        **extra,
+    )
+    console = Console(stderr=True)
+    try:
+        outcome = run_test(
+            spec,
+            console=console,
+            progress=not no_progress and console.is_terminal,
+            keep_cluster=keep_cluster,
+            command=["fencecheck", *sys.argv[1:]] if sys.argv[1:2] == ["run"] else None,
+        )
+    except RunError as problem:
+        raise click.ClickException(str(problem)) from None
+    data = outcome.run_dir.read_results() or {}
+    if junit_xml is not None:
+        from harness.junit import write_junit
+
+        write_junit([outcome.run_dir], junit_xml)
+    if as_json:
+        click.echo(json.dumps({**data, "run_dir": str(outcome.run_dir.path)}, indent=2))
+    else:
+        print_verdict(Console(), data)
+    console.print(f"report: {outcome.run_dir.report}")
+    raise click.exceptions.Exit(outcome.exit_code)
+
+
+@cli.command("analyze")
+@click.argument("run_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+def analyze_command(run_dir: Path, as_json: bool) -> None:
+    """Re-check a stored run (e.g. store/latest) and rewrite its results and report."""
+    try:
+        run = open_run_dir(run_dir)
+        result = check_run(run)
+    except (FileNotFoundError, ValueError, KeyError) as problem:
+        raise click.ClickException(str(problem)) from None
+    data = run.read_results() or {}
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        print_verdict(Console(), data)
+    raise click.exceptions.Exit(verdict_exit_code(result.valid))
+
+
+@cli.command("list")
+def list_command() -> None:
+    """Show the systems, bug switches, workloads and nemeses that can be combined."""
+    from nemeses import FAULT_KINDS, TOPOLOGIES
+    from systems import available_systems, load_system
+    from workloads import WORKLOADS
+
+    console = Console()
+    table = Table("system", "bug switch", "exposed by", "expected anomaly", title="systems")
+    for name in available_systems():
+        try:
+            switches = load_system(name).bug_switches()
+        except Exception as problem:  # a broken third-party adapter must not hide the others
+            table.add_row(name, f"[red]cannot load: {problem}[/]", "", "")
+            continue
+        table.add_row(name, "(none: the correct system)", "", "valid")
+        for switch in switches.values():
+            table.add_row("", switch.name, switch.exposed_by, switch.anomaly)
+    console.print(table)
+    workloads = Table("workload", "what holders do", title="workloads")
+    for workload in WORKLOADS.values():
+        workloads.add_row(workload.name, workload.description)
+    console.print(workloads)
+    console.print(f"[bold]nemeses[/]: {', '.join(FAULT_KINDS)}")
+    console.print(f"[bold]partition topologies[/]: {', '.join(TOPOLOGIES)}")
+    if not available_systems():
+        raise click.exceptions.Exit(EXIT_ERROR)
