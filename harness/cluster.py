@@ -15,9 +15,8 @@ import signal
 import socket
 import threading
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
 from dataclasses import dataclass
 from types import FrameType, TracebackType
 from typing import Any, Final, cast
@@ -29,6 +28,7 @@ from docker.models.networks import Network
 from harness.docker_engine import engine
 from harness.docker_node import DockerNode
 from harness.images import node_image
+from harness.interrupts import interrupts_deferred
 from harness.node import NodeError
 from harness.wait import CommandSucceeds, wait_all
 
@@ -288,7 +288,7 @@ class Cluster:
         half a cluster behind.
         """
         self._close_nodes()
-        with _interrupts_deferred():
+        with interrupts_deferred():
             remove_run(self.run_id)
         self.nodes = {}
 
@@ -343,7 +343,10 @@ class Cluster:
             [NodeSpec(c.labels[LABEL_NODE], c.labels[LABEL_ROLE]) for c in containers],
             keep=True,
         )
-        stopped = [c.labels[LABEL_NODE] for c in containers if c.status != "running"]
+        # A paused (frozen) container is still a live node: attaching to it is how it gets thawed.
+        stopped = [
+            c.labels[LABEL_NODE] for c in containers if c.status not in ("running", "paused")
+        ]
         if stopped:
             raise ClusterError(
                 f"cluster {run.run_id}: nodes {', '.join(stopped)} are not running; "
@@ -374,27 +377,6 @@ def _node_of(container: Container, network: str) -> DockerNode:
     labels = container.labels
     ip = container.attrs["NetworkSettings"]["Networks"][network]["IPAddress"]
     return DockerNode(container, name=labels[LABEL_NODE], role=labels[LABEL_ROLE], ip=ip)
-
-
-@contextmanager
-def _interrupts_deferred() -> Iterator[None]:
-    """Hold SIGINT and SIGTERM until the block ends, then deliver the first one that came."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-    pending: list[int] = []
-
-    def remember(signum: int, frame: FrameType | None) -> None:
-        pending.append(signum)
-
-    previous = {sig: signal.signal(sig, remember) for sig in (signal.SIGINT, signal.SIGTERM)}
-    try:
-        yield
-    finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
-        if pending:
-            signal.raise_signal(pending[0])
 
 
 # -- runs on the engine ---------------------------------------------------------------------

@@ -518,8 +518,13 @@ class DockerNode:
             self._confirm_paused(True)
 
     def thaw(self) -> None:
-        """Undo :meth:`freeze`; returns once the engine reports the container running."""
+        """Undo :meth:`freeze`; returns once the engine reports the container running.
+
+        Thawing a node that is not frozen does nothing, so healing can thaw blindly.
+        """
         with self.stats.timed("thaw"):
+            if not self._api.inspect_container(self._id)["State"]["Paused"]:
+                return
             self._container.unpause()
             self._confirm_paused(False)
 

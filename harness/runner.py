@@ -11,14 +11,12 @@ from __future__ import annotations
 import contextlib
 import platform
 import shlex
-import signal
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
-from types import FrameType
 from typing import Any, Final
 
 from rich.console import Console
@@ -29,6 +27,7 @@ from harness.cluster import Cluster, default_topology, new_run_id
 from harness.history import HistoryWriter
 from harness.holder_ops import HolderBoard, HolderOps
 from harness.images import node_image
+from harness.interrupts import Interrupted, interrupts_deferred, sigterm_interrupts
 from harness.node import Node
 from harness.progress import RunProgress
 from harness.recorder import Recorder
@@ -62,10 +61,6 @@ _FINAL_READ_TRIES: Final = 3
 
 class RunError(RuntimeError):
     """The run could not be carried out (bad spec, broken environment); the message says why."""
-
-
-class Interrupted(KeyboardInterrupt):
-    """The run was asked to stop (Ctrl-C or SIGTERM)."""
 
 
 @dataclass(frozen=True)
@@ -137,7 +132,7 @@ def run_test(
     run_dir.write_json(run_dir.test_json, test)
     console.print(f"[bold]run[/] {spec.test_name}  seed {spec.seed}  → {run_dir.path}")
     interrupted = False
-    with _sigterm_interrupts(), HistoryWriter(run_dir.history) as writer:
+    with sigterm_interrupts(), HistoryWriter(run_dir.history) as writer:
         recorder = Recorder(writer)
         try:
             image = node_image()
@@ -276,7 +271,8 @@ def _exercise(
             interrupted = True
         finally:
             stop.set()
-            report = player.close()
+            with interrupts_deferred():
+                report = player.close()
             if not report.ok:
                 test["heal_errors"] = [str(e) for e in report.errors]
                 run_dir.write_json(run_dir.test_json, test)
@@ -402,20 +398,3 @@ def _rerun_command(spec: TestSpec) -> list[str]:
     if spec.lock_delay:
         argv += ["--lock-delay", str(spec.lock_delay)]
     return argv
-
-
-@contextlib.contextmanager
-def _sigterm_interrupts() -> Iterator[None]:
-    """Turn SIGTERM into :class:`Interrupted` in the main thread, so it heals like Ctrl-C."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise Interrupted(f"signal {signum}")
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)

@@ -1,0 +1,261 @@
+"""Plays a fault schedule against a cluster in a background thread, and guarantees healing.
+
+Usage by the runner::
+
+    player = NemesisPlayer(cluster.nodes, standard_nemesis(), schedule.windows,
+                           clock=recorder.now, record=recorder.record_nemesis,
+                           resolve_holder=workload.current_holder)
+    with player:            # start(): nemesis setup, then the thread
+        ...run the workload...
+    # leaving the block, also by Ctrl-C, SIGTERM (if turned into an exception) or any exception:
+    # stop, join, heal every fault in force, tear the nemesis down
+
+Each window gives two calls of ``record(f, value)``, from the player's thread (the callback must be
+thread-safe): ``start-<kind>`` once the fault is confirmed, ``stop-<kind>`` once it is confirmed
+undone. ``value`` holds ``id`` (the window index), ``targets`` (node names), the fault's parameters
+(``process``, ``cpu``, ``topology``, ``peers``, ``drops``…) and facts observed (``pids``…),
+``scheduled`` and ``confirmed`` (run clock, ns), ``ttl_multiple``, ``applied``, and ``error`` when
+``applied`` is false; ``holder`` is ``"lease"`` or ``"fallback"`` for a window aimed at the holder.
+A window cut short by :meth:`NemesisPlayer.stop` or :meth:`NemesisPlayer.heal` gets
+``"interrupted": true`` on its stop event.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from types import TracebackType
+from typing import Any, Final
+
+from harness.node import Node
+from nemeses.protocol import Fault, HealReport, Nemesis, NemesisError, start_f, stop_f
+from nemeses.schedule import Window, resolve
+
+__all__ = ["Clock", "NemesisPlayer", "Recorder", "ResolveHolder"]
+
+Clock = Callable[[], int]
+"""The run clock: nanoseconds since the run began."""
+Recorder = Callable[[str, dict[str, Any]], None]
+"""Records one nemesis event: ``record(f, value)``."""
+ResolveHolder = Callable[[], str | None]
+"""Names the node holding the lease now, or ``None`` when nobody does."""
+
+_JOIN_TIMEOUT_S: Final = 30.0
+
+
+class NemesisPlayer:
+    """Runs ``windows`` with ``nemesis`` on ``nodes`` (by name), timed by ``clock``.
+
+    :meth:`start` sets the nemesis up and starts the thread; :meth:`stop` asks it to end the
+    fault in force and play no more; :meth:`join` waits for it; :meth:`heal` stops, joins and
+    undoes everything still in force (idempotent, never raises for a fault it cannot undo: the
+    report says). As a context manager it starts on entry and heals and tears down on exit.
+    """
+
+    def __init__(
+        self,
+        nodes: Mapping[str, Node],
+        nemesis: Nemesis,
+        windows: Sequence[Window],
+        clock: Clock,
+        record: Recorder,
+        resolve_holder: ResolveHolder | None = None,
+    ) -> None:
+        self._nodes = dict(nodes)
+        self._nemesis = nemesis
+        self._windows = sorted(windows, key=lambda window: window.start_ns)
+        self._clock = clock
+        self._record = record
+        self._resolve_holder = resolve_holder
+        self._stopping = threading.Event()
+        # Held around every nemesis call, so heal never races a fault being applied.
+        self._lock = threading.Lock()
+        self._healed = False
+        self._in_force: tuple[Window, Fault, dict[str, Any]] | None = None
+        self._thread: threading.Thread | None = None
+        self._crash: BaseException | None = None
+        self.report = HealReport()
+        """What the last :meth:`heal` did and could not do."""
+
+    # -- lifecycle --------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Set the nemesis up on the nodes, then play the windows in a background thread.
+
+        Raises :class:`NemesisError` before anything runs if a window's kind is not one the
+        nemesis performs.
+        """
+        if self._thread is not None:
+            raise NemesisError("this player has already been started")
+        missing = sorted({w.kind for w in self._windows if start_f(w.kind) not in self._nemesis.fs})
+        if missing:
+            raise NemesisError(
+                f"the schedule has {', '.join(missing)} faults, which this nemesis does not "
+                f"perform; build it with standard_nemesis({missing!r}) or drop those windows"
+            )
+        self._nemesis.setup(self._nodes)
+        self._thread = threading.Thread(target=self._play, name="nemesis-player", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        """End the fault in force (recording its stop) and play no further windows."""
+        self._stopping.set()
+
+    def join(self, timeout: float | None = None) -> None:
+        """Wait for the thread to finish; raise :class:`NemesisError` if it crashed."""
+        if self._thread is not None:
+            self._thread.join(timeout)
+        if self._crash is not None:
+            raise NemesisError(f"the nemesis player crashed: {self._crash}") from self._crash
+
+    @property
+    def running(self) -> bool:
+        """True while the thread plays."""
+        return self._thread is not None and self._thread.is_alive()
+
+    def heal(self) -> HealReport:
+        """Stop, wait for the thread (30 s at most), and undo every fault still in force.
+
+        Safe to call more than once and from any thread; a window still open gets its stop
+        event (``interrupted``). The report is also kept in :attr:`report`.
+        """
+        self.stop()
+        if self._thread is not None and self._thread is not threading.current_thread():
+            self._thread.join(_JOIN_TIMEOUT_S)
+        with self._lock:
+            self._healed = True
+            report = self._nemesis.heal()
+            open_window = self._in_force
+            self._in_force = None
+            if open_window is not None:
+                window, _, value = open_window
+                self._record_safely(
+                    stop_f(window.kind),
+                    self._outcome(value, window.end_ns, report.errors, interrupted=True),
+                    report,
+                )
+        self.report = report
+        return report
+
+    def close(self) -> HealReport:
+        """Heal, then tear the nemesis down; returns the heal report (teardown errors added)."""
+        report = self.heal()
+        try:
+            self._nemesis.teardown()
+        except Exception as problem:  # the report carries it; healing already did what it could
+            report.errors.append(f"teardown: {problem}")
+        return report
+
+    def __enter__(self) -> NemesisPlayer:
+        self.start()
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        traceback: TracebackType | None,
+    ) -> None:
+        report = self.close()
+        if report.ok:
+            self.join(0)
+            return
+        problem = "faults may still be in force: " + "; ".join(report.errors)
+        if exc is not None:
+            exc.add_note(problem)
+            return
+        raise NemesisError(problem)
+
+    # -- the thread -------------------------------------------------------------------------
+
+    def _play(self) -> None:
+        try:
+            for window in self._windows:
+                if not self._sleep_until(window.start_ns):
+                    return
+                if not self._start(window):
+                    return
+                self._sleep_until(window.end_ns)
+                self._end(window)
+        except BaseException as crash:  # kept for join(); the thread must not die silently
+            self._crash = crash
+
+    def _sleep_until(self, when_ns: int) -> bool:
+        """Wait until the run clock reaches ``when_ns``; False if asked to stop first."""
+        while not self._stopping.is_set():
+            left = when_ns - self._clock()
+            if left <= 0:
+                return True
+            self._stopping.wait(left / 1e9)
+        return False
+
+    def _start(self, window: Window) -> bool:
+        """Apply and record one window's fault; False once the player has been healed."""
+        f = start_f(window.kind)
+        with self._lock:
+            if self._healed:
+                return False
+            value: dict[str, Any] = {
+                "id": window.index,
+                "targets": list(window.targets),
+                **window.params,
+                "ttl_multiple": window.ttl_multiple,
+            }
+            try:
+                holder = self._holder(window, value)
+                fault = resolve(window, list(self._nodes), holder)
+                value.update(fault.params, targets=list(fault.targets))
+                self._in_force = (window, fault, value)
+                facts = self._nemesis.invoke(f, fault)
+            except Exception as problem:  # recorded: an unapplied fault makes the run unknown
+                self._record(f, self._outcome(value, window.start_ns, [str(problem)]))
+                return True
+            self._record(f, self._outcome({**value, **facts}, window.start_ns, []))
+        return True
+
+    def _end(self, window: Window) -> None:
+        f = stop_f(window.kind)
+        with self._lock:
+            if self._in_force is None or self._in_force[0] is not window:
+                return
+            _, fault, value = self._in_force
+            errors: list[str] = []
+            try:
+                self._nemesis.invoke(f, fault)
+            except Exception as problem:  # recorded; heal() retries what is still in force
+                errors.append(str(problem))
+            self._in_force = None
+            interrupted = self._stopping.is_set() and self._clock() < window.end_ns
+            self._record(f, self._outcome(value, window.end_ns, errors, interrupted=interrupted))
+
+    def _holder(self, window: Window, value: dict[str, Any]) -> str | None:
+        if not window.wants_holder:
+            return None
+        holder = self._resolve_holder() if self._resolve_holder is not None else None
+        if holder is not None and holder not in self._nodes:
+            raise NemesisError(f"the lease holder {holder!r} is not a node of this cluster")
+        value["holder"] = "lease" if holder is not None else "fallback"
+        return holder
+
+    def _outcome(
+        self,
+        value: dict[str, Any],
+        scheduled: int,
+        errors: list[str],
+        *,
+        interrupted: bool = False,
+    ) -> dict[str, Any]:
+        outcome = {**value, "scheduled": scheduled}
+        if errors:
+            outcome.update(applied=False, error="; ".join(errors))
+        else:
+            outcome.update(confirmed=self._clock(), applied=True)
+        if interrupted:
+            outcome["interrupted"] = True
+        return outcome
+
+    def _record_safely(self, f: str, value: dict[str, Any], report: HealReport) -> None:
+        try:
+            self._record(f, value)
+        except Exception as problem:  # the history may be closed already; healing still counts
+            report.errors.append(f"could not record {f}: {problem}")

@@ -1,0 +1,304 @@
+"""Fault schedules: seeded, lease-aware windows over a run (DESIGN.md §7).
+
+A schedule is a list of :class:`Window` (start, duration, kind, targets, parameters), generated
+from a seed so that the same seed and inputs give the same schedule. Durations are multiples of the
+lease TTL drawn from a table, by default 0.15 (shorter than a lease: harmless if the system is
+right), 0.8 (just under it), 3 (the lease lapses and someone else gets it) and 8 (far beyond: a
+whole new holder's tenure fits inside). Windows never overlap: after each one the system gets at
+least 1.25 TTL (up to 2) to recover, the first starts after 1-2 TTL (someone must hold the lease),
+and the last ends a TTL before the run does.
+
+A target may be the symbolic ``"holder"``: whoever holds the lease when the window starts, asked
+of the runner then (see :class:`nemeses.player.NemesisPlayer`), or, when nobody does, a worker drawn
+from the seed at generation time (``fallback``).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from nemeses.protocol import FAULT_KINDS, Fault, NemesisError
+from nemeses.throttle import DEFAULT_CPU
+from nemeses.topology import partition_fault
+
+__all__ = [
+    "DEFAULT_TTL_MULTIPLES",
+    "HOLDER",
+    "Schedule",
+    "Window",
+    "generate_schedule",
+    "resolve",
+]
+
+HOLDER: Final = "holder"
+"""The symbolic target: whoever holds the lease when the window starts."""
+
+DEFAULT_TTL_MULTIPLES: Final[tuple[float, ...]] = (0.15, 0.8, 3.0, 8.0)
+"""Fault durations, as multiples of the lease TTL."""
+
+_LEAD_IN_TTL: Final = (1.0, 2.0)
+_GAP_TTL: Final = (1.25, 2.0)
+_TAIL_TTL: Final = 1.0
+_ROLES: Final = ("lock", "store", "worker")
+_WORKER: Final = "worker"
+
+
+@dataclass(frozen=True, slots=True)
+class Window:
+    """One scheduled fault: from ``start_ns`` for ``duration_ns`` on the run clock.
+
+    ``targets`` are node names, or contain :data:`HOLDER`; ``fallback`` is the worker that stands
+    in for the holder when nobody holds the lease. ``params`` are the fault's parameters
+    (``process``, ``cpu``, ``topology``, ``peers``, ``direction``).
+    """
+
+    index: int
+    start_ns: int
+    duration_ns: int
+    kind: str
+    targets: tuple[str, ...]
+    ttl_multiple: float
+    fallback: str | None = None
+    params: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def end_ns(self) -> int:
+        """When the fault is scheduled to end."""
+        return self.start_ns + self.duration_ns
+
+    @property
+    def wants_holder(self) -> bool:
+        """True when a target is the symbolic holder."""
+        return HOLDER in self.targets
+
+    def to_json(self) -> dict[str, Any]:
+        """The window as JSON data."""
+        return {
+            "index": self.index,
+            "start_ns": self.start_ns,
+            "duration_ns": self.duration_ns,
+            "kind": self.kind,
+            "targets": list(self.targets),
+            "ttl_multiple": self.ttl_multiple,
+            "fallback": self.fallback,
+            "params": dict(self.params),
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Window:
+        """Rebuild a window from :meth:`to_json` output."""
+        try:
+            return cls(
+                index=int(data["index"]),
+                start_ns=int(data["start_ns"]),
+                duration_ns=int(data["duration_ns"]),
+                kind=str(data["kind"]),
+                targets=tuple(str(t) for t in data["targets"]),
+                ttl_multiple=float(data["ttl_multiple"]),
+                fallback=data.get("fallback"),
+                params=dict(data.get("params") or {}),
+            )
+        except (KeyError, TypeError, ValueError) as problem:
+            raise NemesisError(
+                f"bad schedule window {data!r}: {problem}; windows come from Window.to_json"
+            ) from None
+
+
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """The windows of one run, with what they were generated from."""
+
+    seed: int
+    lease_ttl_ns: int
+    duration_ns: int
+    windows: tuple[Window, ...]
+
+    def to_json(self) -> dict[str, Any]:
+        """The schedule as JSON data (the runner writes it into the run's spec)."""
+        return {
+            "seed": self.seed,
+            "lease_ttl_ns": self.lease_ttl_ns,
+            "duration_ns": self.duration_ns,
+            "windows": [window.to_json() for window in self.windows],
+        }
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> Schedule:
+        """Rebuild a schedule from :meth:`to_json` output."""
+        try:
+            return cls(
+                seed=int(data["seed"]),
+                lease_ttl_ns=int(data["lease_ttl_ns"]),
+                duration_ns=int(data["duration_ns"]),
+                windows=tuple(Window.from_json(w) for w in data["windows"]),
+            )
+        except (KeyError, TypeError, ValueError) as problem:
+            raise NemesisError(
+                f"bad schedule: {problem}; schedules come from Schedule.to_json"
+            ) from None
+
+
+def generate_schedule(
+    seed: int,
+    nodes: Mapping[str, str],
+    *,
+    lease_ttl_ns: int,
+    duration_ns: int,
+    kinds: Sequence[str] = FAULT_KINDS,
+    targets: Sequence[str] = (HOLDER,),
+    ttl_multiples: Sequence[float] = DEFAULT_TTL_MULTIPLES,
+    processes: Mapping[str, str] | None = None,
+    cpu: float = DEFAULT_CPU,
+) -> Schedule:
+    """Draw a schedule from ``seed``.
+
+    ``nodes`` maps node name to role. ``targets`` are selectors, each drawn with equal chance:
+    ``"holder"``, a role (a node of it is drawn), or a node name. ``processes`` maps a role to the
+    daemon that pause and kill aim at on its nodes (absent: every daemon of the node). ``cpu`` is
+    a throttled node's share of one CPU. Raises :class:`NemesisError` for inputs that cannot
+    make a schedule.
+    """
+    _check_inputs(nodes, lease_ttl_ns, duration_ns, kinds, targets, ttl_multiples)
+    rng = random.Random(seed)
+    windows: list[Window] = []
+    ttl = lease_ttl_ns
+    start = round(ttl * rng.uniform(*_LEAD_IN_TTL))
+    last_end = duration_ns - round(ttl * _TAIL_TTL)
+    while True:
+        fitting = [m for m in ttl_multiples if start + round(m * ttl) <= last_end]
+        if not fitting:
+            break
+        kind = rng.choice(list(kinds))
+        multiple = rng.choice(fitting)
+        selector = rng.choice(list(targets))
+        target, role, fallback = _draw_target(rng, selector, nodes)
+        chosen, params = _draw_params(rng, kind, target, role, nodes, processes, cpu)
+        duration = round(multiple * ttl)
+        windows.append(
+            Window(len(windows), start, duration, kind, chosen, multiple, fallback, params)
+        )
+        start = windows[-1].end_ns + round(ttl * rng.uniform(*_GAP_TTL))
+    return Schedule(seed, lease_ttl_ns, duration_ns, tuple(windows))
+
+
+def resolve(window: Window, nodes: Sequence[str], holder: str | None) -> Fault:
+    """The concrete fault of ``window``: the holder substituted (``holder``, or the window's
+    fallback when ``None``), a partition's drops worked out among ``nodes``."""
+    targets = window.targets
+    if window.wants_holder:
+        stand_in = holder or window.fallback
+        if stand_in is None:
+            raise NemesisError(
+                f"window {window.index} targets the holder, nobody holds the lease, and the "
+                "window has no fallback worker"
+            )
+        targets = tuple(dict.fromkeys(stand_in if t == HOLDER else t for t in targets))
+    if window.kind != "partition":
+        return Fault(window.kind, targets, dict(window.params))
+    params = window.params
+    return partition_fault(
+        str(params.get("topology", "isolate")),
+        targets,
+        nodes,
+        params.get("peers"),
+        inbound=params.get("direction") == "in",
+    )
+
+
+def _check_inputs(
+    nodes: Mapping[str, str],
+    lease_ttl_ns: int,
+    duration_ns: int,
+    kinds: Sequence[str],
+    targets: Sequence[str],
+    ttl_multiples: Sequence[float],
+) -> None:
+    if lease_ttl_ns <= 0 or duration_ns <= 0:
+        raise NemesisError("the lease TTL and the run's duration must be positive")
+    unknown = sorted(set(kinds) - set(FAULT_KINDS))
+    if unknown or not kinds:
+        raise NemesisError(
+            f"unknown fault kind(s) {', '.join(unknown) or '(none given)'}; "
+            f"choose from {', '.join(FAULT_KINDS)}"
+        )
+    if not ttl_multiples or min(ttl_multiples) <= 0:
+        raise NemesisError("TTL multiples must be positive numbers, e.g. 0.15 0.8 3 8")
+    if not targets:
+        raise NemesisError("give at least one target: holder, a role or a node name")
+    for selector in targets:
+        if selector not in (HOLDER, *_ROLES) and selector not in nodes:
+            raise NemesisError(
+                f"unknown target {selector!r}; use holder, a role ({', '.join(_ROLES)}) "
+                f"or a node ({', '.join(nodes)})"
+            )
+        if selector in _ROLES and selector not in nodes.values():
+            raise NemesisError(f"target role {selector!r} has no node in this cluster")
+    if HOLDER in targets and _WORKER not in nodes.values():
+        raise NemesisError("the holder target needs at least one worker node")
+
+
+def _draw_target(
+    rng: random.Random, selector: str, nodes: Mapping[str, str]
+) -> tuple[str, str, str | None]:
+    """The drawn target, its role, and (for the holder) the seeded fallback worker."""
+    if selector == HOLDER:
+        return HOLDER, _WORKER, rng.choice(_of_role(nodes, _WORKER))
+    if selector in _ROLES:
+        node = rng.choice(_of_role(nodes, selector))
+        return node, selector, None
+    return selector, nodes[selector], None
+
+
+def _draw_params(
+    rng: random.Random,
+    kind: str,
+    target: str,
+    role: str,
+    nodes: Mapping[str, str],
+    processes: Mapping[str, str] | None,
+    cpu: float,
+) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The window's targets and parameters for a fault of ``kind`` aimed at ``target``."""
+    if kind in ("pause", "kill"):
+        process = (processes or {}).get(role)
+        return (target,), {} if process is None else {"process": process}
+    if kind == "throttle":
+        return (target,), {"cpu": cpu}
+    if kind != "partition":
+        return (target,), {}
+    names = sorted(nodes)
+    others = [name for name in names if name != target]
+    cut_from = [name for name in _of_role(nodes, "lock") if name != target]
+    if role == "lock":
+        cut_from = [name for name in _of_role(nodes, "store") if name != target] or others[:1]
+    topologies = ["isolate"]
+    if len(names) >= 2:
+        topologies.append("halves")
+    if cut_from:
+        topologies.append("one-way")
+        if role != "lock" and _of_role(nodes, "lock"):
+            topologies.append("lock-cut")
+    if target != HOLDER and len(names) >= 3:
+        topologies.append("bridge")
+    topology = rng.choice(topologies)
+    if topology == "isolate":
+        return (target,), {"topology": topology}
+    if topology in ("one-way", "lock-cut"):
+        params: dict[str, Any] = {"topology": topology, "peers": cut_from}
+        if topology == "one-way":
+            params["direction"] = rng.choice(("out", "in"))
+        return (target,), params
+    shuffled = rng.sample(others, len(others))
+    if topology == "halves":
+        # The target plus others up to half of the cluster, against the rest.
+        side = shuffled[: max(0, len(names) // 2 - 1)]
+        return (target, *side), {"topology": topology}
+    peers = shuffled[: len(shuffled) // 2]
+    return (target,), {"topology": topology, "peers": peers}
+
+
+def _of_role(nodes: Mapping[str, str], role: str) -> list[str]:
+    return sorted(name for name, node_role in nodes.items() if node_role == role)

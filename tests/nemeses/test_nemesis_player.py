@@ -1,0 +1,174 @@
+"""The player: what it records, holder resolution, failures, and healing on interruption."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+import pytest
+from nemesis_fakes import fake_cluster
+
+from nemeses import standard_nemesis
+from nemeses.noop import NoopNemesis
+from nemeses.player import NemesisPlayer
+from nemeses.protocol import NemesisError
+from nemeses.schedule import HOLDER, Window
+
+MS = 1_000_000
+
+
+class Recording:
+    """A thread-safe record callback that can wait for an event."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self._changed = threading.Condition()
+
+    def __call__(self, f: str, value: dict[str, Any]) -> None:
+        with self._changed:
+            self.events.append((f, value))
+            self._changed.notify_all()
+
+    def wait_for(self, f: str) -> dict[str, Any]:
+        with self._changed:
+            assert self._changed.wait_for(lambda: any(e[0] == f for e in self.events), 10)
+            return next(value for name, value in self.events if name == f)
+
+
+def clock() -> Any:
+    t0 = time.monotonic_ns()
+    return lambda: time.monotonic_ns() - t0
+
+
+def window(index: int, start_ms: int, kind: str = "pause", **extra: Any) -> Window:
+    options: dict[str, Any] = {"targets": ("w1",), "fallback": None, "params": {}}
+    options.update(extra)
+    return Window(index, start_ms * MS, 5 * MS, kind, ttl_multiple=0.15, **options)
+
+
+def test_each_window_is_recorded_started_then_stopped_with_both_times() -> None:
+    nodes = fake_cluster()
+    nemesis = NoopNemesis()
+    record = Recording()
+    windows = [window(0, 5, params={"process": "agent"}), window(1, 20, "freeze")]
+    with NemesisPlayer(nodes, nemesis, windows, clock(), record) as player:
+        player.join(10)
+        assert not player.running
+    assert [f for f, _ in record.events] == [
+        "start-pause",
+        "stop-pause",
+        "start-freeze",
+        "stop-freeze",
+    ]
+    start = record.events[0][1]
+    assert start["targets"] == ["w1"] and start["process"] == "agent" and start["id"] == 0
+    assert start["applied"] is True and start["scheduled"] == 5 * MS
+    assert start["confirmed"] >= start["scheduled"]
+    stop = record.events[1][1]
+    assert stop["scheduled"] == 10 * MS and stop["confirmed"] >= stop["scheduled"]
+    assert "interrupted" not in stop
+    assert nemesis.set_up and nemesis.torn_down and nemesis.in_force == []
+
+
+def test_a_fault_that_fails_is_recorded_as_not_applied_with_the_error() -> None:
+    nemesis = NoopNemesis(failing=["start-throttle"])
+    record = Recording()
+    with NemesisPlayer(fake_cluster(), nemesis, [window(0, 1, "throttle")], clock(), record) as p:
+        p.join(10)
+    (f, start), (_, stop) = record.events
+    assert f == "start-throttle"
+    assert start["applied"] is False and "failing as asked" in start["error"]
+    assert "confirmed" not in start
+    assert stop["applied"] is True
+
+
+@pytest.mark.parametrize(
+    ("holder", "target", "source"), [("w2", "w2", "lease"), (None, "w3", "fallback")]
+)
+def test_the_holder_is_asked_when_the_window_starts(
+    holder: str | None, target: str, source: str
+) -> None:
+    nemesis = NoopNemesis()
+    record = Recording()
+    asked: list[int] = []
+
+    def resolve_holder() -> str | None:
+        asked.append(1)
+        return holder
+
+    windows = [window(0, 1, targets=(HOLDER,), fallback="w3")]
+    with NemesisPlayer(fake_cluster(), nemesis, windows, clock(), record, resolve_holder) as p:
+        p.join(10)
+    start = record.events[0][1]
+    assert start["targets"] == [target] and start["holder"] == source
+    assert nemesis.calls[0][1].targets == (target,)
+    assert asked == [1]
+
+
+def test_a_holder_that_is_no_node_makes_the_fault_not_applied() -> None:
+    record = Recording()
+    windows = [window(0, 1, targets=(HOLDER,), fallback="w3")]
+    player = NemesisPlayer(fake_cluster(), NoopNemesis(), windows, clock(), record, lambda: "x9")
+    with player:
+        player.join(10)
+    assert record.events[0][1]["applied"] is False
+    assert "'x9' is not a node" in record.events[0][1]["error"]
+
+
+@pytest.mark.parametrize("interruption", [KeyboardInterrupt, RuntimeError])
+def test_an_interrupted_player_leaves_no_fault_behind(interruption: type[BaseException]) -> None:
+    nodes = fake_cluster()
+    record = Recording()
+    long_windows = [
+        Window(0, 1 * MS, 60_000 * MS, "pause", ("w1",), 8.0, None, {"process": "agent"}),
+        Window(1, 70_000 * MS, 1 * MS, "freeze", ("w2",), 0.15),
+    ]
+    agent = nodes["w1"].daemon("agent")
+    player = NemesisPlayer(nodes, standard_nemesis(), long_windows, clock(), record)
+    with pytest.raises(interruption), player:
+        record.wait_for("start-pause")
+        assert nodes["w1"].process_state(agent) == "T"
+        raise interruption()
+    assert nodes["w1"].process_state(agent) == "S"
+    assert [f for f, _ in record.events] == ["start-pause", "stop-pause"]
+    assert record.events[1][1]["interrupted"] is True
+    assert not nodes["w2"].frozen
+
+
+def test_heal_is_idempotent_and_records_the_stop_of_a_window_left_open() -> None:
+    nemesis = NoopNemesis()
+    record = Recording()
+    windows = [Window(0, 1 * MS, 60_000 * MS, "kill", ("s1",), 8.0)]
+    player = NemesisPlayer(fake_cluster(), nemesis, windows, clock(), record)
+    player.start()
+    record.wait_for("start-kill")
+    first = player.heal()
+    second = player.heal()
+    assert first.ok and second.ok
+    assert [f for f, _ in record.events] == ["start-kill", "stop-kill"]
+    assert nemesis.in_force == []
+    with pytest.raises(NemesisError, match="already been started"):
+        player.start()
+
+
+def test_a_schedule_the_nemesis_cannot_play_is_refused_before_it_starts() -> None:
+    nemesis = NoopNemesis(["pause"])
+    player = NemesisPlayer(fake_cluster(), nemesis, [window(0, 1, "kill")], clock(), Recording())
+    with pytest.raises(NemesisError, match="has kill faults"):
+        player.start()
+    assert not nemesis.set_up
+
+
+def test_a_crashed_player_thread_is_reported_by_join() -> None:
+    def broken(f: str, value: dict[str, Any]) -> None:
+        raise OSError("history closed")
+
+    nemesis = NoopNemesis()
+    player = NemesisPlayer(fake_cluster(), nemesis, [window(0, 1)], clock(), broken)
+    player.start()
+    with pytest.raises(NemesisError, match="crashed: history closed"):
+        player.join(10)
+    report = player.heal()
+    assert nemesis.in_force == [], "the fault is undone even though nothing can be recorded"
+    assert report.errors == ["could not record stop-pause: history closed"]
