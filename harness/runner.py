@@ -193,7 +193,14 @@ def _load(spec: TestSpec) -> System:
     return system
 
 
-def _schedule(spec: TestSpec, roles: Mapping[str, str], ttl: float) -> Schedule:
+def _schedule(
+    spec: TestSpec,
+    roles: Mapping[str, str],
+    ttl: float,
+    processes: Mapping[str, str] | None = None,
+) -> Schedule:
+    """The seeded fault schedule; ``processes`` (role -> daemon) is known once the system runs,
+    and the same seed draws the same windows with or without it."""
     duration = round(spec.time_limit * 1e9)
     if not spec.nemeses:
         return Schedule(spec.seed, round(ttl * 1e9), duration, ())
@@ -205,16 +212,12 @@ def _schedule(spec: TestSpec, roles: Mapping[str, str], ttl: float) -> Schedule:
             duration_ns=duration,
             kinds=spec.nemeses,
             targets=spec.targets,
-            processes=_PROCESS_BY_ROLE,
+            processes=processes,
         )
     except ValueError as problem:
         raise RunError(str(problem)) from None
     except RuntimeError as problem:
         raise RunError(str(problem)) from None
-
-
-# The daemon a pause or kill aims at on each role's nodes; systems name their daemons this way.
-_PROCESS_BY_ROLE: Final = {"lock": "lock-server", "store": "store", "worker": "agent"}
 
 
 def _exercise(
@@ -237,6 +240,12 @@ def _exercise(
     deployment = system.setup(nodes, config)
     interrupted = False
     try:
+        processes = {target.role: target.daemon for target in deployment.targets}
+        schedule = _schedule(
+            spec, {n.name: n.role for n in nodes.values()}, deployment.lease_ttl, processes
+        )
+        test["schedule"] = schedule.to_json()
+        run_dir.write_json(run_dir.test_json, test)
         options = _options(spec, deployment)
         nemesis: Nemesis = standard_nemesis(spec.nemeses) if spec.nemeses else NoopNemesis()
         board = HolderBoard()

@@ -21,6 +21,7 @@ from nemeses.player import NemesisPlayer
 from nemeses.processes import Locator, recorded_daemons
 from nemeses.protocol import FAULT_KINDS, Fault, HealReport, Nemesis, NemesisError
 from nemeses.recovery import heal_nodes
+from nemeses.restart_while_paused import RESTART_WHILE_PAUSED, RestartWhilePausedNemesis
 from nemeses.schedule import HOLDER, Schedule, Window, generate_schedule, resolve
 from nemeses.throttle import ThrottleNemesis
 from nemeses.topology import TOPOLOGIES, partition_fault
@@ -28,6 +29,7 @@ from nemeses.topology import TOPOLOGIES, partition_fault
 __all__ = [
     "FAULT_KINDS",
     "HOLDER",
+    "RESTART_WHILE_PAUSED",
     "TOPOLOGIES",
     "CompositeNemesis",
     "Fault",
@@ -40,6 +42,7 @@ __all__ = [
     "NoopNemesis",
     "PartitionNemesis",
     "PauseNemesis",
+    "RestartWhilePausedNemesis",
     "Schedule",
     "ThrottleNemesis",
     "Window",
@@ -56,9 +59,9 @@ def standard_nemesis(
 ) -> CompositeNemesis:
     """One nemesis for every fault kind in ``kinds``.
 
-    Members heal in the order freeze, throttle, partition, pause, kill: a frozen node runs no
-    commands, and restarting a daemon needs a node that runs them. ``locate`` finds the daemons
-    pause and kill aim at (the nodes' own records by default).
+    Members heal in the order restart-while-paused, freeze, throttle, partition, pause, kill:
+    a frozen node runs no commands, and restarting a daemon needs a node that runs them.
+    ``locate`` finds the daemons pause and kill aim at (the nodes' own records by default).
     """
     unknown = sorted(set(kinds) - set(FAULT_KINDS))
     if unknown:
@@ -66,6 +69,7 @@ def standard_nemesis(
             f"unknown fault kind(s) {', '.join(unknown)}; choose from {', '.join(FAULT_KINDS)}"
         )
     members: dict[str, Nemesis] = {
+        RESTART_WHILE_PAUSED: RestartWhilePausedNemesis(locate),
         "freeze": FreezeNemesis(),
         "throttle": ThrottleNemesis(),
         "partition": PartitionNemesis(),

@@ -28,8 +28,16 @@ __all__ = [
     "stop_f",
 ]
 
-FAULT_KINDS: Final[tuple[str, ...]] = ("pause", "freeze", "throttle", "partition", "kill")
-"""Every fault kind fencecheck injects (DESIGN.md §7)."""
+FAULT_KINDS: Final[tuple[str, ...]] = (
+    "pause",
+    "freeze",
+    "throttle",
+    "partition",
+    "kill",
+    "restart-while-paused",
+)
+"""Every fault kind fencecheck injects (DESIGN.md §7); the last is a compound of pause and kill
+(see :mod:`nemeses.restart_while_paused`)."""
 
 
 FaultKey = tuple[str, tuple[str, ...], str]

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from nemeses.protocol import FAULT_KINDS, Fault, NemesisError
+from nemeses.restart_while_paused import RESTART_WHILE_PAUSED
 from nemeses.throttle import DEFAULT_CPU
 from nemeses.topology import partition_fault
 
@@ -172,6 +173,9 @@ def generate_schedule(
         if not fitting:
             break
         kind = rng.choice(list(kinds))
+        if kind == RESTART_WHILE_PAUSED:
+            # Only a pause that outlives the lease lets another holder overtake the paused one.
+            fitting = [m for m in fitting if m > 1] or fitting
         multiple = rng.choice(fitting)
         selector = rng.choice(list(targets))
         target, role, fallback = _draw_target(rng, selector, nodes)
@@ -265,6 +269,23 @@ def _draw_params(
     if kind in ("pause", "kill"):
         process = (processes or {}).get(role)
         return (target,), {} if process is None else {"process": process}
+    if kind == RESTART_WHILE_PAUSED:
+        # The store by preference: a forgetful store is what this shape exposes.
+        restart_role, candidates = next(
+            (
+                (r, others)
+                for r in ("store", "lock")
+                if (others := [name for name in _of_role(nodes, r) if name != target])
+            ),
+            ("", []),
+        )
+        if not candidates:
+            raise NemesisError(f"{kind} needs a store or lock node besides {target!r}")
+        compound: dict[str, Any] = {"restart": rng.choice(candidates)}
+        for key, of_role in (("process", role), ("restart_process", restart_role)):
+            if (processes or {}).get(of_role) is not None:
+                compound[key] = (processes or {})[of_role]
+        return (target,), compound
     if kind == "throttle":
         return (target,), {"cpu": cpu}
     if kind != "partition":

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import click
@@ -90,7 +91,6 @@ def run_command(
 
     Exit code: 0 valid, 1 invalid, 2 unknown, 3 error.
     """
-    extra = {} if seed is None else {"seed": seed}
     spec = TestSpec(
         system=system,
         bugs=tuple(bugs),
@@ -106,8 +106,9 @@ def run_command(
         rate=rate,
         work_ms=work_ms,
         store=store,
-        **extra,
     )
+    if seed is not None:
+        spec = replace(spec, seed=seed)
     console = Console(stderr=True)
     try:
         outcome = run_test(

@@ -6,7 +6,7 @@ import pytest
 from nemesis_fakes import FakeNode, fake_cluster
 
 from harness.node import Node
-from nemeses import standard_nemesis
+from nemeses import FAULT_KINDS, standard_nemesis
 from nemeses.composite import CompositeNemesis
 from nemeses.freeze import FreezeNemesis
 from nemeses.kill import KillNemesis
@@ -159,7 +159,7 @@ def test_cfs_quota_refuses_shares_the_kernel_cannot_enforce() -> None:
 def test_composite_routes_by_kind_and_refuses_two_members_for_one_kind() -> None:
     nodes = fake_cluster()
     nemesis = standard_nemesis()
-    assert len(nemesis.fs) == 10
+    assert len(nemesis.fs) == 2 * len(FAULT_KINDS)
     nemesis.setup(nodes)
     nemesis.invoke("start-freeze", Fault("freeze", ("w3",)))
     nemesis.invoke("start-pause", Fault("pause", ("w2",), {}))

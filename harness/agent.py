@@ -1,0 +1,354 @@
+"""The fencecheck agent: a lock holder on a worker node, driven by the controller over TCP.
+
+One agent runs on each worker node, started by the system adapter as::
+
+    python3 /opt/fencecheck/agent.py --port 7000 --node w1 --client /opt/fencecheck/client.py \
+        --config '{"ttl": 2.0, "retry_on_reject": false, "client": {...}}'
+
+It is stdlib-only (it imports only :mod:`harness.wire`, copied next to it) because nodes have no
+fencecheck installation. ``--client`` names the system's client module, which must define a class
+``Client(config)`` implementing :class:`HolderClient`; it gets the ``client`` object of the config.
+
+The agent behaves as a careful holder that a fence is still needed for: it renews its lease every
+TTL/3, checks the lease by its own monotonic clock before each write, then does its critical
+section (``work_ms``), then sends the write with the epoch inside the request. A pause (SIGSTOP,
+freezer, throttling) inside the critical section outlives the lease, and the write still goes out
+on SIGCONT: that is the stale write the harness hunts.
+
+Wire protocol (newline-delimited JSON, one response line per request line, any number of
+concurrent connections; a ``req`` field is echoed back):
+
+- ``{"op":"acquire","lock":L,"wait":S}`` -> ``{"ok":true,"epoch":N}``; ``{"ok":false,"error":
+  "timeout"}``; ``{"ok":false,"error":"unavailable"}`` (the lock service was unreachable: not
+  granted); ``{"ok":false,"error":"unavailable","info":true}`` (unknown whether granted). A lease
+  this agent already holds on ``L`` is released first.
+- ``{"op":"release","lock":L,"epoch":N?}`` -> ``{"ok":true}``; ``{"ok":false,"error":"not-held"}``.
+- ``{"op":"write","lock":L,"epoch":N,"sink":S,"key":K,"id":I,"prev":P,"work_ms":W}`` ->
+  ``{"ok":true}``; ``{"ok":false,"error":"not-held"}`` (no lease of that epoch here) or
+  ``"lease-expired"`` (both without sending); ``{"ok":false,"error":"stale-epoch"}`` (refused by the
+  fence: the agent gives the lease up unless ``retry_on_reject``); ``{"ok":false,"error":
+  "unavailable"}`` (not sent); ``{"ok":false,"error":"unavailable","info":true}`` (unknown whether
+  it landed).
+- ``{"op":"read","sink":S,"key":K}`` -> ``{"ok":true,"entries":[{"id":I,"epoch":N},...]}``.
+- ``{"op":"holds"}`` -> ``{"ok":true,"node":W,"holds":{L:N,...},"working":[I,...]}``: the leases it
+  believes valid, and the writes inside their critical section.
+- ``{"op":"ping"}`` -> ``{"ok":true,"node":W,"pid":P}``.
+
+With ``retry_on_reject`` (the bug switch of that name) the agent keeps a lease whose write was
+refused, and a later write with a refused epoch skips the lease check, as a client whose retry loop
+sits below its lease check would: the runner's re-sent write reaches the sink again.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from harness import wire
+
+__all__ = ["Agent", "AgentConfig", "HolderClient", "load_client", "main"]
+
+
+class HolderClient(Protocol):
+    """What a system's client module gives the agent (its class ``Client(config)``).
+
+    Return values are the service's definite answers; an exception means the outcome is unknown
+    (the request may have been acted on). The error string ``unavailable`` means "certainly not
+    sent" (the connection could not be opened).
+    """
+
+    def acquire(self, lock: str, ttl: float, wait: float) -> tuple[int, float] | str:
+        """``(epoch, waited)`` or an error such as ``timeout`` or ``unavailable``.
+
+        ``waited`` is how long the service held the request before the lease began (a duration
+        by the service's clock): the holder counts its lease from when it sent the request plus
+        ``waited``, never earlier than the service does.
+        """
+        ...
+
+    def renew(self, lock: str, epoch: int) -> bool:
+        """Extend the lease; False when the service says it is no longer held."""
+        ...
+
+    def release(self, lock: str, epoch: int) -> bool:
+        """Give the lease back; False when it was no longer held."""
+        ...
+
+    def write(self, lock: str, sink: str, key: str, id: str, epoch: int, prev: Any) -> str:
+        """``ok``, ``stale-epoch`` (refused by the fence), ``unavailable`` (not sent), or another
+        definite refusal."""
+        ...
+
+    def read(self, sink: str, key: str) -> list[dict[str, Any]] | str:
+        """The key's entries ``[{id, epoch}, ...]`` in the sink's order, or a definite error."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class AgentConfig:
+    """The agent's ``--config``: lease TTL (seconds), the retry bug, and the client's own config."""
+
+    ttl: float
+    retry_on_reject: bool = False
+    client: dict[str, Any] = field(default_factory=dict)
+
+    @classmethod
+    def from_json(cls, text: str) -> AgentConfig:
+        """Parse ``--config``; raises ``ValueError`` naming the bad field."""
+        raw = json.loads(text)
+        if not isinstance(raw, dict):
+            raise ValueError("the config must be a JSON object")
+        ttl = raw.get("ttl")
+        if isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl <= 0:
+            raise ValueError("'ttl' must be a positive number of seconds")
+        retry = raw.get("retry_on_reject", False)
+        if not isinstance(retry, bool):
+            raise ValueError("'retry_on_reject' must be true or false")
+        client = raw.get("client", {})
+        if not isinstance(client, dict):
+            raise ValueError("'client' must be a JSON object")
+        return cls(float(ttl), retry, client)
+
+
+@dataclass(slots=True)
+class _Lease:
+    lock: str
+    epoch: int
+    ttl: float
+    renewed: float  # monotonic time the lease was last known to (re)start, by this agent's clock
+    lost: bool = False
+    stop: threading.Event = field(default_factory=threading.Event)
+
+    def remaining(self, now: float) -> float:
+        """Seconds of validity left by this agent's clock (<= 0 when expired or lost)."""
+        return -1.0 if self.lost else self.renewed + self.ttl - now
+
+
+_INFO = {"ok": False, "error": "unavailable", "info": True}
+
+
+class Agent:
+    """The holder's state and the handlers of the wire protocol (see the module docstring)."""
+
+    def __init__(self, node: str, client: HolderClient, config: AgentConfig) -> None:
+        self.node = node
+        self._client = client
+        self._ttl = config.ttl
+        self._retry_on_reject = config.retry_on_reject
+        self._state = threading.Lock()
+        self._leases: dict[str, _Lease] = {}
+        self._refused: set[tuple[str, int]] = set()
+        self._working: dict[str, str] = {}  # write id -> lock, while in the critical section
+        self._handlers: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
+            "acquire": self._acquire,
+            "release": self._release,
+            "write": self._write,
+            "read": self._read,
+            "holds": self._holds,
+            "ping": self._ping,
+        }
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Answer one protocol request."""
+        handler = self._handlers.get(str(request.get("op")))
+        if handler is None:
+            raise wire.BadRequest(
+                f"unknown op {request.get('op')!r}; one of {list(self._handlers)}"
+            )
+        return handler(request)
+
+    def _acquire(self, request: dict[str, Any]) -> dict[str, Any]:
+        lock = wire.text(request, "lock")
+        wait = wire.number(request, "wait", 0.0)
+        held = self._drop(lock)
+        if held is not None:
+            self._hand_back(lock, held.epoch, "acquiring it again")
+        sent = time.monotonic()
+        try:
+            result = self._client.acquire(lock, self._ttl, wait)
+        except Exception as problem:
+            return {**_INFO, "message": str(problem)}
+        if isinstance(result, str):
+            return {"ok": False, "error": result}
+        epoch, waited = result
+        lease = _Lease(lock, epoch, self._ttl, sent + waited)
+        with self._state:
+            replaced = self._leases.get(lock)
+            if replaced is not None:
+                # A concurrent acquire (the controller retried after a timeout) got here first.
+                replaced.stop.set()
+            self._leases[lock] = lease
+        threading.Thread(target=self._renew, args=(lease,), daemon=True).start()
+        return {"ok": True, "epoch": epoch}
+
+    def _renew(self, lease: _Lease) -> None:
+        while not lease.stop.wait(lease.ttl / 3):
+            sent = time.monotonic()
+            try:
+                renewed: bool | None = self._client.renew(lease.lock, lease.epoch)
+            except Exception:
+                renewed = None  # unknown: the lease may still run out by our own clock
+            with self._state:
+                if lease.stop.is_set():
+                    return
+                if renewed:
+                    lease.renewed = max(lease.renewed, sent)
+                elif renewed is False:
+                    lease.lost = True
+                    wire.log(f"lease {lease.lock} epoch {lease.epoch}: renewal refused, lost")
+                    return
+                if lease.remaining(time.monotonic()) <= 0:
+                    lease.lost = True
+                    wire.log(f"lease {lease.lock} epoch {lease.epoch}: expired by our clock, lost")
+                    return
+
+    def _drop(self, lock: str, epoch: int | None = None) -> _Lease | None:
+        """Forget and stop renewing the lease on ``lock`` (only if it has ``epoch``, when given)."""
+        with self._state:
+            lease = self._leases.get(lock)
+            if lease is None or (epoch is not None and lease.epoch != epoch):
+                return None
+            del self._leases[lock]
+            lease.stop.set()
+        return lease
+
+    def _release(self, request: dict[str, Any]) -> dict[str, Any]:
+        lock = wire.text(request, "lock")
+        epoch = wire.integer(request, "epoch") if "epoch" in request else None
+        lease = self._drop(lock, epoch)
+        if lease is None:
+            return {"ok": False, "error": "not-held"}
+        try:
+            released = self._client.release(lock, lease.epoch)
+        except Exception as problem:
+            return {**_INFO, "message": str(problem)}
+        return {"ok": True} if released else {"ok": False, "error": "not-held"}
+
+    def _write(self, request: dict[str, Any]) -> dict[str, Any]:
+        lock = wire.text(request, "lock")
+        epoch = wire.integer(request, "epoch")
+        sink = wire.text(request, "sink")
+        key = wire.text(request, "key")
+        write_id = wire.text(request, "id")
+        work = wire.number(request, "work_ms", 0.0) / 1000
+        with self._state:
+            retry = self._retry_on_reject and (lock, epoch) in self._refused
+            lease = self._leases.get(lock)
+            if retry:
+                note = "retry of a refused epoch"
+            elif lease is None or lease.epoch != epoch:
+                return {"ok": False, "error": "not-held"}
+            else:
+                left = lease.remaining(time.monotonic())
+                if left <= 0:
+                    return {"ok": False, "error": "lease-expired"}
+                note = f"lease valid {left:.3f}s"
+            self._working[write_id] = lock
+        wire.log(
+            f"write {write_id} {sink}/{key} epoch {epoch}: {note}, working {work * 1000:.0f} ms"
+        )
+        try:
+            time.sleep(work)  # the critical section: a pause here outlives the lease
+            outcome = self._client.write(lock, sink, key, write_id, epoch, request.get("prev"))
+        except Exception as problem:
+            return {**_INFO, "message": str(problem)}
+        finally:
+            with self._state:
+                self._working.pop(write_id, None)
+        if outcome == "ok":
+            return {"ok": True}
+        if outcome == "stale-epoch":
+            if self._retry_on_reject:
+                with self._state:
+                    self._refused.add((lock, epoch))
+            else:
+                self._give_up(lock, epoch)
+        return {"ok": False, "error": outcome}
+
+    def _give_up(self, lock: str, epoch: int) -> None:
+        """A correct holder stops at a refusal: no renewals, and the lease goes back."""
+        if self._drop(lock, epoch) is not None:
+            # In the background: a slow lock service must not delay the write's answer.
+            threading.Thread(
+                target=self._hand_back, args=(lock, epoch, "its write was refused"), daemon=True
+            ).start()
+
+    def _hand_back(self, lock: str, epoch: int, why: str) -> None:
+        """Release a lease this agent no longer uses; failures only matter to the log."""
+        wire.log(f"lease {lock} epoch {epoch}: releasing it, {why}")
+        try:
+            self._client.release(lock, epoch)
+        except Exception as problem:
+            wire.log(f"lease {lock} epoch {epoch}: release failed: {problem}")
+
+    def _read(self, request: dict[str, Any]) -> dict[str, Any]:
+        sink = wire.text(request, "sink")
+        key = wire.text(request, "key")
+        try:
+            entries = self._client.read(sink, key)
+        except Exception as problem:
+            # A read changes nothing, so a read that did not answer simply failed.
+            return {"ok": False, "error": "unavailable", "message": str(problem)}
+        if isinstance(entries, str):
+            return {"ok": False, "error": entries}
+        return {"ok": True, "entries": entries}
+
+    def _holds(self, request: dict[str, Any]) -> dict[str, Any]:
+        now = time.monotonic()
+        with self._state:
+            holds = {
+                lock: lease.epoch
+                for lock, lease in self._leases.items()
+                if lease.remaining(now) > 0
+            }
+            working = sorted(self._working)
+        return {"ok": True, "node": self.node, "holds": holds, "working": working}
+
+    def _ping(self, request: dict[str, Any]) -> dict[str, Any]:
+        return {"ok": True, "node": self.node, "pid": os.getpid()}
+
+
+def load_client(path: str, config: dict[str, Any]) -> HolderClient:
+    """Import the client module at ``path`` and build its ``Client(config)``."""
+    spec = importlib.util.spec_from_file_location("fencecheck_client", path)
+    if spec is None or spec.loader is None:
+        raise ImportError(f"cannot load a Python module from {path!r}")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    factory = getattr(module, "Client", None)
+    if factory is None:
+        raise ImportError(f"{path} defines no Client class; the agent needs Client(config)")
+    client: HolderClient = factory(config)
+    return client
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Parse the command line and serve until killed."""
+    parser = wire.with_listen_options("fencecheck agent: a lock holder on a worker")
+    parser.add_argument("--node", required=True, help="this worker's node name, e.g. w1")
+    parser.add_argument("--client", required=True, help="path of the system's client module")
+    parser.add_argument("--config", required=True, help="JSON: ttl, retry_on_reject, client")
+    args = parser.parse_args(argv)
+    try:
+        config = AgentConfig.from_json(args.config)
+    except ValueError as problem:
+        parser.error(f"--config: {problem}")
+    try:
+        client = load_client(args.client, {"node": args.node, **config.client})
+    except (ImportError, OSError, KeyError, ValueError) as problem:
+        parser.error(f"--client {args.client}: {problem}")
+    banner = (
+        f"agent {args.node}, client {args.client}, ttl {config.ttl:.3f}s, "
+        f"retry-on-reject {config.retry_on_reject}"
+    )
+    wire.serve(args.host, args.port, Agent(args.node, client, config).handle, banner)
+
+
+if __name__ == "__main__":
+    main()

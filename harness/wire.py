@@ -1,0 +1,228 @@
+"""Newline-delimited JSON over TCP, the one wire format between the controller and node programs.
+
+Every node-side program (the agent, the reference lock server and store) speaks it: one JSON
+object per line, one response line per request line, any number of connections at once, a thread
+per connection so that a request blocked on a lock never holds up another connection.
+
+This module is **stdlib-only**: it is copied to nodes as ``/opt/fencecheck/harness/wire.py`` next
+to the programs that import it, where there is no fencecheck installation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import socket
+import socketserver
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+__all__ = [
+    "BadRequest",
+    "Connection",
+    "Handler",
+    "LineServer",
+    "NotDelivered",
+    "bad_request",
+    "call",
+    "integer",
+    "log",
+    "number",
+    "parse_address",
+    "serve",
+    "text",
+    "with_listen_options",
+]
+
+Handler = Callable[[dict[str, Any]], dict[str, Any]]
+"""Turns one decoded request into its response; runs on the connection's thread."""
+
+_log_lock = threading.Lock()
+
+
+def log(text: str) -> None:
+    """Write one timestamped line to stdout (the daemon's log), whole, even from many threads.
+
+    Each line starts with the wall-clock time and the monotonic clock in nanoseconds: containers
+    share the host's monotonic clock, so the second number lines up with the controller's.
+    """
+    now = time.time()
+    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
+    with _log_lock:
+        sys.stdout.write(f"{stamp} {time.monotonic_ns()} {text}\n")
+        sys.stdout.flush()
+
+
+class NotDelivered(ConnectionError):
+    """The connection could not be opened, so the request certainly never reached the server."""
+
+
+def parse_address(address: str) -> tuple[str, int]:
+    """Split ``host:port`` into its parts, or raise ``ValueError`` saying what is wrong."""
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit():
+        raise ValueError(f"address {address!r} is not host:port (e.g. 10.0.0.2:7001)")
+    return host, int(port)
+
+
+class Connection:
+    """A client connection: send a request line, read its response line.
+
+    Opening raises :class:`NotDelivered` when the server cannot be reached. After a failed or
+    timed-out :meth:`request` the connection is unusable (a late response could still arrive on
+    it); close it and open another.
+    """
+
+    def __init__(self, address: tuple[str, int], timeout: float) -> None:
+        try:
+            self._sock = socket.create_connection(address, timeout=timeout)
+        except OSError as problem:
+            raise NotDelivered(f"cannot connect to {address[0]}:{address[1]}: {problem}") from None
+        self._sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._reader = self._sock.makefile("rb")
+        self.address = address
+
+    def request(self, message: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
+        """Send ``message`` and return the decoded response.
+
+        Raises ``TimeoutError`` or another ``OSError`` when the outcome is unknown: the server may
+        have acted on the request.
+        """
+        if timeout is not None:
+            self._sock.settimeout(timeout)
+        self._sock.sendall(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+        line = self._reader.readline()
+        if not line.endswith(b"\n"):
+            raise ConnectionResetError(
+                f"{self.address[0]}:{self.address[1]} closed the connection before answering"
+            )
+        response = json.loads(line)
+        if not isinstance(response, dict):
+            raise ConnectionError(f"{self.address[0]}:{self.address[1]} sent a non-object reply")
+        return response
+
+    def close(self) -> None:
+        """Close the connection (idempotent)."""
+        self._reader.close()
+        self._sock.close()
+
+    def __enter__(self) -> Connection:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def call(address: tuple[str, int], message: dict[str, Any], timeout: float) -> dict[str, Any]:
+    """One request on a fresh connection; see :class:`Connection` for the errors."""
+    with Connection(address, timeout) as connection:
+        return connection.request(message)
+
+
+class _LineHandler(socketserver.StreamRequestHandler):
+    server: LineServer
+
+    def handle(self) -> None:
+        peer = f"{self.client_address[0]}:{self.client_address[1]}"
+        for line in self.rfile:
+            if not line.strip():
+                continue
+            response = self.server.respond(line)
+            log(f"{peer} {line.decode('utf-8', 'replace').strip()} -> {_dumps(response)}")
+            try:
+                self.wfile.write(_dumps(response).encode() + b"\n")
+                self.wfile.flush()
+            except OSError:
+                # The caller gave up (timed out and closed); what it asked for is done regardless.
+                return
+
+
+class LineServer(socketserver.ThreadingTCPServer):
+    """A TCP server that answers each request line with ``handler(request)``.
+
+    A request that is not a JSON object gets ``{"ok": false, "error": "bad-request"}``; a handler
+    that raises gets ``{"ok": false, "error": "internal"}`` with the exception text, and the
+    connection stays open. A request's ``req`` field, if any, is echoed in its response.
+    Every request is logged with its response, so a daemon's log explains each decision.
+    """
+
+    daemon_threads = True
+    allow_reuse_address = True
+    request_queue_size = 128
+
+    def __init__(self, address: tuple[str, int], handler: Handler) -> None:
+        self.handler = handler
+        super().__init__(address, _LineHandler)
+
+    def respond(self, line: bytes) -> dict[str, Any]:
+        """The response for one raw request line."""
+        try:
+            request = json.loads(line)
+        except ValueError:
+            return bad_request("not valid JSON; send one JSON object per line")
+        if not isinstance(request, dict):
+            return bad_request("a request must be a JSON object with an 'op' field")
+        try:
+            response = self.handler(request)
+        except BadRequest as problem:
+            response = bad_request(str(problem))
+        except Exception as problem:
+            response = {"ok": False, "error": "internal", "message": repr(problem)}
+        if "req" in request:
+            response = {**response, "req": request["req"]}
+        return response
+
+
+class BadRequest(ValueError):
+    """Raised by a handler for a request with a missing or mistyped field."""
+
+
+def text(request: dict[str, Any], name: str) -> str:
+    """The non-empty string field ``name`` of ``request``, or :class:`BadRequest`."""
+    value = request.get(name)
+    if not isinstance(value, str) or not value:
+        raise BadRequest(f"field {name!r} must be a non-empty string")
+    return value
+
+
+def integer(request: dict[str, Any], name: str) -> int:
+    """The integer field ``name`` of ``request``, or :class:`BadRequest`."""
+    value = request.get(name)
+    if type(value) is not int:
+        raise BadRequest(f"field {name!r} must be an integer")
+    return value
+
+
+def number(request: dict[str, Any], name: str, default: float | None = None) -> float:
+    """The non-negative number field ``name`` (``default`` when absent), or :class:`BadRequest`."""
+    value = request.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+        raise BadRequest(f"field {name!r} must be a non-negative number")
+    return float(value)
+
+
+def bad_request(message: str) -> dict[str, Any]:
+    """The response to a malformed request, naming what is wrong."""
+    return {"ok": False, "error": "bad-request", "message": message}
+
+
+def _dumps(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"))
+
+
+def with_listen_options(description: str) -> argparse.ArgumentParser:
+    """A command-line parser with the ``--host`` and ``--port`` every node program takes."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
+    parser.add_argument("--port", type=int, required=True, help="TCP port to listen on")
+    return parser
+
+
+def serve(host: str, port: int, handler: Handler, banner: str) -> None:
+    """Listen on ``host:port``, log ``banner`` once listening, and answer requests until killed."""
+    server = LineServer((host, port), handler)
+    log(f"{banner}, listening on {host}:{port}")
+    server.serve_forever()

@@ -1,0 +1,85 @@
+"""The reference system's holder client, loaded by the agent on each worker node.
+
+Stdlib-only (it imports only :mod:`harness.wire`, copied next to it). It implements the agent's
+client interface (:class:`harness.agent.HolderClient`): definite answers are return values, an
+unknown outcome is an exception. Every call opens a fresh connection, so a call abandoned on a
+timeout never confuses the next one.
+
+Its configuration (the ``client`` object of the agent's ``--config``): ``lock`` and ``store``
+addresses as ``host:port``, ``node`` (the holder's name, shown in the lock server's log) and
+``timeout`` (seconds to wait for a reply beyond any requested wait; default 10).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from harness import wire
+
+__all__ = ["Client"]
+
+_BATCH = "store-batch"
+
+
+class Client:
+    """Talks to the reference lock server and store for one holder."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self._lock = wire.parse_address(str(config["lock"]))
+        self._store = wire.parse_address(str(config["store"]))
+        self._owner = str(config.get("node", "?"))
+        self._timeout = float(config.get("timeout", 10.0))
+
+    def acquire(self, lock: str, ttl: float, wait: float) -> tuple[int, float] | str:
+        """A new epoch for ``lock`` with a ``ttl``-second lease, waiting up to ``wait`` seconds,
+        and how long the service held the request before the lease began."""
+        request = {"op": "acquire", "lock": lock, "ttl": ttl, "wait": wait, "owner": self._owner}
+        try:
+            reply = wire.call(self._lock, request, wait + self._timeout)
+        except wire.NotDelivered:
+            return "unavailable"
+        if reply.get("ok"):
+            return int(reply["epoch"]), float(reply["waited"])
+        return str(reply.get("error", "refused"))
+
+    def renew(self, lock: str, epoch: int) -> bool:
+        """Extend the lease of ``epoch``; False when the service says it is no longer held."""
+        request = {"op": "renew", "lock": lock, "epoch": epoch}
+        return bool(wire.call(self._lock, request, self._timeout).get("ok"))
+
+    def release(self, lock: str, epoch: int) -> bool:
+        """Give the lease of ``epoch`` back; False when it was no longer held."""
+        request = {"op": "release", "lock": lock, "epoch": epoch}
+        return bool(wire.call(self._lock, request, self._timeout).get("ok"))
+
+    def write(self, lock: str, sink: str, key: str, id: str, epoch: int, prev: Any) -> str:
+        """Send a write carrying ``epoch``: ``ok``, ``stale-epoch``, ``unavailable`` (not sent)."""
+        if sink == _BATCH:
+            items = [{"key": key, "id": id, "prev": prev}]
+            request = {"op": "write-batch", "lock": lock, "epoch": epoch, "items": items}
+        else:
+            request = {
+                "op": "write",
+                "sink": sink,
+                "lock": lock,
+                "epoch": epoch,
+                "key": key,
+                "id": id,
+                "prev": prev,
+            }
+        try:
+            reply = wire.call(self._store, request, self._timeout)
+        except wire.NotDelivered:
+            return "unavailable"
+        return "ok" if reply.get("ok") else str(reply.get("error", "refused"))
+
+    def read(self, sink: str, key: str) -> list[dict[str, Any]] | str:
+        """The entries of ``key`` in ``sink`` in the sink's order, or why the read was refused."""
+        try:
+            reply = wire.call(self._store, {"op": "read", "sink": sink, "key": key}, self._timeout)
+        except wire.NotDelivered:
+            return "unavailable"
+        entries = reply.get("entries")
+        if not reply.get("ok") or not isinstance(entries, list):
+            return str(reply.get("error", "refused"))
+        return entries

@@ -1,0 +1,209 @@
+"""The reference store: a fenced append-only log per key, a fenced bulk path, and an audit sink.
+
+Runs on the store node as ``python3 store_server.py --port 7002 --data-dir DIR``; stdlib-only (it
+imports only :mod:`harness.wire`, copied next to it). It hosts three sinks:
+
+- ``store``: per key an append-only log of ``{id, epoch}``. A write carries its lock and epoch and
+  is accepted only if the epoch is at least the highest epoch accepted so far for that lock (the
+  lock's *mark*, shared by every key and by ``store-batch``).
+- ``store-batch``: the bulk endpoint of the same store (several keys in one request), fenced by the
+  same marks.
+- ``audit``: an unfenced recording sink, a stand-in for a payment API or a printer: it accepts
+  everything and records arrival order and the epoch each write carried.
+
+Every accepted write is appended to ``store.log`` and fsynced before it is acknowledged; on start
+the log is replayed, which rebuilds both the entries and the marks. Switches (``--bug``):
+``no-store-check`` (no sink checks epochs), ``store-forgets`` (marks are not rebuilt on start: they
+live in memory only), ``unfenced-path`` (``store-batch`` does not check epochs).
+
+Protocol (one JSON object per line, see :mod:`harness.wire`):
+``{"op":"write","sink":"store"|"audit","lock":L,"epoch":N,"key":K,"id":I,"prev":P}``,
+``{"op":"write-batch","lock":L,"epoch":N,"items":[{"key":K,"id":I,"prev":P},...]}`` ->
+``{"ok":true,"mark":M}`` or ``{"ok":false,"error":"stale-epoch","mark":M}``;
+``{"op":"read","sink":S,"key":K}`` -> ``{"ok":true,"entries":[{"id":I,"epoch":N},...]}``;
+``{"op":"ping"}``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from harness import wire
+
+__all__ = [
+    "AUDIT",
+    "BATCH",
+    "NO_STORE_CHECK",
+    "STORE",
+    "STORE_FORGETS",
+    "UNFENCED_PATH",
+    "Item",
+    "Store",
+    "main",
+]
+
+STORE: Final = "store"
+BATCH: Final = "store-batch"
+AUDIT: Final = "audit"
+NO_STORE_CHECK: Final = "no-store-check"
+STORE_FORGETS: Final = "store-forgets"
+UNFENCED_PATH: Final = "unfenced-path"
+_SINKS: Final = (STORE, BATCH, AUDIT)
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One write of a request: the key, the write's unique id, and the id it was based on."""
+
+    key: str
+    id: str
+    prev: Any = None
+
+
+class Store:
+    """The sinks' state and its durable log; thread-safe."""
+
+    def __init__(self, data_dir: Path, bugs: frozenset[str] = frozenset()) -> None:
+        unknown = bugs - {NO_STORE_CHECK, STORE_FORGETS, UNFENCED_PATH}
+        if unknown:
+            raise ValueError(f"unknown store bug switches: {sorted(unknown)}")
+        self._checks = {
+            STORE: NO_STORE_CHECK not in bugs,
+            BATCH: NO_STORE_CHECK not in bugs and UNFENCED_PATH not in bugs,
+            AUDIT: False,
+        }
+        self._remember_marks = STORE_FORGETS not in bugs
+        self._mutex = threading.Lock()
+        self._entries: dict[tuple[str, str], list[dict[str, Any]]] = {}
+        self._marks: dict[str, int] = {}
+        data_dir.mkdir(parents=True, exist_ok=True)
+        self._path = data_dir / "store.log"
+        self._replay()
+        self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+
+    def _replay(self) -> None:
+        try:
+            data = self._path.read_bytes()
+        except FileNotFoundError:
+            return
+        complete = data[: data.rfind(b"\n") + 1]
+        if len(complete) < len(data):
+            # A kill mid-append leaves a torn last record; it was never acknowledged.
+            with self._path.open("r+b") as log:
+                log.truncate(len(complete))
+            wire.log(f"dropped a torn record of {len(data) - len(complete)} bytes at the log's end")
+        for number, line in enumerate(complete.splitlines(), 1):
+            try:
+                record = json.loads(line)
+                self._apply(record, remember_mark=self._remember_marks)
+            except (ValueError, KeyError, TypeError) as problem:
+                raise SystemExit(
+                    f"store: {self._path} line {number} is corrupt ({problem}); restore the file "
+                    "or remove the whole data dir to start a new cluster"
+                ) from None
+        wire.log(
+            f"replayed {len(complete.splitlines())} records; marks "
+            f"{self._marks if self._remember_marks else 'not rebuilt (store-forgets)'}"
+        )
+
+    def _apply(self, record: dict[str, Any], remember_mark: bool) -> None:
+        entry = {"id": record["id"], "epoch": record["epoch"]}
+        self._entries.setdefault((record["sink"], record["key"]), []).append(entry)
+        if record["fenced"] and remember_mark:
+            lock = record["lock"]
+            self._marks[lock] = max(self._marks.get(lock, 0), record["epoch"])
+
+    def write(self, sink: str, lock: str, epoch: int, items: Sequence[Item]) -> dict[str, Any]:
+        """Accept ``items`` into ``sink`` (all or none), or refuse them as ``stale-epoch``."""
+        if sink not in _SINKS:
+            return _unknown_sink(sink)
+        fenced = self._checks[sink]
+        with self._mutex:
+            mark = self._marks.get(lock, 0)
+            if fenced and epoch < mark:
+                return {"ok": False, "error": "stale-epoch", "mark": mark}
+            records = [
+                {
+                    "sink": sink,
+                    "key": item.key,
+                    "id": item.id,
+                    "epoch": epoch,
+                    "lock": lock,
+                    "prev": item.prev,
+                    "fenced": fenced,
+                }
+                for item in items
+            ]
+            self._append(b"".join(json.dumps(r).encode() + b"\n" for r in records))
+            for record in records:
+                self._apply(record, remember_mark=True)
+            return {"ok": True, "mark": self._marks.get(lock, 0)}
+
+    def _append(self, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(self._fd, view) :]
+        os.fsync(self._fd)
+
+    def read(self, sink: str, key: str) -> list[dict[str, Any]]:
+        """The entries of ``key`` in ``sink``, in the order they were accepted."""
+        with self._mutex:
+            return [dict(entry) for entry in self._entries.get((sink, key), ())]
+
+    def handle(self, request: dict[str, Any]) -> dict[str, Any]:
+        """Answer one protocol request (see the module docstring)."""
+        op = request.get("op")
+        if op == "write":
+            sink = wire.text(request, "sink")
+            if sink == BATCH:
+                raise wire.BadRequest("writes to store-batch go through op 'write-batch'")
+            item = Item(wire.text(request, "key"), wire.text(request, "id"), request.get("prev"))
+            return self.write(sink, *_fence(request), [item])
+        if op == "write-batch":
+            return self.write(BATCH, *_fence(request), _items(request))
+        if op == "read":
+            sink = wire.text(request, "sink")
+            if sink not in _SINKS:
+                return _unknown_sink(sink)
+            return {"ok": True, "entries": self.read(sink, wire.text(request, "key"))}
+        if op == "ping":
+            return {"ok": True}
+        raise wire.BadRequest(f"unknown op {op!r}; expected write, write-batch, read, ping")
+
+
+def _unknown_sink(sink: str) -> dict[str, Any]:
+    return {"ok": False, "error": "unknown-sink", "message": f"no sink {sink!r}; sinks: {_SINKS}"}
+
+
+def _fence(request: dict[str, Any]) -> tuple[str, int]:
+    return wire.text(request, "lock"), wire.integer(request, "epoch")
+
+
+def _items(request: dict[str, Any]) -> list[Item]:
+    raw = request.get("items")
+    if not isinstance(raw, list) or not raw or not all(isinstance(i, dict) for i in raw):
+        raise wire.BadRequest("field 'items' must be a non-empty list of {key, id, prev} objects")
+    return [Item(wire.text(i, "key"), wire.text(i, "id"), i.get("prev")) for i in raw]
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    """Parse the command line and serve until killed."""
+    parser = wire.with_listen_options("fencecheck reference store and audit sink")
+    parser.add_argument("--data-dir", type=Path, required=True, help="where the log is kept")
+    parser.add_argument(
+        "--bug", action="append", default=[], choices=[NO_STORE_CHECK, STORE_FORGETS, UNFENCED_PATH]
+    )
+    args = parser.parse_args(argv)
+    store = Store(args.data_dir, frozenset(args.bug))
+    banner = f"store, data {args.data_dir}, bugs {sorted(args.bug) or 'none'}"
+    wire.serve(args.host, args.port, store.handle, banner)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,239 @@
+"""The agent, driven over its wire protocol against the reference system on local processes."""
+
+from __future__ import annotations
+
+import signal
+import socket
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import pytest
+from localcluster import LocalCluster, MakeCluster, entries, log_lines, wait_dead, wait_until
+
+
+def acquire(cluster: LocalCluster, worker: str, lock: str = "L", wait: float = 20.0) -> int:
+    reply = cluster.agent(worker, {"op": "acquire", "lock": lock, "wait": wait})
+    assert reply["ok"], reply
+    epoch = reply["epoch"]
+    assert isinstance(epoch, int)
+    return epoch
+
+
+def write(
+    cluster: LocalCluster, worker: str, epoch: int, write_id: str, **extra: Any
+) -> dict[str, Any]:
+    request = {"op": "write", "lock": "L", "epoch": epoch, "sink": "store", "key": "k"}
+    return cluster.agent(worker, {**request, "id": write_id, **extra})
+
+
+def read(cluster: LocalCluster, sink: str = "store") -> list[tuple[str, int]]:
+    """Key ``k`` of ``sink``, read through the last worker (never the one a test pauses)."""
+    reader = sorted(cluster.deployment.agents)[-1]
+    return entries(cluster.agent(reader, {"op": "read", "sink": sink, "key": "k"}))
+
+
+def holds(cluster: LocalCluster, worker: str) -> dict[str, Any]:
+    reply = cluster.agent(worker, {"op": "holds"})
+    assert reply["ok"], reply
+    return reply
+
+
+@contextmanager
+def paused_mid_write(
+    cluster: LocalCluster, sink: str
+) -> Iterator[tuple[int, list[dict[str, Any]]]]:
+    """w1 takes the lease, starts a write to ``sink`` and is SIGSTOPped inside its critical
+    section for the duration of the block; yields w1's epoch and the list its reply lands in."""
+    old = acquire(cluster, "w1")
+    replies: list[dict[str, Any]] = []
+    request = {"sink": sink, "work_ms": 3000}
+    writer = threading.Thread(
+        target=lambda: replies.append(write(cluster, "w1", old, "w1-1", **request))
+    )
+    writer.start()
+    wait_until(lambda: "w1-1" in holds(cluster, "w1")["working"], "w1's critical section")
+    cluster.signal("w1", signal.SIGSTOP)
+    try:
+        yield old, replies
+    finally:
+        cluster.signal("w1", signal.SIGCONT)
+        writer.join(timeout=60)
+
+
+def paused_holder_writes(cluster: LocalCluster, sink: str = "store") -> tuple[dict[str, Any], int]:
+    """While w1 is paused mid-write, w2 takes the lease over and writes. Returns w1's write reply
+    (after it was continued) and w2's epoch."""
+    with paused_mid_write(cluster, sink) as (old, replies):
+        new = acquire(cluster, "w2")  # granted once w1's unrenewed lease has run out
+        assert new > old
+        assert write(cluster, "w2", new, "w2-1", sink=sink) == {"ok": True}
+    assert replies, "w1's write never answered"
+    return replies[0], new
+
+
+@pytest.mark.parametrize(
+    ("bugs", "sink"),
+    [((), "store"), ((), "store-batch"), (("unfenced-path",), "store")],
+)
+def test_a_paused_holders_write_is_refused_by_the_fence(
+    make_cluster: MakeCluster, bugs: tuple[str, ...], sink: str
+) -> None:
+    cluster = make_cluster(workers=2, bugs=bugs)
+    reply, new = paused_holder_writes(cluster, sink)
+    assert reply == {"ok": False, "error": "stale-epoch"}
+    assert read(cluster, sink) == [("w2-1", new)]
+    assert "L" not in holds(cluster, "w1")["holds"]
+    assert any("releasing it, its write was refused" in line for line in log_lines(cluster, "w1"))
+
+
+@pytest.mark.parametrize(
+    ("bugs", "sink"),
+    [
+        (("no-store-check",), "store"),
+        (("long-ttl-no-fence",), "store"),
+        (("unfenced-path",), "store-batch"),
+    ],
+)
+def test_without_the_fence_the_paused_holders_write_lands_after_a_newer_one(
+    make_cluster: MakeCluster, bugs: tuple[str, ...], sink: str
+) -> None:
+    # long-ttl-no-fence multiplies the TTL by 5: 0.2 s becomes 1 s, still shorter than the pause.
+    cluster = make_cluster(workers=2, bugs=bugs, lease_ttl=0.2)
+    reply, new = paused_holder_writes(cluster, sink)
+    assert reply == {"ok": True}
+    assert read(cluster, sink) == [("w2-1", new), ("w1-1", new - 1)]
+
+
+@pytest.mark.parametrize(
+    ("bugs", "retry_error"), [((), "not-held"), (("retry-on-reject",), "stale-epoch")]
+)
+def test_a_retry_of_a_refused_write_reaches_the_store_only_with_retry_on_reject(
+    make_cluster: MakeCluster, bugs: tuple[str, ...], retry_error: str
+) -> None:
+    cluster = make_cluster(workers=2, bugs=bugs)
+    reply, new = paused_holder_writes(cluster)
+    assert reply["error"] == "stale-epoch"
+    retried = write(cluster, "w1", new - 1, "w1-2")
+    assert retried == {"ok": False, "error": retry_error}
+    assert read(cluster) == [("w2-1", new)]
+
+
+def test_a_holder_refuses_to_write_once_its_lease_ran_out(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster()
+    epoch = acquire(cluster, "w1")
+    assert write(cluster, "w1", epoch, "w1-1") == {"ok": True}
+    cluster.signal("l1", signal.SIGSTOP)  # renewals hang: the lease runs out by w1's own clock
+    try:
+        wait_until(lambda: "L" not in holds(cluster, "w1")["holds"], "w1's lease to run out")
+        assert write(cluster, "w1", epoch, "w1-2") == {"ok": False, "error": "lease-expired"}
+    finally:
+        cluster.signal("l1", signal.SIGCONT)
+    assert read(cluster) == [("w1-1", epoch)]
+
+
+def test_writes_need_the_lease_of_that_epoch(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster()
+    assert write(cluster, "w1", 1, "w1-0") == {"ok": False, "error": "not-held"}
+    epoch = acquire(cluster, "w1")
+    assert write(cluster, "w1", epoch + 1, "w1-1") == {"ok": False, "error": "not-held"}
+    assert holds(cluster, "w1")["holds"] == {"L": epoch}
+    assert cluster.agent("w1", {"op": "release", "lock": "L"}) == {"ok": True}
+    assert cluster.agent("w1", {"op": "release", "lock": "L"}) == {"ok": False, "error": "not-held"}
+    assert write(cluster, "w1", epoch, "w1-2") == {"ok": False, "error": "not-held"}
+    assert read(cluster) == []
+
+
+def test_acquiring_a_held_lock_again_replaces_the_lease(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster()
+    first = acquire(cluster, "w1", wait=0.0)
+    second = acquire(cluster, "w1", wait=0.0)  # the first lease is released, not waited out
+    assert second == first + 1
+    assert holds(cluster, "w1")["holds"] == {"L": second}
+
+
+def test_a_blocked_acquire_does_not_hold_up_other_connections(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(workers=2, lease_ttl=5.0)
+    held = acquire(cluster, "w1")
+    waited: list[int] = []
+    waiter = threading.Thread(target=lambda: waited.append(acquire(cluster, "w2", wait=60.0)))
+    waiter.start()
+    try:
+        assert cluster.agent("w2", {"op": "ping"})["node"] == "w2"
+        assert holds(cluster, "w2")["holds"] == {}
+    finally:
+        assert cluster.agent("w1", {"op": "release", "lock": "L"}) == {"ok": True}
+        waiter.join(timeout=60)
+    assert waited == [held + 1]
+
+
+def test_an_unreachable_store_is_a_definite_failure(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster()
+    epoch = acquire(cluster, "w1")
+    store = cluster.nodes["s1"]
+    daemon = store.daemon("store")
+    store.signal(daemon, signal.SIGKILL)
+    wait_dead(store, daemon)
+    assert write(cluster, "w1", epoch, "w1-1") == {"ok": False, "error": "unavailable"}
+    reply = cluster.agent("w1", {"op": "read", "sink": "store", "key": "k"})
+    assert reply == {"ok": False, "error": "unavailable"}
+
+
+def test_an_unanswered_write_is_indefinite_and_may_still_land(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(client_timeout=0.5, lease_ttl=5.0)
+    epoch = acquire(cluster, "w1")
+    cluster.signal("s1", signal.SIGSTOP)
+    try:
+        reply = write(cluster, "w1", epoch, "w1-1")
+    finally:
+        cluster.signal("s1", signal.SIGCONT)
+    assert reply["ok"] is False
+    assert reply["error"] == "unavailable"
+    assert reply["info"] is True
+    wait_until(lambda: read(cluster) == [("w1-1", epoch)], "the unanswered write to land")
+
+
+def test_a_restarted_agent_answers_and_holds_nothing(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster()
+    acquire(cluster, "w1")
+    old_pid = cluster.agent("w1", {"op": "ping"})["pid"]
+    cluster.kill_and_restart("w1")
+    assert cluster.agent("w1", {"op": "ping"})["pid"] != old_pid
+    assert holds(cluster, "w1")["holds"] == {}
+
+
+def test_malformed_requests_get_a_reason_and_keep_the_connection(
+    make_cluster: MakeCluster,
+) -> None:
+    cluster = make_cluster()
+    endpoint = cluster.deployment.agents["w1"]
+    with socket.create_connection((endpoint.host, endpoint.port), timeout=30) as conn:
+        stream = conn.makefile("rwb")
+        for line in (b"not json\n", b"[1]\n", b'{"op":"fly"}\n', b'{"op":"write","lock":"L"}\n'):
+            stream.write(line)
+            stream.flush()
+            assert b'"error":"bad-request"' in stream.readline()
+        stream.write(b'{"op":"ping","req":42}\n')
+        stream.flush()
+        assert b'"req":42' in stream.readline()
+
+
+def test_lock_delay_keeps_the_next_holder_out_while_a_paused_one_may_still_write(
+    make_cluster: MakeCluster,
+) -> None:
+    cluster = make_cluster(workers=2, lock_delay=60.0)
+    with paused_mid_write(cluster, "audit") as (old, replies):
+        refused = cluster.agent("w2", {"op": "acquire", "lock": "L", "wait": 1.0})
+        assert refused == {"ok": False, "error": "timeout"}
+    assert replies == [{"ok": True}]
+    assert read(cluster, "audit") == [("w1-1", old)]
+
+
+def test_short_lock_delay_lets_a_paused_holders_write_reach_the_audit_sink_late(
+    make_cluster: MakeCluster,
+) -> None:
+    cluster = make_cluster(workers=2, lock_delay=60.0, bugs=["short-lock-delay"])
+    reply, new = paused_holder_writes(cluster, "audit")
+    assert reply == {"ok": True}  # the audit sink cannot refuse: only the lock-delay protects it
+    assert read(cluster, "audit") == [("w2-1", new), ("w1-1", new - 1)]

@@ -1,0 +1,126 @@
+"""The reference lock service: epochs, leases, lock-delay and restarts, as a real server process.
+
+Time appears only as lower bounds on when a grant may happen (a safety property: a slow machine
+can only make the bound easier to meet), never as an upper bound on how fast anything runs.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+import pytest
+from localcluster import MakeCluster, wait_until
+
+from systems.reference.client import Client
+from systems.reference.lock_server import LockService
+
+
+def grant(client: Client, lock: str, ttl: float, wait: float) -> int:
+    """Acquire ``lock``; fail the test unless it is granted."""
+    result = client.acquire(lock, ttl, wait)
+    assert isinstance(result, tuple), result
+    epoch, waited = result
+    assert waited >= 0
+    return epoch
+
+
+def test_epochs_strictly_increase_and_survive_a_restart(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(lease_ttl=0.3)
+    client = cluster.client()
+    granted = []
+    for _ in range(3):
+        epoch = grant(client, "L", 0.3, 5.0)
+        granted.append(epoch)
+        assert client.release("L", epoch)
+    assert granted == sorted(set(granted))
+    assert grant(client, "M", 0.3, 5.0) == 1  # each lock has its own counter
+
+    cluster.kill_and_restart("l1")
+    after = grant(client, "L", 0.3, 10.0)
+    assert after > max(granted)
+
+
+def test_epoch_in_memory_starts_again_after_a_restart(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(lease_ttl=0.3, bugs=["epoch-in-memory"])
+    client = cluster.client()
+    first = grant(client, "L", 0.3, 5.0)
+    assert client.release("L", first)
+    second = grant(client, "L", 0.3, 5.0)
+    assert second > first
+    cluster.kill_and_restart("l1")
+    assert grant(client, "L", 0.3, 5.0) == first  # the same epoch, granted twice
+
+
+def test_after_a_restart_no_grant_before_an_old_lease_could_have_ended(
+    make_cluster: MakeCluster,
+) -> None:
+    cluster = make_cluster(lease_ttl=0.5, lock_delay=0.5)
+    client = cluster.client()
+    held = grant(client, "L", 0.5, 5.0)
+    killed = time.monotonic()
+    cluster.kill_and_restart("l1")
+    newer = grant(client, "L", 0.5, 10.0)
+    assert newer > held
+    assert time.monotonic() - killed >= 0.5 + 0.5  # the grace: TTL + lock-delay from start-up
+
+
+def test_an_expired_lease_passes_to_the_next_holder(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster()
+    first, second = cluster.client("a"), cluster.client("b")
+    before = time.monotonic()
+    old = grant(first, "L", 0.4, 5.0)
+    new = grant(second, "L", 0.4, 10.0)  # blocks until the unrenewed lease runs out
+    assert time.monotonic() - before >= 0.4
+    assert new == old + 1
+    assert first.renew("L", old) is False
+    assert first.release("L", old) is False
+    assert second.renew("L", new) is True
+
+
+def test_lock_delay_holds_the_lock_after_an_expiry(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(lease_ttl=0.3, lock_delay=0.5)
+    client = cluster.client()
+    before = time.monotonic()
+    old = grant(client, "L", 0.3, 5.0)
+    assert grant(client, "L", 0.3, 10.0) == old + 1
+    assert time.monotonic() - before >= 0.3 + 0.5
+
+
+def test_lock_delay_refuses_a_short_wait_and_skips_a_clean_release(
+    make_cluster: MakeCluster,
+) -> None:
+    cluster = make_cluster(lease_ttl=0.2, lock_delay=60.0)
+    client = cluster.client()
+    released = grant(client, "R", 0.2, 5.0)
+    assert client.release("R", released)
+    assert grant(client, "R", 0.2, 5.0) == released + 1  # no delay after a clean release
+
+    grant(client, "E", 0.2, 5.0)
+    wait_until(lambda: cluster.lock_status("E")["holder"] is None, "the lease on E to expire")
+    assert cluster.lock_status("E")["grantable_in"] > 0
+    assert client.acquire("E", 0.2, 0.2) == "timeout"
+
+
+def test_short_lock_delay_applies_a_tenth_of_the_ttl(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(lease_ttl=0.3, lock_delay=60.0, bugs=["short-lock-delay"])
+    client = cluster.client()
+    old = grant(client, "L", 0.3, 5.0)
+    assert grant(client, "L", 0.3, 20.0) == old + 1  # not the configured 60 s
+
+
+def test_renewal_keeps_a_lease_from_a_waiting_acquirer(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster()
+    holder, other = cluster.client("a"), cluster.client("b")
+    epoch = grant(holder, "L", 5.0, 5.0)
+    assert holder.renew("L", epoch)
+    assert other.acquire("L", 5.0, 0.0) == "timeout"
+    assert cluster.lock_status("L")["holder"]["owner"] == "a"
+    assert holder.release("L", epoch)
+    assert grant(other, "L", 5.0, 0.0) == epoch + 1
+
+
+def test_a_corrupt_epoch_file_stops_the_lock_server(tmp_path: Path) -> None:
+    (tmp_path / "epochs.json").write_text('{"L": {"epoch": "seven"}}')
+    with pytest.raises(SystemExit, match="is corrupt"):
+        LockService(tmp_path, lock_delay=0.0, durable=True)

@@ -1,0 +1,150 @@
+"""The reference store's fence, durability and bug switches: in-process, and as a server."""
+
+from __future__ import annotations
+
+import itertools
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from localcluster import MakeCluster
+
+from systems.reference.store_server import (
+    AUDIT,
+    BATCH,
+    NO_STORE_CHECK,
+    STORE,
+    STORE_FORGETS,
+    UNFENCED_PATH,
+    Item,
+    Store,
+)
+
+_ids = (f"x{n}" for n in itertools.count())
+
+
+def put(store: Store, sink: str, lock: str, epoch: int, key: str = "k") -> bool:
+    """Write one fresh id; True when accepted."""
+    reply = store.write(sink, lock, epoch, [Item(key, next(_ids))])
+    assert reply["ok"] or reply["error"] == "stale-epoch", reply
+    return bool(reply["ok"])
+
+
+def epochs(store: Store, sink: str, key: str = "k") -> list[int]:
+    return [entry["epoch"] for entry in store.read(sink, key)]
+
+
+def test_refuses_a_lower_epoch_and_accepts_an_equal_one(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    assert put(store, STORE, "L", 5)
+    assert put(store, STORE, "L", 5)
+    assert not put(store, STORE, "L", 4)
+    refusal = store.write(STORE, "L", 3, [Item("k", "late")])
+    assert refusal == {"ok": False, "error": "stale-epoch", "mark": 5}
+    assert epochs(store, STORE) == [5, 5]
+
+
+def test_the_mark_is_per_lock_and_shared_by_keys_and_both_fenced_paths(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    assert put(store, STORE, "L", 7, key="a")
+    assert not put(store, STORE, "L", 6, key="b")  # another key, same lock: still fenced
+    assert not put(store, BATCH, "L", 6, key="a")  # the bulk path checks the same mark
+    assert put(store, STORE, "M", 1)  # another lock has its own mark
+
+
+def test_the_batch_path_is_all_or_nothing(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    reply = store.write(BATCH, "L", 2, [Item("a", "b1"), Item("b", "b2")])
+    assert reply["ok"]
+    assert store.write(BATCH, "L", 1, [Item("a", "b3"), Item("b", "b4")])["ok"] is False
+    assert [e["id"] for e in store.read(BATCH, "a") + store.read(BATCH, "b")] == ["b1", "b2"]
+
+
+def test_audit_accepts_everything_in_arrival_order(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    for epoch in (3, 9, 1, 9):
+        assert put(store, AUDIT, "L", epoch)
+    assert epochs(store, AUDIT) == [3, 9, 1, 9]
+    assert put(store, STORE, "L", 2)  # audit writes do not raise the store's mark
+
+
+def test_log_and_marks_survive_a_restart(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    assert put(store, STORE, "L", 8)
+    reopened = Store(tmp_path)
+    assert epochs(reopened, STORE) == [8]
+    assert not put(reopened, STORE, "L", 7)
+
+
+def test_store_forgets_loses_its_marks_but_not_its_log(tmp_path: Path) -> None:
+    store = Store(tmp_path, frozenset({STORE_FORGETS}))
+    assert put(store, STORE, "L", 8)
+    assert not put(store, STORE, "L", 7)  # still fenced until the restart
+    reopened = Store(tmp_path, frozenset({STORE_FORGETS}))
+    assert put(reopened, STORE, "L", 7)
+    assert epochs(reopened, STORE) == [8, 7]
+
+
+def test_no_store_check_accepts_stale_writes_on_every_path(tmp_path: Path) -> None:
+    store = Store(tmp_path, frozenset({NO_STORE_CHECK}))
+    assert put(store, STORE, "L", 8)
+    assert put(store, STORE, "L", 2)
+    assert put(store, BATCH, "L", 1)
+
+
+def test_unfenced_path_leaves_only_the_batch_path_unchecked(tmp_path: Path) -> None:
+    store = Store(tmp_path, frozenset({UNFENCED_PATH}))
+    assert put(store, STORE, "L", 8)
+    assert not put(store, STORE, "L", 2)
+    assert put(store, BATCH, "L", 2)
+
+
+def test_a_torn_last_record_is_dropped_on_replay(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    assert put(store, STORE, "L", 4)
+    with (tmp_path / "store.log").open("ab") as log:
+        log.write(b'{"sink": "store", "key": "k", "id": "torn", "ep')
+    reopened = Store(tmp_path)
+    assert epochs(reopened, STORE) == [4]
+    assert put(reopened, STORE, "L", 4)
+    assert epochs(Store(tmp_path), STORE) == [4, 4]
+
+
+def test_a_corrupt_record_stops_the_store_with_a_message(tmp_path: Path) -> None:
+    (tmp_path / "store.log").write_bytes(b"not json\n")
+    with pytest.raises(SystemExit, match="line 1 is corrupt"):
+        Store(tmp_path)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from("LM"), st.integers(1, 6)), max_size=25))
+def test_accepted_iff_not_below_the_highest_accepted(
+    tmp_path_factory: pytest.TempPathFactory, writes: list[tuple[str, int]]
+) -> None:
+    directory = tmp_path_factory.mktemp("store")
+    store = Store(directory)
+    accepted: dict[str, list[int]] = {"L": [], "M": []}
+    for lock, epoch in writes:
+        expected = epoch >= max(accepted[lock], default=0)
+        assert put(store, STORE, lock, epoch, key=lock) is expected
+        if expected:
+            accepted[lock].append(epoch)
+    reopened = Store(directory)
+    for lock, epochs_of_lock in accepted.items():
+        assert epochs(reopened, STORE, key=lock) == epochs_of_lock
+
+
+@pytest.mark.parametrize(("bugs", "stale_accepted"), [((), False), (("store-forgets",), True)])
+def test_the_store_server_keeps_its_mark_across_a_kill(
+    make_cluster: MakeCluster, bugs: tuple[str, ...], stale_accepted: bool
+) -> None:
+    cluster = make_cluster(bugs=bugs)
+    client = cluster.client()
+    assert client.write("L", "store", "k", "a", 5, None) == "ok"
+    cluster.kill_and_restart("s1")
+    outcome = client.write("L", "store", "k", "b", 3, None)
+    assert outcome == ("ok" if stale_accepted else "stale-epoch")
+    read = client.read("store", "k")
+    assert isinstance(read, list)
+    assert [e["id"] for e in read] == (["a", "b"] if stale_accepted else ["a"])

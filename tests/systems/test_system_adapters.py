@@ -1,0 +1,176 @@
+"""Adapter discovery, configuration checks, the inventory and the bug switch table."""
+
+from __future__ import annotations
+
+import signal
+import socket
+from pathlib import Path
+
+import pytest
+from localcluster import LocalNode, MakeCluster, free_ports, local_nodes, local_system, wait_dead
+
+from checkers import ANOMALY_NAMES
+from systems import (
+    AdapterError,
+    CollectsData,
+    ConfigError,
+    Sink,
+    System,
+    SystemConfig,
+    UnknownSystemError,
+    available_systems,
+    load_system,
+)
+from systems.fake import FakeSystem
+from systems.reference import BUG_SWITCHES, Ports, ReferenceSystem
+
+# DESIGN.md §1, one switch per mistake.
+_MISTAKES = {
+    "no-store-check",
+    "epoch-in-memory",
+    "store-forgets",
+    "retry-on-reject",
+    "reacquire-no-reread",
+    "unfenced-path",
+    "long-ttl-no-fence",
+    "short-lock-delay",
+}
+
+
+def test_the_entry_point_group_finds_the_reference_system() -> None:
+    assert "reference" in available_systems()
+    system = load_system("reference")
+    assert isinstance(system, ReferenceSystem)
+    assert isinstance(system, System)
+    assert isinstance(system, CollectsData)
+
+
+def test_an_unknown_system_names_the_available_ones() -> None:
+    with pytest.raises(UnknownSystemError, match=r"unknown system 'etcd'.*reference"):
+        load_system("etcd")
+
+
+def test_the_fake_system_is_a_system_that_records_calls() -> None:
+    fake = FakeSystem()
+    assert isinstance(fake, System)
+    node = LocalNode("w1", "worker", "127.0.0.1", Path("/nonexistent"))
+    deployment = fake.setup({"w1": node}, SystemConfig())
+    fake.teardown({"w1": node})
+    assert fake.calls == [("setup", "w1"), ("teardown", "w1")]
+    assert str(deployment.agents["w1"]) == "127.0.0.1:7000"
+
+
+def test_every_mistake_has_a_documented_switch() -> None:
+    assert set(BUG_SWITCHES) == _MISTAKES
+    for name, switch in BUG_SWITCHES.items():
+        assert switch.name == name
+        assert switch.description and switch.exposed_by
+        named = {word.strip(",") for word in switch.anomaly.split()}
+        assert named & set(ANOMALY_NAMES), f"{name} names no anomaly of DESIGN.md §5"
+
+
+def test_config_values_are_checked() -> None:
+    with pytest.raises(ConfigError, match="lease_ttl"):
+        SystemConfig(lease_ttl=0)
+    with pytest.raises(ConfigError, match="lock_delay"):
+        SystemConfig(lock_delay=-1)
+    with pytest.raises(ConfigError, match="set of switch names"):
+        SystemConfig(bugs="no-store-check")  # type: ignore[arg-type]
+    with pytest.raises(ConfigError, match="mitigation"):
+        Sink("s", fenced=False, mitigation="prayer", description="")  # type: ignore[arg-type]
+
+
+def test_the_reference_system_rejects_unknown_and_pointless_switches() -> None:
+    system = ReferenceSystem()
+    with pytest.raises(ConfigError, match=r"no bug switch 'typo'.*no-store-check"):
+        system.validate(SystemConfig(bugs=frozenset({"typo"})))
+    with pytest.raises(ConfigError, match="set lock_delay"):
+        system.validate(SystemConfig(bugs=frozenset({"short-lock-delay"})))
+    system.validate(SystemConfig(lock_delay=6.0, bugs=frozenset(_MISTAKES)))
+
+
+def test_the_inventory_declares_each_sink() -> None:
+    system = ReferenceSystem()
+    plain = {sink.name: sink for sink in system.inventory(SystemConfig())}
+    assert plain["store"].fenced and plain["store-batch"].fenced
+    assert not plain["audit"].fenced
+    assert plain["audit"].mitigation == "none"
+    delayed = {sink.name: sink for sink in system.inventory(SystemConfig(lock_delay=3.0))}
+    assert delayed["audit"].mitigation == "lock-delay"
+    # The unfenced-path mistake is that the inventory still *claims* the batch path is fenced.
+    claimed = system.inventory(SystemConfig(bugs=frozenset({"unfenced-path"})))
+    assert {sink.name: sink for sink in claimed}["store-batch"].fenced
+
+
+def test_long_ttl_multiplies_the_lease_ttl() -> None:
+    system = ReferenceSystem()
+    assert system.lease_ttl(SystemConfig(lease_ttl=2.0)) == 2.0
+    longer = SystemConfig(lease_ttl=2.0, bugs=frozenset({"long-ttl-no-fence"}))
+    assert system.lease_ttl(longer) == 10.0
+
+
+def test_setup_needs_one_lock_one_store_and_a_worker(tmp_path: Path) -> None:
+    nodes = {"l1": LocalNode("l1", "lock", "127.0.0.1", tmp_path)}
+    with pytest.raises(ConfigError, match=r"exactly 1 store node\(s\), got 0.*at least 1 worker"):
+        ReferenceSystem().setup(nodes, SystemConfig())
+
+
+def test_setup_reports_what_it_started_and_teardown_stops_it(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(workers=2)
+    deployment = cluster.deployment
+    assert deployment.system == "reference"
+    assert sorted(deployment.agents) == ["w1", "w2"]
+    assert [(t.role, t.node, t.daemon) for t in deployment.targets] == [
+        ("lock", "l1", "lock-server"),
+        ("store", "s1", "store"),
+        ("worker", "w1", "agent"),
+        ("worker", "w2", "agent"),
+    ]
+    assert [sink.name for sink in deployment.inventory] == ["store", "store-batch", "audit"]
+    daemons = [
+        (cluster.nodes[t.node], cluster.nodes[t.node].daemon(t.daemon)) for t in deployment.targets
+    ]
+    assert all(node.process_state(daemon) is not None for node, daemon in daemons)
+    cluster.system.teardown(cluster.nodes)
+    for node, daemon in daemons:
+        wait_dead(node, daemon)
+
+
+def test_collect_keeps_the_epoch_file_and_the_store_log(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster()
+    assert cluster.agent("w1", {"op": "acquire", "lock": "L"})["epoch"] == 1
+    request = {"op": "write", "lock": "L", "epoch": 1, "sink": "store", "key": "k", "id": "a"}
+    assert cluster.agent("w1", request) == {"ok": True}
+    kept = cluster.system.collect(cluster.nodes)
+    assert set(kept) == {"l1", "s1"}
+    assert b'"epoch": 1' in kept["l1"]["epochs.json"]
+    assert b'"id": "a"' in kept["s1"]["store.log"]
+
+
+def test_restarting_a_live_process_is_refused(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster()
+    with pytest.raises(AdapterError, match="still running"):
+        cluster.system.restart(cluster.nodes["l1"], cluster.target("l1"))
+    cluster.signal("l1", signal.SIGSTOP)  # stopped is not dead either
+    with pytest.raises(AdapterError, match="still running"):
+        cluster.system.restart(cluster.nodes["l1"], cluster.target("l1"))
+
+
+def test_a_program_that_cannot_start_fails_setup_with_its_log(tmp_path: Path) -> None:
+    nodes = local_nodes(tmp_path, 0, workers=1)
+    lock_port, store_port, agent_port = free_ports(3)
+    system = local_system(tmp_path, 0, Ports(lock_port, store_port, agent_port), 10.0)
+    try:
+        with socket.socket() as squatter:
+            squatter.bind((nodes["l1"].ip, lock_port))
+            squatter.listen()
+            with pytest.raises(
+                AdapterError, match=r"lock-server on l1 exited(.|\n)*Address already in use"
+            ):
+                system.setup(nodes, SystemConfig())
+        for node in nodes.values():  # setup tore down what it had started
+            for daemon in node.daemons():
+                wait_dead(node, daemon)
+    finally:
+        for node in nodes.values():
+            node.close()
