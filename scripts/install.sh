@@ -35,6 +35,9 @@ fi
 missing=()
 command -v debootstrap >/dev/null || missing+=(debootstrap)
 command -v nsenter >/dev/null || missing+=(util-linux)
+# Headless Chromium and its driver open the HTML reports in the browser tests.
+command -v chromium >/dev/null || missing+=(chromium)
+command -v chromedriver >/dev/null || missing+=(chromium-driver)
 if [ ${#missing[@]} -gt 0 ]; then
     say "installing ${missing[*]}"
     as_root apt-get update

@@ -1,0 +1,186 @@
+"""Benchmark the checker against plain JSON parsing of the same history.
+
+Generates a valid history of ``--events`` events (default 1,000,000) from the fenced-system model
+(several holders, pauses, refusals, indeterminate writes, read-modify-writes, keys retired after a
+final read), then measures, each in a fresh subprocess so peak RSS is clean:
+
+- ``check``: ``checkers.check_file`` on the file (orjson, streaming);
+- ``parse``: the baseline, ``json.loads`` of every line with the standard library.
+
+Targets (issue 2): the whole check of 1M events within 2x the stdlib parse time (compared in CPU
+seconds, which a busy machine does not skew; wall time is printed too), peak RSS under 1.5 GiB; at
+10M events (``--events 10000000``) memory bounded by keys and open operations, not by history
+length. Prints events/s, wall and CPU time, peak RSS and the ratios. Exits 1 if a target is
+missed or the generated history is not judged valid (a bug in the model or the checker).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import resource
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import orjson
+
+from checkers import SinkSpec, check_file
+from checkers.simulation import MS, FencedSystem, Outcome
+
+_INVENTORY = {"store": SinkSpec(fenced=True), "recorder": SinkSpec(fenced=False)}
+_TIME_RATIO_TARGET = 2.0
+_RSS_TARGET = 1.5 * 2**30
+_INDETERMINATE: tuple[Outcome, ...] = ("info-landed", "info-lost")
+
+
+def generate(path: Path, events: int, seed: int, holders: int = 5, per_key: int = 40) -> int:
+    """Write a valid history of at least ``events`` events to ``path``; returns the count."""
+    rng = random.Random(seed)
+    with path.open("wb", buffering=1 << 20) as out:
+        dumps = orjson.dumps
+
+        def emit(event: dict[str, Any]) -> None:
+            out.write(dumps(event) + b"\n")
+
+        model = FencedSystem(holders, emit, ttl=500 * MS, unfenced=("recorder",))
+        active = {sink: [f"k{number}" for number in range(4)] for sink in model.sinks}
+        serial = 4
+        written: dict[tuple[str, str], int] = {}
+        leader = 0
+        resume_at: dict[int, int] = {}
+        steps = 0
+        while model.events < events:
+            steps += 1
+            for number, when in list(resume_at.items()):
+                if when <= steps:
+                    model.stop_pause(number)
+                    del resume_at[number]
+            if rng.random() < 0.01 or model.paused(leader):
+                if rng.random() < 0.8:
+                    model.release(leader)  # a handover; otherwise the next waits out the lease
+                leader = rng.randrange(holders)
+            if model.paused(leader):
+                continue
+            if not model.holds(leader):
+                model.acquire(leader)
+                if not model.holds(leader):
+                    model.wait(model.ttl // 5)
+                continue
+            sink = rng.choice(model.sinks)
+            key = rng.choice(active[sink])
+            roll = rng.random()
+            if roll < 0.5:
+                outcome: Outcome = "ok" if rng.random() > 0.02 else rng.choice(_INDETERMINATE)
+                model.write(leader, sink, key, rmw=roll < 0.25, outcome=outcome)
+                written[sink, key] = written.get((sink, key), 0) + 1
+                if written[sink, key] >= per_key:
+                    model.retire(sink, key, leader)
+                    del written[sink, key]
+                    active[sink][active[sink].index(key)] = f"k{serial}"
+                    serial += 1
+            elif roll < 0.85:
+                model.read(leader, sink, key)
+            elif roll < 0.88:
+                model.release(leader)
+            elif roll < 0.885 and model.start_pause(leader, sink, key, rmw=True):
+                resume_at[leader] = steps + rng.randrange(5, 60)
+                model.wait(rng.choice((1, 2, 6)) * model.ttl // 2)
+            else:
+                model.wait(rng.randrange(1, 50) * MS)
+        model.finish()
+        return model.events
+
+
+def _child(mode: str, path: str) -> None:
+    before = resource.getrusage(resource.RUSAGE_SELF)
+    cpu_before = before.ru_utime + before.ru_stime
+    start = time.perf_counter()
+    if mode == "parse":
+        loads = json.loads
+        with open(path, "rb") as stream:
+            for line in stream:
+                loads(line)
+        outcome: dict[str, Any] = {}
+    else:
+        result = check_file(path, inventory=_INVENTORY)
+        outcome = {
+            "valid": result.valid,
+            "anomalies": result.anomaly_counts,
+            "expected": result.expected_counts,
+            "unknown": list(result.unknown_reasons),
+            "events": result.counts.events,
+        }
+    wall = time.perf_counter() - start
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    cpu = usage.ru_utime + usage.ru_stime - cpu_before
+    print(json.dumps({"wall": wall, "cpu": cpu, "rss": usage.ru_maxrss * 1024, **outcome}))
+
+
+def _measure(mode: str, path: Path) -> dict[str, Any]:
+    done = subprocess.run(
+        [sys.executable, __file__, "--child", mode, str(path)],
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    measured: dict[str, Any] = json.loads(done.stdout)
+    return measured
+
+
+def _mib(size: float) -> str:
+    return f"{size / 2**20:,.0f} MiB"
+
+
+def main() -> int:
+    """Generate, measure, print; 1 if the history is not valid or a target is missed."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--events", type=int, default=1_000_000)
+    parser.add_argument("--seed", type=int, default=1)
+    parser.add_argument("--history", type=Path, help="use (or keep) this file")
+    parser.add_argument("--child", nargs=2, metavar=("MODE", "PATH"), help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.child:
+        _child(*args.child)
+        return 0
+    with tempfile.TemporaryDirectory(prefix="fencecheck-bench-") as scratch:
+        path = args.history or Path(scratch) / "history.jsonl"
+        if not path.exists():
+            began = time.perf_counter()
+            count = generate(path, args.events, args.seed)
+            took = time.perf_counter() - began
+            size = os.path.getsize(path)
+            print(f"generated {count:,} events ({_mib(size)}) in {took:.1f} s -> {path}")
+        parse = _measure("parse", path)
+        checked = _measure("check", path)
+    events = checked["events"]
+    for name, measured in (("stdlib json parse", parse), ("fencecheck check", checked)):
+        print(
+            f"{name:>18}: {events / measured['wall']:>10,.0f} events/s  "
+            f"wall {measured['wall']:7.2f} s  cpu {measured['cpu']:7.2f} s  "
+            f"peak RSS {_mib(measured['rss'])}"
+        )
+    print(
+        f"verdict: {checked['valid']}  anomalies {checked['anomalies']}  expected "
+        f"{checked['expected']}  unknown {checked['unknown']}"
+    )
+    # CPU time is the fair comparison on a shared machine; wall time is printed beside it.
+    ratio = checked["cpu"] / parse["cpu"]
+    wall_ratio = checked["wall"] / parse["wall"]
+    time_ok = ratio <= _TIME_RATIO_TARGET
+    rss_ok = checked["rss"] < _RSS_TARGET
+    print(
+        f"check/parse time ratio {ratio:.2f} cpu, {wall_ratio:.2f} wall (target <= "
+        f"{_TIME_RATIO_TARGET}: {'met' if time_ok else 'MISSED'}); check peak RSS "
+        f"{_mib(checked['rss'])} (target < 1.5 GiB: {'met' if rss_ok else 'MISSED'})"
+    )
+    return 0 if checked["valid"] is True and time_ok and rss_ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

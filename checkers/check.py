@@ -1,0 +1,202 @@
+"""Check a whole history: stream its events through every checker and compose the verdict.
+
+One pass in file order. Memory holds per-key logs (a compact row per accepted write), the records
+of unresolved writes, per-lock and per-holder grant state, and the nemesis events; never the
+history itself. The verdict is never ``True`` by default: it takes at least one successful read
+and one accepted write, every acknowledged write verified by a later read of its key, and every
+fault applied.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Iterable
+from typing import Final
+
+from checkers.faults import FaultTimeline
+from checkers.findings import DEFAULT_MAX_EVIDENCE, Findings
+from checkers.grants import GrantChecker, holder_of
+from checkers.inventory import Inventory, SinkSpec, normalize_inventory
+from checkers.logs import ReadChecker
+from checkers.result import CheckResult, Counts, SinkVerdict, Verdict
+from checkers.tables import Names
+from checkers.writes import WriteChecker
+from harness.history import NEMESIS, Event, paired, read_history
+
+__all__ = ["check", "check_file"]
+
+_EXAMPLES: Final = 3
+_TYPES: Final = ("invoke", "ok", "fail", "info")
+
+
+def check(
+    events: Iterable[Event],
+    *,
+    inventory: Inventory | None = None,
+    lease_ttl: float | None = None,
+    max_evidence: int = DEFAULT_MAX_EVIDENCE,
+) -> CheckResult:
+    """Judge ``events`` (in history order) and return the verdict with its evidence.
+
+    ``inventory`` maps sink names to :class:`~checkers.inventory.SinkSpec` (or ``(fenced,
+    mitigation)`` pairs); without one every sink counts as fenced, and so does a sink it omits.
+    ``lease_ttl`` (seconds) is quoted in explanations. ``max_evidence`` caps the evidence kept
+    per anomaly name (every occurrence is still counted). Raises
+    :class:`harness.history.HistoryError` for a malformed history.
+    """
+    return _Run(normalize_inventory(inventory), lease_ttl, max_evidence).run(events)
+
+
+def check_file(
+    path: str | os.PathLike[str],
+    *,
+    inventory: Inventory | None = None,
+    lease_ttl: float | None = None,
+    max_evidence: int = DEFAULT_MAX_EVIDENCE,
+) -> CheckResult:
+    """:func:`check` a ``history.jsonl`` file, streaming it."""
+    return check(
+        read_history(path), inventory=inventory, lease_ttl=lease_ttl, max_evidence=max_evidence
+    )
+
+
+class _Run:
+    def __init__(
+        self, inventory: dict[str, SinkSpec], lease_ttl: float | None, max_evidence: int
+    ) -> None:
+        self.inventory = inventory
+        self.lease_ttl = lease_ttl
+        self.max_evidence = max_evidence
+        self.findings = Findings(inventory, max_evidence)
+        names = Names()
+        self.faults = FaultTimeline()
+        self.grants = GrantChecker(self.findings, names)
+        self.writes = WriteChecker(self.findings, names)
+        self.reads = ReadChecker(self.findings, self.writes, names)
+        self.ops: Counter[tuple[str, str]] = Counter()
+
+    def run(self, events: Iterable[Event]) -> CheckResult:
+        ops = self.ops
+        faults, grants, writes, reads = self.faults, self.grants, self.writes, self.reads
+        for event, invoke in paired(events):
+            f = event.f
+            kind = event.type
+            if event.process == NEMESIS:
+                faults.add(event)
+                continue
+            ops[f, kind] += 1
+            if f == "write":
+                if invoke is None:
+                    writes.invoke(event)
+                else:
+                    record = writes.complete(event, invoke)
+                    if kind == "ok" and record.position is not None:
+                        reads.acked(record)
+            elif f == "read":
+                if kind == "ok" and invoke is not None:
+                    reads.read_ok(event, invoke)
+            elif f == "acquire":
+                if invoke is None:
+                    grants.invoke(event)
+                elif grants.complete(event, invoke):
+                    writes.granted(holder_of(event), GrantChecker.lock_of(event, invoke))
+            elif f == "release" and invoke is not None:
+                grants.released(event, invoke)
+        return self._result()
+
+    def _result(self) -> CheckResult:
+        unverified = self.reads.finish()
+        windows = self.faults.windows()
+        ttl_ns = round(self.lease_ttl * 1e9) if self.lease_ttl is not None else None
+        findings = self.findings
+        counted = findings.anomalies(findings.counted, windows, ttl_ns)
+        expected = findings.anomalies(findings.expected, windows, ttl_ns)
+        reasons = self._unknown_reasons(unverified)
+        valid: Verdict = False if findings.counted.counts else ("unknown" if reasons else True)
+        return CheckResult(
+            valid=valid,
+            anomalies=counted,
+            anomaly_counts=dict(findings.counted.counts),
+            expected=expected,
+            expected_counts=dict(findings.expected.counts),
+            unknown_reasons=tuple(reasons),
+            sinks=self._sinks(unverified),
+            counts=self._counts(),
+            faults=windows,
+            lease_ttl=self.lease_ttl,
+            max_evidence=self.max_evidence,
+        )
+
+    def _unknown_reasons(self, unverified: Counter[tuple[str, str]]) -> list[str]:
+        reasons: list[str] = []
+        if not self.ops:
+            reasons.append("nothing to judge: the history holds no client operations")
+        if not self.reads.reads:
+            reasons.append("no successful read: nothing shows what the sinks accepted")
+        if not self.writes.accepted:
+            reasons.append("no accepted write: no write was acknowledged or shown by a read")
+        reasons.extend(self.faults.failures)
+        if unverified:
+            examples = ", ".join(f"{sink}/{key}" for sink, key in sorted(unverified)[:_EXAMPLES])
+            more = ", ..." if len(unverified) > _EXAMPLES else ""
+            reasons.append(
+                f"{sum(unverified.values())} acknowledged write(s) on {len(unverified)} key(s) "
+                f"({examples}{more}) were never read by a read begun after them: end the "
+                "workload with a final read of every key"
+            )
+        return reasons
+
+    def _sinks(self, unverified: Counter[tuple[str, str]]) -> dict[str, SinkVerdict]:
+        keys: Counter[str] = Counter(sink for sink, _ in self.reads.logs)
+        read: set[str] = {sink for (sink, _), log in self.reads.logs.items() if log.last}
+        unknown: dict[str, list[str]] = {}
+        for sink, key in sorted(unverified):
+            unknown.setdefault(sink, []).append(key)
+        counted = self.findings.counted.by_sink
+        expected = self.findings.expected.by_sink
+        accepted = self.writes.accepted_by_sink
+        out: dict[str, SinkVerdict] = {}
+        for sink in sorted({*self.inventory, *self.writes.sinks, *keys}):
+            spec = self.findings.spec(sink)
+            reasons = []
+            if not accepted[sink]:
+                reasons.append("no accepted write")
+            if sink not in read:
+                reasons.append("no successful read")
+            if sink in unknown:
+                reasons.append(f"{len(unknown[sink])} key(s) with writes no read verified")
+            valid: Verdict = False if counted.get(sink) else ("unknown" if reasons else True)
+            out[sink] = SinkVerdict(
+                name=sink,
+                fenced=spec.fenced,
+                mitigation=spec.mitigation,
+                declared=sink in self.inventory,
+                valid=valid,
+                keys=keys[sink],
+                accepted_writes=accepted[sink],
+                anomalies=dict(counted.get(sink, {})),
+                expected=dict(expected.get(sink, {})),
+                unknown_keys=tuple(unknown.get(sink, ())),
+                reasons=tuple(reasons),
+            )
+        return out
+
+    def _counts(self) -> Counts:
+        ops: dict[str, dict[str, int]] = {}
+        for (f, kind), number in self.ops.items():
+            ops.setdefault(f, dict.fromkeys((*_TYPES, "open"), 0))[kind] = number
+        for per_type in ops.values():
+            per_type["open"] = (
+                per_type["invoke"] - per_type["ok"] - per_type["fail"] - (per_type["info"])
+            )
+        return Counts(
+            events=sum(self.ops.values()) + self.faults.events,
+            nemesis=self.faults.events,
+            ops=dict(sorted(ops.items())),
+            grants=self.grants.grants,
+            successful_reads=self.reads.reads,
+            accepted_writes=self.writes.accepted,
+            refused_writes=self.writes.refused,
+            keys=len(self.reads.logs),
+        )

@@ -1,0 +1,144 @@
+"""The lock side: grants must carry epochs that only go up (grant-regression, epoch-reuse).
+
+Rules, per lock, judged in history order with constant state per lock and holder plus one compact
+row per distinct epoch:
+
+- **grant-regression**: an ``acquire`` that was invoked after another grant of the same lock had
+  completed ``ok`` returns a lower or equal epoch. Comparing with the highest epoch completed
+  before the invoke is enough: any earlier grant with a higher or equal epoch makes that one so.
+- **epoch-reuse** (grants): an epoch granted by two different grants.
+- **re-entry** is one grant, not two: the same node acquiring again and receiving the same epoch
+  while its grant stands, i.e. no ``release`` of that lock by that node has completed ``ok`` since
+  (Hazelcast's FencedLock keeps the token on re-entry). Lease expiry is not used: renewals happen
+  inside the lock client and leave no trace in the history, so an expiry cannot be told from a
+  renewal. An ``info`` release might not have happened and so does not end the grant.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from checkers.evidence import OpRef
+from checkers.findings import Findings
+from checkers.tables import EpochTable, Names
+from harness.history import Event, HistoryError, Process
+
+__all__ = ["GrantChecker", "holder_of"]
+
+
+def holder_of(event: Event) -> str:
+    """A holder's identity: its node, or its process when the event names no node."""
+    return event.node if event.node is not None else f"process {event.process}"
+
+
+@dataclass(slots=True)
+class _Grant:
+    ref: OpRef
+    epoch: int
+    released: bool = False
+
+
+class _Lock:
+    __slots__ = ("best", "holders", "table")
+
+    def __init__(self, name: str) -> None:
+        self.best: _Grant | None = None
+        self.holders: dict[str, _Grant] = {}
+        self.table = EpochTable(name, "acquire")
+
+
+class GrantChecker:
+    """Judges ``acquire`` and ``release`` operations."""
+
+    def __init__(self, findings: Findings, names: Names) -> None:
+        self._findings = findings
+        self._names = names
+        self._locks: dict[str, _Lock] = {}
+        self._waiting: dict[Process, _Grant | None] = {}
+        self.grants = 0
+
+    def invoke(self, event: Event) -> None:
+        """An acquire began: remember the best grant completed so far, to compare with."""
+        lock = self.lock_of(event, event)
+        self._waiting[event.process] = self._state(lock).best
+
+    def complete(self, event: Event, invoke: Event) -> bool:
+        """An acquire completed; returns True if it granted the lock."""
+        before = self._waiting.pop(event.process, None)
+        if event.type != "ok":
+            return False
+        self.grants += 1
+        lock = self.lock_of(event, invoke)
+        epoch = event.value.get("epoch")
+        if type(epoch) is not int:
+            raise HistoryError(
+                event.line,
+                "an ok acquire must carry an integer epoch in its value",
+                'write it as "value": {"lock": ..., "epoch": N}',
+            )
+        state = self._state(lock)
+        holder = holder_of(event)
+        own = state.holders.get(holder)
+        reentry = own is not None and not own.released and own.epoch == epoch
+        ref = OpRef(
+            "later",
+            "acquire",
+            "ok",
+            event.index,
+            event.time,
+            invoke.index,
+            invoke.time,
+            event.process,
+            event.node,
+            lock,
+            epoch,
+        )
+        if before is not None and epoch <= before.epoch and not (reentry and before is own):
+            self._findings.report(
+                "grant-regression",
+                (replace(before.ref, role="earlier"), ref),
+                lock=lock,
+            )
+        row = state.table.find(epoch)
+        if row < 0:
+            state.table.add(epoch, self._names.code(event.node), ref)
+        elif not reentry:
+            first = state.table.ref(row, "first", self._names)
+            self._findings.report(
+                "epoch-reuse",
+                (first, replace(ref, role="second")),
+                lock=lock,
+                details={"via": "grant"},
+            )
+        grant = own if reentry and own is not None else _Grant(ref, epoch)
+        state.holders[holder] = grant
+        if state.best is None or epoch > state.best.epoch:
+            state.best = grant
+        return True
+
+    def released(self, event: Event, invoke: Event) -> None:
+        """A release completed: an ``ok`` one ends the node's grant."""
+        if event.type != "ok":
+            return
+        state = self._locks.get(self.lock_of(event, invoke))
+        grant = state.holders.get(holder_of(event)) if state is not None else None
+        if grant is not None:
+            grant.released = True
+
+    def _state(self, lock: str) -> _Lock:
+        state = self._locks.get(lock)
+        if state is None:
+            state = self._locks[lock] = _Lock(lock)
+        return state
+
+    @staticmethod
+    def lock_of(event: Event, invoke: Event) -> str:
+        """The lock an acquire or release is about (from the completion, else the invoke)."""
+        lock = event.value.get("lock", invoke.value.get("lock"))
+        if not isinstance(lock, str):
+            raise HistoryError(
+                event.line,
+                f"{event.f} needs the lock's name in its value",
+                'write it as "value": {"lock": "L", ...}',
+            )
+        return lock

@@ -1,0 +1,130 @@
+"""The write-path inventory: which sinks are fenced, and what protects the others.
+
+A system declares each sink as fenced (it checks epochs) or unfenced with a mitigation
+(DESIGN.md §2). The checkers use it to tell a violation from a known weakness: a stale write on an
+unfenced sink with no mitigation is *expected* (reported, not counted against the run), while on a
+fenced sink, or one guarded by lock-delay or a checking proxy, it makes the run invalid.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal, cast
+
+import orjson
+
+__all__ = [
+    "EXPECTED_WHEN_UNGUARDED",
+    "MITIGATIONS",
+    "Inventory",
+    "InventoryError",
+    "Mitigation",
+    "SinkSpec",
+    "load_inventory",
+    "normalize_inventory",
+    "parse_inventory",
+]
+
+Mitigation = Literal["lock-delay", "idempotent", "proxy", "none"]
+MITIGATIONS: Final[tuple[str, ...]] = ("lock-delay", "idempotent", "proxy", "none")
+
+# What a stale holder does to a sink nothing guards: writes land in epoch disorder, and a
+# read-modify-write based on an old read is accepted next to the newer one. Idempotence makes a
+# repeated write harmless but does not order writes, so it guards against neither.
+EXPECTED_WHEN_UNGUARDED: Final = frozenset(("stale-write", "lost-update"))
+_UNGUARDED: Final = frozenset(("none", "idempotent"))
+
+
+class InventoryError(ValueError):
+    """An inventory that cannot be understood, with what to change."""
+
+
+@dataclass(frozen=True, slots=True)
+class SinkSpec:
+    """One sink of the write-path inventory."""
+
+    fenced: bool
+    mitigation: Mitigation = "none"
+
+    def expects(self, anomaly: str) -> bool:
+        """True if ``anomaly`` on this sink is a known weakness rather than a violation."""
+        return (
+            not self.fenced and self.mitigation in _UNGUARDED and anomaly in EXPECTED_WHEN_UNGUARDED
+        )
+
+    def describe(self) -> str:
+        """``"fenced"`` or ``"unfenced (lock-delay)"``."""
+        return "fenced" if self.fenced else f"unfenced ({self.mitigation})"
+
+
+Inventory = Mapping[str, SinkSpec | tuple[bool, str] | Mapping[str, object]]
+
+
+def normalize_inventory(inventory: Inventory | None) -> dict[str, SinkSpec]:
+    """Sink name -> :class:`SinkSpec`, accepting ``(fenced, mitigation)`` pairs and the JSON form
+    (``{"fenced": ..., "mitigation": ...}``) too."""
+    if inventory is None:
+        return {}
+    out: dict[str, SinkSpec] = {}
+    for name, spec in inventory.items():
+        if isinstance(spec, SinkSpec):
+            out[name] = spec
+        elif isinstance(spec, tuple):
+            fenced, mitigation = spec
+            out[name] = _spec(name, fenced, mitigation)
+        else:
+            out.update(parse_inventory({name: dict(spec)}))
+    return out
+
+
+def parse_inventory(raw: object, source: str = "inventory") -> dict[str, SinkSpec]:
+    """Read the JSON form: ``{"sink": {"fenced": true, "mitigation": "none"}, ...}``.
+
+    Also accepted: the same mapping under a ``"sinks"`` key (as in a run's result context), or a
+    list of objects each with a ``"name"``.
+    """
+    if isinstance(raw, dict) and "sinks" in raw:
+        raw = raw["sinks"]
+    if isinstance(raw, list):
+        items: dict[str, object] = {}
+        for item in raw:
+            if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+                raise InventoryError(f"{source}: every sink in the list needs a string 'name'")
+            items[item["name"]] = item
+        raw = items
+    if not isinstance(raw, dict):
+        raise InventoryError(
+            f"{source}: expected a JSON object mapping sink names to "
+            '{"fenced": true|false, "mitigation": "lock-delay"|"idempotent"|"proxy"|"none"}'
+        )
+    out: dict[str, SinkSpec] = {}
+    for name, entry in raw.items():
+        if not isinstance(entry, dict) or not isinstance(entry.get("fenced"), bool):
+            raise InventoryError(f"{source}: sink {name!r} needs a boolean 'fenced'")
+        out[name] = _spec(name, entry["fenced"], entry.get("mitigation", "none"), source)
+    return out
+
+
+def load_inventory(path: str | os.PathLike[str]) -> dict[str, SinkSpec]:
+    """Read an inventory file (see :func:`parse_inventory`)."""
+    try:
+        raw = orjson.loads(Path(path).read_bytes())
+    except OSError as problem:
+        raise InventoryError(f"cannot read inventory {path}: {problem.strerror}") from None
+    except orjson.JSONDecodeError as problem:
+        raise InventoryError(f"inventory {path} is not valid JSON: {problem}") from None
+    return parse_inventory(raw, str(path))
+
+
+def _spec(name: str, fenced: bool, mitigation: object, source: str = "inventory") -> SinkSpec:
+    if mitigation is None:
+        mitigation = "none"
+    if mitigation not in MITIGATIONS:
+        raise InventoryError(
+            f"{source}: sink {name!r} has mitigation {mitigation!r}; use one of "
+            + ", ".join(MITIGATIONS)
+        )
+    return SinkSpec(bool(fenced), cast(Mitigation, mitigation))

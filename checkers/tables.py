@@ -1,0 +1,129 @@
+"""Compact tables for what the checkers must remember for a whole run.
+
+Histories run to millions of operations, so what outlives an operation is stored in typed arrays
+(a few bytes a row) instead of one Python object per row: :class:`Names` turns the few node and
+lock names into small integer codes, and :class:`EpochTable` remembers who first claimed each
+epoch of a lock.
+"""
+
+from __future__ import annotations
+
+from array import array
+from bisect import bisect_left
+
+from checkers.evidence import OpRef
+
+__all__ = ["EpochTable", "Names"]
+
+
+class Names:
+    """A two-way table between a few names (nodes, locks) and small integer codes."""
+
+    __slots__ = ("_codes", "_names")
+
+    def __init__(self) -> None:
+        self._codes: dict[str | None, int] = {None: -1}
+        self._names: list[str] = []
+
+    def code(self, name: str | None) -> int:
+        """The code of ``name`` (``-1`` for ``None``), assigning one the first time."""
+        code = self._codes.get(name)
+        if code is None:
+            code = self._codes[name] = len(self._names)
+            self._names.append(name)  # type: ignore[arg-type]  # None is pre-seeded above
+        return code
+
+    def name(self, code: int) -> str | None:
+        """The name for ``code`` (``None`` for ``-1``)."""
+        return self._names[code] if code >= 0 else None
+
+
+class EpochTable:
+    """The first claimant of each epoch of one lock, sorted by epoch.
+
+    Epochs mostly arrive in increasing order, so claims are appended; an epoch below the largest
+    is found (or inserted) by binary search.
+    """
+
+    __slots__ = (
+        "_epochs",
+        "_ids",
+        "_index",
+        "_invoke_index",
+        "_invoke_time",
+        "_nodes",
+        "_process",
+        "_time",
+        "f",
+        "lock",
+    )
+
+    def __init__(self, lock: str, f: str) -> None:
+        self.lock = lock
+        self.f = f
+        self._epochs = array("q")
+        self._nodes = array("i")
+        self._index = array("q")
+        self._time = array("q")
+        self._invoke_index = array("q")
+        self._invoke_time = array("q")
+        self._process = array("q")
+        self._ids: list[str | None] = []
+
+    def find(self, epoch: int) -> int:
+        """The row of ``epoch``'s first claim, or ``-1``."""
+        epochs = self._epochs
+        if not epochs or epoch > epochs[-1]:
+            return -1
+        if epoch == epochs[-1]:
+            return len(epochs) - 1
+        row = bisect_left(epochs, epoch)
+        return row if epochs[row] == epoch else -1
+
+    def node(self, row: int) -> int:
+        """The node code of the claimant in ``row``."""
+        return self._nodes[row]
+
+    def add(self, epoch: int, node: int, op: OpRef) -> None:
+        """Record ``op`` (by node code ``node``) as the first claim of ``epoch``."""
+        epochs = self._epochs
+        row = len(epochs) if not epochs or epoch > epochs[-1] else bisect_left(epochs, epoch)
+        process = op.process if isinstance(op.process, int) else -1
+        columns: tuple[tuple[array[int], int], ...] = (
+            (epochs, epoch),
+            (self._nodes, node),
+            (self._index, _int(op.index)),
+            (self._time, _int(op.time)),
+            (self._invoke_index, _int(op.invoke_index)),
+            (self._invoke_time, _int(op.invoke_time)),
+            (self._process, process),
+        )
+        for column, item in columns:
+            column.insert(row, item)
+        self._ids.insert(row, op.id)
+
+    def ref(self, row: int, role: str, names: Names) -> OpRef:
+        """The claim in ``row`` as evidence."""
+        process = self._process[row]
+        return OpRef(
+            role,
+            self.f,
+            "ok",
+            _none(self._index[row]),
+            _none(self._time[row]),
+            _none(self._invoke_index[row]),
+            _none(self._invoke_time[row]),
+            process if process >= 0 else None,
+            names.name(self._nodes[row]),
+            self.lock,
+            self._epochs[row],
+            self._ids[row],
+        )
+
+
+def _int(value: int | None) -> int:
+    return -1 if value is None else value
+
+
+def _none(value: int) -> int | None:
+    return None if value < 0 else value

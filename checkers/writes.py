@@ -1,0 +1,202 @@
+"""The holder side of writes: records of unresolved writes, refusals and accepted epochs.
+
+A write's record lives only while it is unresolved: from its invoke until a read shows it (or
+for ever if it failed, so that it can be caught appearing later, and until the end if it is
+``ok`` or ``info`` and never shown). Rules judged here:
+
+- **retry-after-reject**: after a write by node N with epoch e on lock L failed with
+  ``stale-epoch`` (refused by the fence), N invokes another write on L with epoch e or lower.
+  Only ``stale-epoch`` counts: other errors (``lease-expired``, ``not-held``) mean the holder
+  refused locally and never sent it. A new grant of L to N clears the refusal: writing with what
+  the lock service just granted is not a blind retry (a bad grant is the lock's anomaly).
+- **epoch-reuse** (writes): accepted writes with one (lock, epoch) from two different nodes. A
+  write is accepted when it completed ``ok`` or a read shows it (an ``info`` write counts as
+  accepted exactly when a read shows it). Reported once per (lock, epoch).
+- **phantom-write** for a write shown by a read before it completed, then ``fail`` ed.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+
+from checkers.evidence import OpRef
+from checkers.findings import Findings
+from checkers.grants import holder_of
+from checkers.tables import EpochTable, Names
+from harness.history import Event, HistoryError, Process
+
+__all__ = ["STALE_EPOCH", "WriteChecker", "WriteRecord"]
+
+STALE_EPOCH = "stale-epoch"
+_FIELDS_FIX = "every write value needs lock, sink, key (strings), id (string) and epoch (integer)"
+
+
+class WriteRecord:
+    """What is known of one write while it is unresolved."""
+
+    __slots__ = (
+        "accepted",
+        "epoch",
+        "error",
+        "holder",
+        "id",
+        "index",
+        "invoke_index",
+        "invoke_time",
+        "key",
+        "line",
+        "lock",
+        "node",
+        "position",
+        "prev",
+        "process",
+        "shown_by",
+        "sink",
+        "time",
+        "type",
+    )
+
+    def __init__(self, event: Event, value: dict[str, object]) -> None:
+        self.id: str = value["id"]  # type: ignore[assignment]  # checked by the caller
+        self.lock: str = value["lock"]  # type: ignore[assignment]
+        self.sink: str = value["sink"]  # type: ignore[assignment]
+        self.key: str = value["key"]  # type: ignore[assignment]
+        self.epoch: int = value["epoch"]  # type: ignore[assignment]
+        prev = value.get("prev")
+        self.prev: str | None = prev if isinstance(prev, str) else None
+        self.node = event.node
+        self.holder = holder_of(event)
+        self.process: Process = event.process
+        self.invoke_index = event.index
+        self.invoke_time = event.time
+        self.line = event.line
+        self.type = "invoke"
+        self.index: int | None = None
+        self.time: int | None = None
+        self.error: str | None = None
+        self.position: int | None = None
+        self.accepted = False
+        self.shown_by: OpRef | None = None
+
+    def ref(self, role: str) -> OpRef:
+        """This write as evidence."""
+        return OpRef(
+            role,
+            "write",
+            self.type,
+            self.index,
+            self.time,
+            self.invoke_index,
+            self.invoke_time,
+            self.process,
+            self.node,
+            self.lock,
+            self.epoch,
+            self.id,
+            self.sink,
+            self.key,
+            self.error,
+            self.position,
+        )
+
+
+class WriteChecker:
+    """Tracks writes from invoke to resolution."""
+
+    def __init__(self, findings: Findings, names: Names) -> None:
+        self._findings = findings
+        self._names = names
+        self.pending: dict[str, WriteRecord] = {}
+        self._refusals: dict[tuple[str, str], WriteRecord] = {}
+        self._accepted: dict[str, EpochTable] = {}
+        self._reused: set[tuple[str, int]] = set()
+        self.sinks: set[str] = set()
+        self.accepted_by_sink: Counter[str] = Counter()
+        self.refused = 0
+        self.accepted = 0
+
+    def invoke(self, event: Event) -> None:
+        """A write was sent: check its fields, then whether it repeats a refused epoch."""
+        value = event.value
+        try:
+            wid, epoch = value["id"], value["epoch"]
+            fields = (wid, value["lock"], value["sink"], value["key"])
+        except KeyError as missing:
+            raise HistoryError(
+                event.line, f"write lacks {missing.args[0]!r} in its value", _FIELDS_FIX
+            ) from None
+        if type(epoch) is not int or not all(type(item) is str for item in fields):
+            raise HistoryError(event.line, "write value has a field of the wrong type", _FIELDS_FIX)
+        earlier = self.pending.get(wid)
+        if earlier is not None:
+            raise HistoryError(
+                event.line,
+                f"write id {wid!r} was already used at line {earlier.line}",
+                "a write's id must be unique in the run",
+            )
+        record = self.pending[wid] = WriteRecord(event, value)
+        self.sinks.add(record.sink)
+        refusal = self._refusals.get((record.holder, record.lock))
+        if refusal is not None and epoch <= refusal.epoch:
+            self._findings.report(
+                "retry-after-reject",
+                (refusal.ref("refused"), record.ref("retry")),
+                lock=record.lock,
+            )
+
+    def complete(self, event: Event, invoke: Event) -> WriteRecord:
+        """A write completed; returns its record (already resolved if a read showed it)."""
+        record = self.pending[invoke.value["id"]]
+        record.type = event.type
+        record.index = event.index
+        record.time = event.time
+        error = event.error if event.error is not None else event.value.get("error")
+        record.error = error if isinstance(error, str) else None
+        if event.type == "ok":
+            if not record.accepted:
+                self.accept(record)
+        elif event.type == "fail":
+            if record.shown_by is not None:
+                self._findings.report(
+                    "phantom-write",
+                    (record.ref("phantom"), record.shown_by),
+                    sink=record.sink,
+                    key=record.key,
+                    lock=record.lock,
+                    details={"reason": "failed", "position": record.position, "id": record.id},
+                )
+            if record.error == STALE_EPOCH:
+                self.refused += 1
+                key = (record.holder, record.lock)
+                known = self._refusals.get(key)
+                if known is None or record.epoch >= known.epoch:
+                    self._refusals[key] = record
+        if record.position is not None:
+            del self.pending[record.id]
+        return record
+
+    def granted(self, holder: str, lock: str) -> None:
+        """``holder`` was granted ``lock``: its earlier refusals on it no longer apply."""
+        self._refusals.pop((holder, lock), None)
+
+    def accept(self, record: WriteRecord) -> None:
+        """``record`` is accepted (acknowledged or shown): check its epoch's other holders."""
+        record.accepted = True
+        self.accepted += 1
+        self.accepted_by_sink[record.sink] += 1
+        table = self._accepted.get(record.lock)
+        if table is None:
+            table = self._accepted[record.lock] = EpochTable(record.lock, "write")
+        node = self._names.code(record.holder)
+        row = table.find(record.epoch)
+        if row < 0:
+            table.add(record.epoch, node, record.ref("first"))
+        elif table.node(row) != node and (record.lock, record.epoch) not in self._reused:
+            self._reused.add((record.lock, record.epoch))
+            self._findings.report(
+                "epoch-reuse",
+                (table.ref(row, "first", self._names), record.ref("second")),
+                sink=record.sink,
+                lock=record.lock,
+                details={"via": "write"},
+            )

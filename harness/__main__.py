@@ -1,0 +1,5 @@
+"""``python -m harness``: the ``fencecheck`` command line."""
+
+from harness.cli import main
+
+main()

@@ -1,0 +1,193 @@
+"""``fencecheck check HISTORY.jsonl``: judge a history file and say why.
+
+For a person: the verdict, a table of anomalies (counted and expected) with one explanation each,
+the first few in full with their operations and faults, the per-sink verdicts and what left the
+verdict unknown. With ``--json``: the result as JSON on stdout (``results.json``'s shape). Exit
+code 0 valid, 1 invalid, 2 unknown, 3 error (bad input: the message names the line and the fix).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+import orjson
+from rich.console import Console
+from rich.table import Table
+from rich.text import Text
+
+from checkers import (
+    Anomaly,
+    CheckResult,
+    InventoryError,
+    SinkSpec,
+    check_file,
+    load_inventory,
+)
+from checkers.explain import describe_fault, seconds
+from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, cli
+from harness.history import HistoryError
+
+__all__ = ["CheckError", "check_command", "exit_code", "parse_duration"]
+
+_SHOWN_IN_FULL = 2
+_VERDICTS = {
+    "True": ("VALID", "green"),
+    "False": ("INVALID", "red"),
+    "unknown": ("UNKNOWN", "yellow"),
+}
+_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0}
+
+
+class CheckError(click.ClickException):
+    """Bad input to ``check``: exits 3 under any click invocation."""
+
+    exit_code = EXIT_ERROR
+
+
+def parse_duration(text: str) -> float:
+    """``"2"``, ``"2s"``, ``"1500ms"``, ``"0.5m"`` -> seconds."""
+    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|m)?\s*", text)
+    if match is None:
+        raise CheckError(f"--ttl {text!r} is not a duration: write it as 2, 2s or 1500ms")
+    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+
+
+def exit_code(result: CheckResult) -> int:
+    """0 valid, 1 invalid, 2 unknown."""
+    if result.valid is True:
+        return EXIT_VALID
+    return EXIT_INVALID if result.valid is False else EXIT_UNKNOWN
+
+
+@cli.command("check")
+@click.argument("history", type=click.Path(path_type=Path))
+@click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
+@click.option(
+    "--inventory",
+    type=click.Path(path_type=Path),
+    help='Write-path inventory: {"sink": {"fenced": bool, "mitigation": ...}}. '
+    "Without it every sink counts as fenced.",
+)
+@click.option("--ttl", help="The lease TTL (e.g. 2s, 1500ms), quoted in explanations.")
+@click.option(
+    "--max-evidence",
+    type=click.IntRange(min=1),
+    default=100,
+    show_default=True,
+    help="Evidence kept per anomaly name (all are counted).",
+)
+def check_command(
+    history: Path, as_json: bool, inventory: Path | None, ttl: str | None, max_evidence: int
+) -> None:
+    """Check a history file: exit 0 valid, 1 invalid, 2 unknown, 3 error."""
+    if not history.is_file():
+        raise CheckError(f"no history file at {history}: pass the path of a history.jsonl")
+    sinks: dict[str, SinkSpec] | None = None
+    if inventory is not None:
+        try:
+            sinks = load_inventory(inventory)
+        except InventoryError as problem:
+            raise CheckError(str(problem)) from None
+    lease_ttl = parse_duration(ttl) if ttl is not None else None
+    try:
+        result = check_file(
+            history, inventory=sinks, lease_ttl=lease_ttl, max_evidence=max_evidence
+        )
+    except HistoryError as problem:
+        raise CheckError(f"{history}: {problem}") from None
+    except OSError as problem:
+        raise CheckError(f"cannot read {history}: {problem.strerror}") from None
+    if as_json:
+        click.echo(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode())
+    else:
+        _render(Console(highlight=False), result, history)
+    click.get_current_context().exit(exit_code(result))
+
+
+def _render(console: Console, result: CheckResult, history: Path) -> None:
+    word, colour = _VERDICTS[str(result.valid)]
+    counts = result.counts
+    console.print(
+        Text.assemble(
+            (f"{word}", f"bold {colour}"),
+            f"  {history}: {counts.events:,} events, {counts.accepted_writes:,} accepted writes, "
+            f"{counts.successful_reads:,} reads, {counts.grants:,} grants, "
+            f"{len(result.faults)} fault windows",
+        )
+    )
+    if result.anomaly_counts or result.expected_counts:
+        console.print(_anomaly_table(result))
+        for anomalies in (*result.anomalies.values(), *result.expected.values()):
+            for anomaly in anomalies[:_SHOWN_IN_FULL]:
+                _render_anomaly(console, anomaly)
+    if result.sinks:
+        console.print(_sink_table(result))
+    for reason in result.unknown_reasons:
+        console.print(Text.assemble(("unknown: ", "yellow"), reason))
+
+
+def _anomaly_table(result: CheckResult) -> Table:
+    table = Table(title="anomalies", title_justify="left")
+    table.add_column("anomaly")
+    table.add_column("count", justify="right")
+    table.add_column("counts against the run")
+    table.add_column("first explanation", overflow="fold")
+    for bucket, counts, verdict in (
+        (result.anomalies, result.anomaly_counts, Text("yes", "red")),
+        (result.expected, result.expected_counts, Text("no: expected on this sink", "yellow")),
+    ):
+        for name, number in sorted(counts.items()):
+            first = bucket.get(name, [])
+            table.add_row(name, f"{number:,}", verdict, first[0].explanation if first else "")
+    return table
+
+
+def _render_anomaly(console: Console, anomaly: Anomaly) -> None:
+    console.print(Text.assemble(("\n" + anomaly.name, "bold"), ": ", anomaly.explanation))
+    table = Table(box=None, padding=(0, 1), show_edge=False)
+    for column in ("role", "index", "time", "node", "process", "f", "type", "epoch", "id", "at"):
+        table.add_column(column)
+    for op in anomaly.ops:
+        where = f"{op.sink}/{op.key}" if op.sink is not None else (op.lock or "")
+        if op.position is not None:
+            where += f" #{op.position}"
+        table.add_row(
+            op.role,
+            _text(op.index),
+            seconds(op.time) if op.time is not None else "",
+            op.node or "",
+            _text(op.process),
+            op.f,
+            op.type,
+            _text(op.epoch),
+            op.id or "",
+            where,
+        )
+    console.print(table)
+    for window in anomaly.faults:
+        console.print(f"  fault: {describe_fault(window)}")
+
+
+def _sink_table(result: CheckResult) -> Table:
+    table = Table(title="sinks", title_justify="left")
+    for column in ("sink", "guard", "verdict", "keys", "accepted", "anomalies", "note"):
+        table.add_column(column)
+    for verdict in result.sinks.values():
+        spec = SinkSpec(verdict.fenced, verdict.mitigation)  # type: ignore[arg-type]
+        found = {**verdict.anomalies, **{f"{k} (expected)": n for k, n in verdict.expected.items()}}
+        table.add_row(
+            verdict.name,
+            spec.describe() + ("" if verdict.declared else " (not declared)"),
+            str(verdict.valid).lower(),
+            f"{verdict.keys:,}",
+            f"{verdict.accepted_writes:,}",
+            ", ".join(f"{name} {number:,}" for name, number in sorted(found.items())),
+            "; ".join(verdict.reasons),
+        )
+    return table
+
+
+def _text(value: object) -> str:
+    return "" if value is None else str(value)

@@ -1,0 +1,93 @@
+"""``fencecheck report`` writes the HTML report of a run; ``fencecheck serve`` browses the store."""
+
+from __future__ import annotations
+
+import functools
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Final
+
+import click
+
+from harness.cli import cli
+from harness.report import write_report
+from harness.run_index import write_index
+from harness.store import DEFAULT_STORE, find_runs, open_run_dir
+
+__all__ = ["LOOPBACK", "make_server", "report", "serve"]
+
+LOOPBACK: Final = "127.0.0.1"
+
+
+@cli.command()
+@click.argument(
+    "store_dir", type=click.Path(path_type=Path, file_okay=False), default=DEFAULT_STORE / "latest"
+)
+def report(store_dir: Path) -> None:
+    """Write report.html for a run (STORE_DIR such as store/latest), or for every run in a store.
+
+    Given a store (a folder of <test>/<timestamp>/ runs) it rewrites every run's report and the
+    store's index.html. Exit 0 when written, 3 when STORE_DIR is neither.
+    """
+    if not store_dir.exists():
+        raise click.ClickException(
+            f"{store_dir} does not exist; pass a run directory such as store/latest or "
+            "store/<test>/<timestamp>, or a store such as store"
+        )
+    if (store_dir / "history.jsonl").exists():
+        click.echo(write_report(open_run_dir(store_dir)))
+        return
+    runs = find_runs(store_dir)
+    if not runs:
+        raise click.ClickException(
+            f"{store_dir} is neither a run directory (no history.jsonl) nor a store with runs; "
+            "pass store/latest, store/<test>/<timestamp> or store"
+        )
+    for run in runs:
+        click.echo(write_report(run))
+    click.echo(write_index(store_dir))
+
+
+class _StoreHandler(SimpleHTTPRequestHandler):
+    """Serves the store's files; never cached, since reports and the index are rewritten."""
+
+    def end_headers(self) -> None:
+        self.send_header("Cache-Control", "no-store")
+        super().end_headers()
+
+
+def make_server(root: Path, port: int) -> ThreadingHTTPServer:
+    """An HTTP server for ``root`` bound to the loopback address only (``port`` 0: any free)."""
+    handler: Any = functools.partial(_StoreHandler, directory=str(root))
+    return ThreadingHTTPServer((LOOPBACK, port), handler)
+
+
+@cli.command()
+@click.option(
+    "--store",
+    "store_root",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=DEFAULT_STORE,
+    show_default=True,
+    help="The store to serve.",
+)
+@click.option("--port", type=click.IntRange(0, 65535), default=8000, show_default=True)
+def serve(store_root: Path, port: int) -> None:
+    """Browse the store's runs and reports at http://127.0.0.1:PORT/ (Ctrl-C to stop)."""
+    if not store_root.is_dir():
+        raise click.ClickException(
+            f"no store at {store_root}; run a test first (fencecheck run) or pass --store DIR"
+        )
+    write_index(store_root)
+    try:
+        server = make_server(store_root, port)
+    except OSError as problem:
+        raise click.ClickException(
+            f"cannot listen on {LOOPBACK}:{port}: {problem.strerror}; pick another --port"
+        ) from None
+    with server:
+        click.echo(f"serving {store_root.resolve()} at http://{LOOPBACK}:{server.server_port}/")
+        try:
+            server.serve_forever()
+        except KeyboardInterrupt:
+            click.echo("stopped")

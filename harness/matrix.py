@@ -1,0 +1,260 @@
+"""A test matrix: many runs (systems, bug switches, nemeses...), each with what it should find.
+
+``fencecheck run-all`` carries out a matrix and fails only on what was *unexpected*: a planted bug
+is supposed to make its run invalid, so that run passes when it is invalid with the anomaly the
+switch plants, and fails when it comes out valid. A matrix file is JSON or TOML::
+
+    {
+      "defaults": {"time_limit": 30, "ttl": 1.0},
+      "runs": [
+        {"system": "reference", "nemeses": ["pause"], "expect": "valid"},
+        {"system": "reference", "bugs": ["no-store-check"], "nemeses": ["pause"],
+         "expect": "invalid", "expect_anomalies": ["stale-write"]}
+      ],
+      "cross": {"system": ["reference"], "nemeses": [["pause"], ["kill"]], "expect": "valid"}
+    }
+
+Every key of a run other than ``expect``/``expect_anomalies`` is a field of
+:class:`~harness.spec.TestSpec` (``bugs``, ``nemeses`` and ``targets`` take a list or a
+comma-separated string). ``defaults`` apply to every run. ``cross`` adds one run per combination
+of its list-valued keys. A run with no ``expect`` is expected to be valid, as in Jepsen's
+``test-all``; ``"any"`` accepts every verdict (only a crash fails it).
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import os
+import tomllib
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any, Final, Literal, cast
+
+from checkers import ANOMALY_NAMES
+from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
+from harness.report.summary import RunSummary
+from harness.spec import TestSpec, spec_from_dict
+
+__all__ = [
+    "EXPECTABLE",
+    "Expectation",
+    "MatrixEntry",
+    "MatrixError",
+    "MatrixResult",
+    "entries_from",
+    "load_matrix",
+    "tally",
+]
+
+Expected = Literal["valid", "invalid", "unknown", "any"]
+EXPECTABLE: Final[tuple[Expected, ...]] = ("valid", "invalid", "unknown", "any")
+_LIST_FIELDS: Final = frozenset(("bugs", "nemeses", "targets"))
+_EXPECT_KEYS: Final = frozenset(("expect", "expect_anomalies"))
+
+
+class MatrixError(ValueError):
+    """A matrix that cannot be run; the message names the entry, the problem and the fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class Expectation:
+    """What a run should come out as: a verdict, and anomalies it must report (if any)."""
+
+    verdict: Expected = "valid"
+    anomalies: tuple[str, ...] = ()
+
+    def __str__(self) -> str:
+        if self.anomalies:
+            return f"{self.verdict} ({', '.join(self.anomalies)})"
+        return self.verdict
+
+    def mismatch(self, summary: RunSummary) -> str | None:
+        """What about ``summary`` is not as expected, or ``None`` when it is."""
+        got = summary.verdict
+        if self.verdict != "any" and got != self.verdict:
+            found = f" ({', '.join(summary.anomaly_types)})" if summary.anomaly_types else ""
+            return f"expected {self}, got {got}{found}"
+        missing = [name for name in self.anomalies if name not in summary.anomaly_types]
+        if missing:
+            return f"expected {', '.join(missing)} among the anomalies, got " + (
+                ", ".join(summary.anomaly_types) or "none"
+            )
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixEntry:
+    """One run of a matrix: its spec and what it should find."""
+
+    spec: TestSpec
+    expect: Expectation
+
+    @property
+    def label(self) -> str:
+        """``system [bugs] nemeses``, for tables and test names."""
+        bugs = "+".join(self.spec.bugs) or "no bugs"
+        return f"{self.spec.system} [{bugs}] {'+'.join(self.spec.nemeses) or 'no faults'}"
+
+
+@dataclass(frozen=True, slots=True)
+class MatrixResult:
+    """How one entry went: its summary, or the error that stopped it before a verdict."""
+
+    entry: MatrixEntry
+    summary: RunSummary | None
+    error: str | None = None
+
+    @property
+    def verdict(self) -> str:
+        """``valid``, ``invalid``, ``unknown``, ``unchecked``, or ``error`` (it crashed)."""
+        return self.summary.verdict if self.summary is not None else "error"
+
+    @property
+    def mismatch(self) -> str | None:
+        """Why the result is unexpected, or ``None`` when it is as expected."""
+        if self.summary is None:
+            return f"crashed: {self.error or 'no run directory'}"
+        if self.summary.verdict == "unchecked":
+            return f"never checked: {self.summary.problem or 'no results.json'}"
+        return self.entry.expect.mismatch(self.summary)
+
+    @property
+    def exit_code(self) -> int:
+        """0 when as expected; else 3 crashed, 2 unknown, 1 any other surprise."""
+        if self.mismatch is None:
+            return EXIT_VALID
+        if self.summary is None or self.summary.verdict == "unchecked":
+            return EXIT_ERROR
+        if self.summary.verdict == "unknown":
+            return EXIT_UNKNOWN
+        return EXIT_INVALID
+
+
+def _names(raw: Any, where: str, key: str) -> tuple[str, ...]:
+    if isinstance(raw, str):
+        parts = [p.strip() for p in raw.split(",")]
+        return tuple(p for p in parts if p and p != "none")
+    if isinstance(raw, list) and all(isinstance(p, str) for p in raw):
+        return tuple(raw)
+    raise MatrixError(f"{where}: {key} must be a list of names or a comma-separated string")
+
+
+_FIELD_TYPES: Final = {f.name: f.type for f in fields(TestSpec)}
+
+
+def _check_value(key: str, value: Any, where: str) -> Any:
+    kind = _FIELD_TYPES[key]
+    if key in _LIST_FIELDS:
+        return list(_names(value, where, key))
+    if kind == "float" and isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if kind in ("str", "Path") and isinstance(value, str):
+        return value
+    raise MatrixError(f"{where}: {key} must be a {kind}, not {value!r}")
+
+
+def _expectation(raw: Mapping[str, Any], where: str) -> Expectation:
+    verdict = raw.get("expect", "valid")
+    if verdict is True or verdict is False:
+        verdict = "valid" if verdict else "invalid"
+    if verdict not in EXPECTABLE:
+        raise MatrixError(
+            f"{where}: expect must be one of {', '.join(EXPECTABLE)}, not {verdict!r}"
+        )
+    anomalies = _names(raw.get("expect_anomalies", []), where, "expect_anomalies")
+    unknown = [name for name in anomalies if name not in ANOMALY_NAMES]
+    if unknown:
+        raise MatrixError(
+            f"{where}: unknown anomaly {', '.join(unknown)}; known: {', '.join(ANOMALY_NAMES)}"
+        )
+    if anomalies and verdict == "valid":
+        raise MatrixError(f"{where}: a valid run reports no anomalies; expect invalid or any")
+    return Expectation(cast(Expected, verdict), anomalies)
+
+
+def _entry(
+    raw: Mapping[str, Any], defaults: Mapping[str, Any], overrides: Mapping[str, Any], where: str
+) -> MatrixEntry:
+    if not isinstance(raw, Mapping):
+        raise MatrixError(f"{where}: each run must be an object of spec fields")
+    merged = {**defaults, **raw, **overrides}
+    unknown = sorted(set(merged) - set(_FIELD_TYPES) - _EXPECT_KEYS)
+    if unknown:
+        raise MatrixError(
+            f"{where}: unknown key(s) {', '.join(unknown)}; use spec fields "
+            f"({', '.join(_FIELD_TYPES)}) and expect, expect_anomalies"
+        )
+    values = {k: _check_value(k, v, where) for k, v in merged.items() if k not in _EXPECT_KEYS}
+    return MatrixEntry(spec_from_dict(values), _expectation(merged, where))
+
+
+def entries_from(
+    data: Any, source: str = "matrix", overrides: Mapping[str, Any] | None = None
+) -> list[MatrixEntry]:
+    """The runs of a decoded matrix (see the module docstring).
+
+    ``overrides`` (spec fields, e.g. from command-line flags) win over every run's own values.
+    """
+    if not isinstance(data, Mapping):
+        raise MatrixError(f"{source}: expected an object with 'runs' and/or 'cross'")
+    unknown = sorted(set(data) - {"defaults", "runs", "cross", "description"})
+    if unknown:
+        raise MatrixError(
+            f"{source}: unknown key(s) {', '.join(unknown)}; use defaults, runs, cross"
+        )
+    defaults = data.get("defaults") or {}
+    if not isinstance(defaults, Mapping):
+        raise MatrixError(f"{source}: 'defaults' must be an object of spec fields")
+    overrides = overrides or {}
+    runs = data.get("runs") or []
+    if not isinstance(runs, list):
+        raise MatrixError(f"{source}: 'runs' must be a list of objects")
+    entries = [
+        _entry(raw, defaults, overrides, f"{source} run {n + 1}") for n, raw in enumerate(runs)
+    ]
+    cross = data.get("cross")
+    if cross is not None:
+        entries.extend(_crossed(cross, defaults, overrides, f"{source} cross"))
+    if not entries:
+        raise MatrixError(f"{source}: no runs; add a 'runs' list or a 'cross' object")
+    return entries
+
+
+def _crossed(
+    cross: Any, defaults: Mapping[str, Any], overrides: Mapping[str, Any], where: str
+) -> Iterable[MatrixEntry]:
+    if not isinstance(cross, Mapping):
+        raise MatrixError(f"{where}: 'cross' must be an object of lists")
+    axes = {k: v for k, v in cross.items() if isinstance(v, list) and k not in _EXPECT_KEYS}
+    fixed = {k: v for k, v in cross.items() if k not in axes}
+    keys = list(axes)
+    for n, combination in enumerate(itertools.product(*(axes[k] for k in keys))):
+        raw = {**fixed, **dict(zip(keys, combination, strict=True))}
+        yield _entry(raw, defaults, overrides, f"{where} #{n + 1}")
+
+
+def load_matrix(
+    path: str | os.PathLike[str], overrides: Mapping[str, Any] | None = None
+) -> list[MatrixEntry]:
+    """Read a matrix file (``.toml``, else JSON) into its runs (see :func:`entries_from`)."""
+    file = Path(path)
+    try:
+        text = file.read_text()
+    except OSError as problem:
+        raise MatrixError(f"cannot read matrix {file}: {problem.strerror}") from None
+    try:
+        data = tomllib.loads(text) if file.suffix == ".toml" else json.loads(text)
+    except (ValueError, tomllib.TOMLDecodeError) as problem:
+        kind = "TOML" if file.suffix == ".toml" else "JSON"
+        raise MatrixError(f"matrix {file} is not valid {kind}: {problem}") from None
+    return entries_from(data, str(file), overrides)
+
+
+def tally(results: Sequence[MatrixResult]) -> tuple[int, int, int]:
+    """(runs, as expected, exit code): the exit code is the worst among the surprises."""
+    surprises = [r.exit_code for r in results if r.mismatch is not None]
+    return len(results), len(results) - len(surprises), max(surprises, default=EXIT_VALID)

@@ -1,0 +1,670 @@
+"""What the report shows, read from one run directory in a single streaming pass of the history.
+
+The history is paired into operations (an invoke and its completion), laid out into timeline
+lanes, and turned into compact column arrays for the page's scripts: one array per field, strings
+replaced by indexes into small tables. Nemesis events become fault windows. ``results.json`` gives
+the anomalies, whose operations are found again in the history by event index (or write id).
+Counts, fault latencies and throughput cover the whole history even when the timeline carries
+only the first :data:`MAX_TIMELINE_OPS` operations.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from checkers.evidence import FaultWindow
+from checkers.faults import FaultTimeline
+from harness.history import NEMESIS, Event, HistoryError, Process, paired, read_history
+from harness.report.summary import RunSummary, flat_test, summarize, verdict_of
+from harness.store import RunDir
+
+__all__ = [
+    "MAX_TIMELINE_OPS",
+    "OUTCOMES",
+    "Anomaly",
+    "Fault",
+    "FaultStats",
+    "Operation",
+    "ReportData",
+    "SinkRow",
+    "extract",
+    "natural_key",
+]
+
+MAX_TIMELINE_OPS: Final = 400_000
+"""Operations embedded in the page beyond which the timeline keeps only the first ones (and
+every operation an anomaly names): a browser tab stays responsive up to about this many."""
+
+OUTCOMES: Final[tuple[str, ...]] = ("ok", "fail", "info", "open")
+"""Outcome codes in the page's data: an operation still open at the end counts as ``info``
+(DESIGN.md §4) but is drawn apart so a cut-short run is visible as such."""
+
+_OUTCOME_CODE: Final = {name: code for code, name in enumerate(OUTCOMES)}
+_THROUGHPUT_BINS: Final = 2000
+_DIGITS: Final = re.compile(r"(\d+)")
+
+
+def natural_key(text: str) -> tuple[tuple[int, int | str], ...]:
+    """Sort key that puts ``w2`` before ``w10``."""
+    return tuple((0, int(part)) if part.isdigit() else (1, part) for part in _DIGITS.split(text))
+
+
+@dataclass(slots=True)
+class Operation:
+    """An invoke paired with its completion (``outcome`` ``open`` when none was recorded)."""
+
+    process: Process
+    node: str | None
+    f: str
+    outcome: str
+    start: int
+    end: int | None
+    value: dict[str, Any]
+    error: str | None
+    invoke_index: int
+    complete_index: int | None
+    entries: int | None = None  # how many entries a read returned (the entries are not kept)
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """A fault window (paired by the checkers) with the nemesis's own timing of it.
+
+    ``scheduled``/``confirmed`` come from the ``start-X`` event's value (ns): when the schedule
+    wanted the fault and when the nemesis saw it in force; ``process`` is the daemon a pause or
+    kill aimed at, ``ttl_multiple`` the fault's length in lease TTLs.
+    """
+
+    window: FaultWindow
+    scheduled: int | None
+    confirmed: int | None
+    heal_error: str | None
+    process: str | None = None
+    ttl_multiple: float | None = None
+
+    @property
+    def latency(self) -> int | None:
+        """Nanoseconds from the scheduled time to the confirmed time of the start."""
+        if self.scheduled is None or self.confirmed is None:
+            return None
+        return self.confirmed - self.scheduled
+
+
+@dataclass(frozen=True, slots=True)
+class FaultStats:
+    """Faults of one kind: how many started, applied, were confirmed, failed, healed."""
+
+    kind: str
+    started: int
+    applied: int
+    confirmed: int
+    failed: int
+    healed: int
+    latency_p50: int | None
+    latency_max: int | None
+
+
+@dataclass(frozen=True, slots=True)
+class Anomaly:
+    """One piece of evidence from ``results.json``, with its operations found in the history."""
+
+    name: str
+    expected: bool
+    explanation: str
+    ops: tuple[Mapping[str, Any], ...]
+    faults: tuple[Mapping[str, Any], ...]
+    op_rows: tuple[int | None, ...]
+    stale_rows: tuple[int, ...]
+    sink: str | None
+
+    @property
+    def rows(self) -> tuple[int, ...]:
+        """Timeline rows of the evidence operations found in the history."""
+        return tuple(row for row in self.op_rows if row is not None)
+
+
+@dataclass(frozen=True, slots=True)
+class SinkRow:
+    """A line of the write-path inventory with this run's verdict for the sink."""
+
+    sink: str
+    fenced: bool | None
+    mitigation: str
+    description: str
+    verdict: str
+    detail: str
+
+
+@dataclass
+class ReportData:
+    """Everything the report renders; :attr:`payload` is what the page's scripts read."""
+
+    summary: RunSummary
+    spec: dict[str, Any]
+    results: dict[str, Any] | None
+    anomalies: list[Anomaly]
+    inventory: list[SinkRow]
+    counts: dict[str, Counter[str]]
+    faults: list[Fault]
+    fault_stats: list[FaultStats]
+    operations: int
+    shown_operations: int
+    end_time: int
+    history_problem: str | None
+    payload: dict[str, Any] = field(default_factory=dict)
+
+
+class _Interner:
+    """Strings to small integers, so the page's columns carry numbers, not repeated text."""
+
+    def __init__(self) -> None:
+        self.items: list[str] = []
+        self._codes: dict[str, int] = {}
+
+    def __call__(self, text: Any) -> int | None:
+        if text is None:
+            return None
+        key = str(text)
+        code = self._codes.get(key)
+        if code is None:
+            code = self._codes[key] = len(self.items)
+            self.items.append(key)
+        return code
+
+
+def _int(raw: Any) -> int | None:
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) else None
+
+
+def _faults(timeline: FaultTimeline, nemesis: Mapping[int, Event]) -> list[Fault]:
+    faults: list[Fault] = []
+    for window in timeline.windows():
+        start = nemesis.get(window.start_index)
+        value = start.value if start is not None else {}
+        stop = nemesis.get(window.end_index) if window.end_index is not None else None
+        heal_error = stop.value.get("error") if stop is not None else None
+        process, multiple = value.get("process"), value.get("ttl_multiple")
+        faults.append(
+            Fault(
+                window,
+                _int(value.get("scheduled")),
+                _int(value.get("confirmed")),
+                str(heal_error) if heal_error else None,
+                str(process) if isinstance(process, str) else None,
+                float(multiple) if isinstance(multiple, int | float) else None,
+            )
+        )
+    return faults
+
+
+def _evidence_list(results: Mapping[str, Any]) -> list[tuple[str, bool, Mapping[str, Any]]]:
+    """(name, expected?, evidence) for every kept piece of evidence, counted ones first."""
+    out: list[tuple[str, bool, Mapping[str, Any]]] = []
+    for key, expected in (("anomalies", False), ("expected", True)):
+        raw = results.get(key)
+        if not isinstance(raw, Mapping):
+            continue
+        for name, items in raw.items():
+            out.extend((str(name), expected, item) for item in _mappings(items))
+    return out
+
+
+def _mappings(raw: Any) -> tuple[Mapping[str, Any], ...]:
+    if not isinstance(raw, list):
+        return ()
+    return tuple(item for item in raw if isinstance(item, Mapping))
+
+
+@dataclass
+class _Lookups:
+    """Event indexes and write ids that anomalies name, mapped to operation numbers."""
+
+    indexes: dict[int, int | None] = field(default_factory=dict)
+    ids: dict[str, int | None] = field(default_factory=dict)
+
+    @classmethod
+    def wanted_by(cls, evidence: Iterable[tuple[str, bool, Mapping[str, Any]]]) -> _Lookups:
+        found = cls()
+        for _, _, item in evidence:
+            for op in _mappings(item.get("ops")):
+                for key in ("index", "invoke_index"):
+                    index = _int(op.get(key))
+                    if index is not None:
+                        found.indexes[index] = None
+                op_id = op.get("id")
+                if isinstance(op_id, str):
+                    found.ids[op_id] = None
+        return found
+
+    def note(self, op: Operation, row: int) -> None:
+        for index in (op.invoke_index, op.complete_index):
+            if index is not None and index in self.indexes:
+                self.indexes[index] = row
+        op_id = op.value.get("id")
+        if isinstance(op_id, str) and op_id in self.ids and self.ids[op_id] is None:
+            self.ids[op_id] = row
+
+    def row_of(self, op: Mapping[str, Any]) -> int | None:
+        for key in ("index", "invoke_index"):
+            index = _int(op.get(key))
+            row = self.indexes.get(index) if index is not None else None
+            if row is not None:
+                return row
+        return self.ids.get(op["id"]) if isinstance(op.get("id"), str) else None
+
+
+def _anomalies(
+    evidence: list[tuple[str, bool, Mapping[str, Any]]], lookups: _Lookups
+) -> list[Anomaly]:
+    out: list[Anomaly] = []
+    for name, expected, item in evidence:
+        ops = _mappings(item.get("ops"))
+        rows = tuple(lookups.row_of(op) for op in ops)
+        stale = tuple(
+            r
+            for op, r in zip(ops, rows, strict=True)
+            if op.get("role") == "stale" and r is not None
+        )
+        sink = item.get("sink")
+        out.append(
+            Anomaly(
+                name=name,
+                expected=expected,
+                explanation=str(item.get("explanation") or name),
+                ops=ops,
+                faults=_mappings(item.get("faults")),
+                op_rows=rows,
+                stale_rows=stale,
+                sink=str(sink) if sink is not None else None,
+            )
+        )
+    return out
+
+
+def _counted(counts: Any) -> str:
+    """``{"stale-write": 2}`` -> ``"stale-write \u00d72"`` (a multiplication sign)."""
+    if not isinstance(counts, Mapping):
+        return ""
+    return ", ".join(f"{name} \u00d7{n}" for name, n in counts.items() if n)
+
+
+def _sink_verdicts(results: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
+    raw = results.get("sinks") if results else None
+    if not isinstance(raw, Mapping):
+        return {}
+    return {str(name): entry for name, entry in raw.items() if isinstance(entry, Mapping)}
+
+
+def _sink_row(name: str, declared: Mapping[str, Any], verdict: Mapping[str, Any] | None) -> SinkRow:
+    fenced = declared.get("fenced")
+    if not isinstance(fenced, bool) and verdict is not None:
+        fenced = verdict.get("fenced")
+    # A fenced sink needs no mitigation; the checker's default "none" would only confuse.
+    mitigation = declared.get("mitigation") or (
+        None if fenced else (verdict or {}).get("mitigation")
+    )
+    description = str(declared.get("description") or "")
+    if verdict is None:
+        return SinkRow(
+            name,
+            fenced if isinstance(fenced, bool) else None,
+            str(mitigation or ("—" if fenced else "none")),
+            description,
+            "not checked",
+            "",
+        )
+    detail: list[str] = []
+    if counted := _counted(verdict.get("anomalies")):
+        detail.append(counted)
+    if expected := _counted(verdict.get("expected")):
+        detail.append(f"expected: {expected}")
+    accepted = verdict.get("accepted_writes")
+    if isinstance(accepted, int):
+        detail.append(f"{accepted} accepted writes")
+    reasons = verdict.get("reasons")
+    if isinstance(reasons, list):
+        detail.extend(str(r) for r in reasons)
+    if verdict.get("declared") is False:
+        description = description or "not in the inventory: checked as fenced"
+    return SinkRow(
+        name,
+        fenced if isinstance(fenced, bool) else None,
+        str(mitigation or ("—" if fenced else "none")),
+        description,
+        verdict_of(verdict),
+        "; ".join(detail),
+    )
+
+
+def _inventory(spec: Mapping[str, Any], results: Mapping[str, Any] | None) -> list[SinkRow]:
+    """The inventory of ``test.json`` (a list of sinks, or the checkers' mapping form), each
+    with its verdict, then any sink the checker saw that the inventory does not declare."""
+    verdicts = _sink_verdicts(results)
+    raw = spec.get("inventory")
+    if isinstance(raw, Mapping):
+        raw = [{"sink": name, **entry} for name, entry in raw.items() if isinstance(entry, Mapping)]
+    rows: list[SinkRow] = []
+    for entry in _mappings(raw):
+        name = str(entry.get("sink") or entry.get("name") or "?")
+        rows.append(_sink_row(name, entry, verdicts.pop(name, None)))
+    rows.extend(_sink_row(name, {}, verdict) for name, verdict in verdicts.items())
+    return rows
+
+
+def _fault_stats(faults: Sequence[Fault]) -> list[FaultStats]:
+    by_kind: dict[str, list[Fault]] = defaultdict(list)
+    for fault in faults:
+        by_kind[fault.window.kind].append(fault)
+    stats: list[FaultStats] = []
+    for kind in sorted(by_kind):
+        group = by_kind[kind]
+        latencies = sorted(lat for f in group if (lat := f.latency) is not None)
+        stats.append(
+            FaultStats(
+                kind=kind,
+                started=len(group),
+                applied=sum(1 for f in group if f.window.applied),
+                confirmed=sum(1 for f in group if f.confirmed is not None),
+                failed=sum(1 for f in group if not f.window.applied),
+                healed=sum(1 for f in group if f.window.end is not None),
+                latency_p50=latencies[(len(latencies) - 1) // 2] if latencies else None,
+                latency_max=latencies[-1] if latencies else None,
+            )
+        )
+    return stats
+
+
+def _pack_lanes(ops: Sequence[Operation], end_time: int) -> tuple[list[dict[str, Any]], list[int]]:
+    """Lanes for the timeline: one per node, split only where its processes overlap in time.
+
+    A holder's processes follow each other (a new one after each ``info``), so they share a lane;
+    if a node really runs two at once, the second goes to a lane of its own beneath the first.
+    """
+    spans: dict[Process, list[Any]] = {}
+    for op in ops:
+        end = op.end if op.end is not None else end_time
+        span = spans.get(op.process)
+        if span is None:
+            spans[op.process] = [op.start, end, op.node]
+        else:
+            span[1] = max(span[1], end)
+    by_node: dict[str, list[tuple[int, int, Process]]] = defaultdict(list)
+    for process, (start, end, node) in spans.items():
+        by_node[node if node is not None else f"p{process}"].append((start, end, process))
+    lanes: list[dict[str, Any]] = []
+    lane_of: dict[Process, int] = {}
+    for node in sorted(by_node, key=natural_key):
+        free_at: list[tuple[int, int]] = []  # (lane number, time it is free from)
+        for start, end, process in sorted(by_node[node], key=lambda s: (s[0], str(s[2]))):
+            for slot, (lane, free) in enumerate(free_at):
+                if free <= start:
+                    free_at[slot] = (lane, end)
+                    lanes[lane]["processes"].append(process)
+                    lane_of[process] = lane
+                    break
+            else:
+                lane = len(lanes)
+                label = node if not free_at else f"{node} ·{len(free_at) + 1}"
+                lanes.append({"label": label, "node": node, "processes": [process]})
+                free_at.append((lane, end))
+                lane_of[process] = lane
+    return lanes, [lane_of[op.process] for op in ops]
+
+
+def _columns(
+    ops: Sequence[Operation], lanes_of_ops: Sequence[int], accepted_ids: set[str]
+) -> dict[str, Any]:
+    tables = {name: _Interner() for name in ("node", "f", "sink", "lock", "key", "error")}
+    cols: dict[str, list[Any]] = {
+        name: []
+        for name in ("s", "e", "lane", "p", "n", "f", "o", "ep", "sk", "lk", "k", "id", "err", "a")
+    }
+    cols.update(ix=[], cx=[], x=[])
+    for op, lane in zip(ops, lanes_of_ops, strict=True):
+        value = op.value
+        cols["s"].append(op.start // 1000)
+        cols["e"].append(op.end // 1000 if op.end is not None else None)
+        cols["lane"].append(lane)
+        cols["p"].append(op.process if isinstance(op.process, int) else -1)
+        cols["n"].append(tables["node"](op.node))
+        cols["f"].append(tables["f"](op.f))
+        cols["o"].append(_OUTCOME_CODE[op.outcome])
+        cols["ep"].append(_int(value.get("epoch")))
+        cols["sk"].append(tables["sink"](value.get("sink")))
+        cols["lk"].append(tables["lock"](value.get("lock")))
+        cols["k"].append(tables["key"](value.get("key")))
+        write_id = value.get("id")
+        cols["id"].append(str(write_id) if write_id is not None else None)
+        cols["err"].append(tables["error"](op.error))
+        if op.f == "write":
+            seen = isinstance(write_id, str) and write_id in accepted_ids
+            cols["a"].append(1 if op.outcome == "ok" else 2 if seen else 0)
+        else:
+            cols["a"].append(None)
+        cols["ix"].append(op.invoke_index)
+        cols["cx"].append(op.complete_index)
+        cols["x"].append(op.entries)
+    out: dict[str, Any] = {"cols": cols}
+    out.update({f"{name}s": table.items for name, table in tables.items()})
+    return out
+
+
+def _throughput(ops: Iterable[Operation], end_time: int) -> dict[str, Any]:
+    """Completions per bin by outcome, over every operation (not only those on the timeline)."""
+    width_us = max(1000, math.ceil(end_time / 1000 / _THROUGHPUT_BINS))
+    bins = max(1, math.ceil(end_time / 1000 / width_us) + 1)
+    series = {name: [0] * bins for name in ("ok", "fail", "info")}
+    for op in ops:
+        if op.end is not None:
+            series[op.outcome][min(bins - 1, op.end // 1000 // width_us)] += 1
+    return {"bin": width_us, **series}
+
+
+class _Pairing:
+    """Pairs a history into :class:`Operation` s as it streams past.
+
+    What was read survives a :class:`HistoryError` part-way (the report then shows the history
+    up to the broken line, and says so). Nemesis events go to :attr:`timeline` and, by index, to
+    :attr:`nemesis` (they are few).
+    """
+
+    def __init__(self) -> None:
+        self.ops: list[Operation] = []
+        self.end_time = 0
+        self.seen_ids: set[str] = set()
+        self.timeline = FaultTimeline()
+        self.nemesis: dict[int, Event] = {}
+        self._open: dict[Process, Operation] = {}
+
+    def read(self, events: Iterable[Event]) -> None:
+        """Consume ``events`` in history order."""
+        for event, invoke in paired(events):
+            self.end_time = max(self.end_time, event.time)
+            if event.process == NEMESIS:
+                self.timeline.add(event)
+                self.nemesis[event.index] = event
+            elif invoke is None:
+                op = Operation(
+                    event.process,
+                    event.node,
+                    event.f,
+                    "open",
+                    event.time,
+                    None,
+                    dict(event.value),
+                    None,
+                    event.index,
+                    None,
+                )
+                self._open[event.process] = op
+                self.ops.append(op)
+            else:
+                self._complete(self._open.pop(event.process), event)
+
+    def _complete(self, op: Operation, event: Event) -> None:
+        op.outcome = event.type
+        op.end = event.time
+        op.error = event.error
+        op.complete_index = event.index
+        if op.node is None:
+            op.node = event.node
+        value = event.value
+        entries = value.get("entries")
+        if isinstance(entries, list):
+            # A read's entries can be long; keep their count and the ids they show, not them.
+            op.entries = len(entries)
+            value = {k: v for k, v in value.items() if k != "entries"}
+            if event.type == "ok":
+                add = self.seen_ids.add
+                for entry in entries:
+                    if type(entry) is dict and type(entry.get("id")) is str:
+                        add(entry["id"])
+        op.value.update(value)
+
+
+def _fault_payload(fault: Fault) -> dict[str, Any]:
+    window = fault.window
+
+    def micros(ns: int | None) -> int | None:
+        return ns // 1000 if ns is not None else None
+
+    return {
+        "kind": window.kind,
+        "targets": list(window.targets),
+        "s": micros(window.start),
+        "e": micros(window.end),
+        "sched": micros(fault.scheduled),
+        "conf": micros(fault.confirmed),
+        "applied": window.applied,
+        "error": window.error,
+        "stop_error": fault.heal_error,
+        "proc": fault.process,
+        "mult": fault.ttl_multiple,
+        "ix": window.start_index,
+        "sx": window.end_index,
+    }
+
+
+def _focus(anomaly: Anomaly, ops: Sequence[Operation], end_time: int) -> list[int] | None:
+    """The time span (µs) that tells an anomaly's story: its writes and grants (not the final
+    read that merely revealed it) and the faults on their nodes, e.g. the pause before a stale
+    write."""
+    spans: list[tuple[int, int]] = []
+    nodes: set[str] = set()
+    for evidence, row in zip(anomaly.ops, anomaly.op_rows, strict=True):
+        if row is None or (evidence.get("role") == "read" and len(anomaly.rows) > 1):
+            continue
+        op = ops[row]
+        spans.append((op.start, op.end if op.end is not None else end_time))
+        if op.node is not None:
+            nodes.add(op.node)
+    for fault in anomaly.faults:
+        start, end = _int(fault.get("start")), _int(fault.get("end"))
+        targets = fault.get("targets")
+        if start is not None and isinstance(targets, list) and nodes.intersection(targets):
+            spans.append((start, end if end is not None else end_time))
+    if not spans:
+        return None
+    return [min(s for s, _ in spans) // 1000, max(e for _, e in spans) // 1000]
+
+
+def extract(run: RunDir, max_ops: int = MAX_TIMELINE_OPS) -> ReportData:
+    """Read ``run`` once and build everything the report shows."""
+    summary = summarize(run)
+    try:
+        spec = flat_test(run.read_test())
+    except (OSError, ValueError):
+        spec = {}
+    try:
+        results = run.read_results()
+    except (OSError, ValueError):
+        results = None
+    evidence = _evidence_list(results or {})
+    lookups = _Lookups.wanted_by(evidence)
+    pairing = _Pairing()
+    history_problem: str | None = None
+    try:
+        pairing.read(read_history(run.history))
+    except FileNotFoundError:
+        history_problem = "history.jsonl is missing"
+    except HistoryError as problem:
+        history_problem = f"{problem} (shown up to there)"
+    ops, end_time = pairing.ops, pairing.end_time
+    for row, op in enumerate(ops):
+        lookups.note(op, row)
+    anomalies = _anomalies(evidence, lookups)
+    faults = _faults(pairing.timeline, pairing.nemesis)
+    keep = set(range(min(len(ops), max_ops)))
+    for anomaly in anomalies:
+        keep.update(anomaly.rows)
+    shown = [ops[row] for row in sorted(keep)]
+    renumber = {old: new for new, old in enumerate(sorted(keep))}
+    anomalies = [
+        Anomaly(
+            a.name,
+            a.expected,
+            a.explanation,
+            a.ops,
+            a.faults,
+            tuple(renumber[r] if r is not None else None for r in a.op_rows),
+            tuple(renumber[r] for r in a.stale_rows),
+            a.sink,
+        )
+        for a in anomalies
+    ]
+    lanes, lane_numbers = _pack_lanes(shown, end_time)
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for op in ops:
+        counts[op.f][op.outcome] += 1
+    data = ReportData(
+        summary=summary,
+        spec=spec,
+        results=results,
+        anomalies=anomalies,
+        inventory=_inventory(spec, results),
+        counts=dict(sorted(counts.items())),
+        faults=faults,
+        fault_stats=_fault_stats(faults),
+        operations=len(ops),
+        shown_operations=len(shown),
+        end_time=end_time,
+        history_problem=history_problem,
+    )
+    fault_nodes = sorted({t for f in faults for t in f.window.targets}, key=natural_key)
+    data.payload = {
+        "v": 1,
+        "end": end_time // 1000,
+        "lanes": [{"label": lane["label"], "node": lane["node"]} for lane in lanes],
+        "ops": _columns(shown, lane_numbers, pairing.seen_ids),
+        "faults": [_fault_payload(f) for f in faults],
+        "fault_nodes": fault_nodes,
+        "anomalies": [
+            {
+                "name": a.name,
+                "expected": a.expected,
+                "text": a.explanation,
+                "rows": list(a.rows),
+                "stale": list(a.stale_rows),
+                "sink": a.sink,
+                "focus": _focus(a, shown, end_time),
+            }
+            for a in anomalies
+        ],
+        "throughput": _throughput(ops, end_time),
+        "total_ops": len(ops),
+        "sinks": {
+            row.sink: {
+                "fenced": row.fenced,
+                "mitigation": row.mitigation,
+                "verdict": row.verdict,
+                "detail": row.detail,
+            }
+            for row in data.inventory
+        },
+    }
+    return data

@@ -1,0 +1,248 @@
+"""One run in a few fields: what was tested and what the checker said.
+
+The run browser, the JUnit writer, ``run-all``'s table and the report's header all need the same
+reading of ``test.json`` and ``results.json``; this module is that reading. It never opens the
+history, so summarising a store of many large runs stays fast. It tolerates missing and
+malformed files: a run that crashed before it was checked is still listed, as ``unchecked``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any, Final, Literal
+
+from harness.store import RunDir
+
+__all__ = [
+    "VERDICTS",
+    "RunSummary",
+    "Verdict",
+    "as_names",
+    "expected_names",
+    "flat_test",
+    "summarize",
+    "verdict_of",
+]
+
+Verdict = Literal["valid", "invalid", "unknown", "unchecked"]
+VERDICTS: Final[tuple[Verdict, ...]] = ("valid", "invalid", "unknown", "unchecked")
+_STAMP_FORMAT: Final = "%Y%m%dT%H%M%S.%fZ"
+_TAIL_BYTES: Final = 64 * 1024  # far more than one history line
+
+
+@dataclass(frozen=True, slots=True)
+class RunSummary:
+    """What a person scanning a list of runs wants to know about one of them.
+
+    ``anomaly_types`` are the anomalies that decided the verdict; ``expected_types`` are the
+    ones found but expected (a stale write on an unfenced sink whose mitigation is ``none``).
+    ``problem`` says why the run could not be read or checked, when that is the case.
+    """
+
+    run: RunDir
+    test: str
+    stamp: str
+    started: datetime | None
+    system: str
+    bugs: tuple[str, ...]
+    workload: str
+    nemeses: tuple[str, ...]
+    seed: int | None
+    verdict: Verdict
+    anomaly_types: tuple[str, ...]
+    expected_types: tuple[str, ...]
+    explanations: tuple[str, ...]
+    unknown_reasons: tuple[str, ...]
+    problem: str | None
+    operations: int | None
+    duration_s: float | None
+
+    @property
+    def title(self) -> str:
+        """``test @ stamp``: names the run in lists and test reports."""
+        return f"{self.test} @ {self.stamp}"
+
+
+def verdict_of(results: Mapping[str, Any] | None) -> Verdict:
+    """The verdict of a decoded ``results.json`` (``unchecked`` when there is none)."""
+    if results is None:
+        return "unchecked"
+    valid = results.get("valid")
+    if valid is True:
+        return "valid"
+    if valid is False:
+        return "invalid"
+    return "unknown"
+
+
+def as_names(raw: Any) -> tuple[str, ...]:
+    """Names from a spec field that may be a string, a list, or a mapping of switches.
+
+    ``{"epoch-in-memory": true, "check-lease": false}`` names only the switches that are on;
+    a list of objects is named by each object's ``name`` or ``kind``.
+    """
+    if raw is None or raw is False:
+        return ()
+    if isinstance(raw, str):
+        return (raw,) if raw else ()
+    if isinstance(raw, Mapping):
+        return tuple(str(key) for key, on in raw.items() if on)
+    if isinstance(raw, Iterable):
+        names: list[str] = []
+        for item in raw:
+            if isinstance(item, Mapping):
+                label = item.get("name") or item.get("kind")
+                if label:
+                    names.append(str(label))
+            elif item is not None:
+                names.append(str(item))
+        return tuple(names)
+    return (str(raw),)
+
+
+def flat_test(test: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields of a ``test.json`` in one mapping.
+
+    The runner nests the :class:`~harness.spec.TestSpec` under ``"spec"`` and puts what it learnt
+    while running (``lease_ttl``, ``schedule``, ``inventory``, ``command``, ``error``...) beside
+    it; where both have a key, the top level wins.
+    """
+    inner = test.get("spec")
+    merged: dict[str, Any] = dict(inner) if isinstance(inner, Mapping) else {}
+    merged.update((key, value) for key, value in test.items() if key != "spec")
+    return merged
+
+
+def expected_names(results: Mapping[str, Any]) -> set[str]:
+    """Anomaly names the checker found only where the inventory expects them.
+
+    These are known weaknesses of unguarded sinks: reported, not counted against the run.
+    """
+    names = set(as_names(results.get("expected_types")))
+    expected = results.get("expected")
+    if isinstance(expected, Mapping):
+        names.update(str(name) for name, evidence in expected.items() if evidence)
+    return names
+
+
+def _read_json(path: Any) -> tuple[dict[str, Any] | None, str | None]:
+    try:
+        data = json.loads(path.read_text())
+    except FileNotFoundError:
+        return None, None
+    except (OSError, ValueError) as problem:
+        return None, f"{path.name} cannot be read: {problem}"
+    if not isinstance(data, dict):
+        return None, f"{path.name} is not a JSON object"
+    return data, None
+
+
+def _started(stamp: str, spec: Mapping[str, Any]) -> datetime | None:
+    for key in ("started", "start_time", "timestamp"):
+        raw = spec.get(key)
+        if isinstance(raw, str):
+            try:
+                parsed = datetime.fromisoformat(raw)
+            except ValueError:
+                continue
+            return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+    try:
+        return datetime.strptime(stamp, _STAMP_FORMAT).replace(tzinfo=UTC)
+    except ValueError:
+        return None
+
+
+def _explanations(results: Mapping[str, Any]) -> tuple[str, ...]:
+    anomalies = results.get("anomalies")
+    if not isinstance(anomalies, Mapping):
+        return ()
+    lines: list[str] = []
+    for name, evidence in anomalies.items():
+        for item in evidence if isinstance(evidence, list) else ():
+            text = item.get("explanation") if isinstance(item, Mapping) else None
+            lines.append(f"{name}: {text}" if text else str(name))
+    return tuple(lines)
+
+
+def _operation_count(results: Mapping[str, Any]) -> int | None:
+    counts = results.get("counts")
+    ops = counts.get("ops") if isinstance(counts, Mapping) else None
+    if not isinstance(ops, Mapping):
+        return None
+    total = 0
+    for per_type in ops.values():
+        invoked = per_type.get("invoke") if isinstance(per_type, Mapping) else None
+        total += invoked if isinstance(invoked, int) else 0
+    return total
+
+
+def _duration(spec: Mapping[str, Any], history: Path) -> float | None:
+    """Seconds the run lasted: from the spec when it says, else the last history event's time."""
+    for key in ("duration", "elapsed"):
+        value = spec.get(key)
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    try:
+        with history.open("rb") as stream:
+            size = stream.seek(0, os.SEEK_END)
+            stream.seek(max(0, size - _TAIL_BYTES))
+            lines = stream.read().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        try:
+            time = json.loads(line).get("time")
+        except (ValueError, AttributeError):
+            continue  # a torn last line, or the cut-off first one
+        if isinstance(time, int):
+            return time / 1e9
+    return None
+
+
+def summarize(run: RunDir) -> RunSummary:
+    """Read ``test.json`` and ``results.json`` of ``run`` into a :class:`RunSummary`."""
+    test, spec_problem = _read_json(run.test_json)
+    results, results_problem = _read_json(run.results)
+    spec = flat_test(test or {})
+    verdict = verdict_of(results)
+    results = results or {}
+    if results_problem is not None:
+        verdict = "unknown"
+    seed = spec.get("seed")
+    reasons = results.get("unknown_reasons")
+    return RunSummary(
+        run=run,
+        test=_string(spec.get("test_name")) or _string(spec.get("name")) or run.path.parent.name,
+        stamp=run.path.name,
+        started=_started(run.path.name, spec),
+        system=_string(spec.get("system")) or "?",
+        bugs=as_names(spec.get("bugs")),
+        workload=_string(spec.get("workload")) or "",
+        nemeses=as_names(spec.get("nemeses")),
+        seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
+        verdict=verdict,
+        anomaly_types=as_names(results.get("anomaly_types")),
+        expected_types=tuple(sorted(expected_names(results))),
+        explanations=_explanations(results),
+        unknown_reasons=as_names(reasons) if isinstance(reasons, list) else (),
+        problem=spec_problem
+        or results_problem
+        or _string(spec.get("error"))
+        or _string(results.get("run_error")),
+        operations=_operation_count(results),
+        duration_s=_duration(spec, run.history),
+    )
+
+
+def _string(raw: Any) -> str | None:
+    if raw is None:
+        return None
+    if isinstance(raw, Mapping):
+        label = raw.get("name") or raw.get("kind")
+        return str(label) if label else None
+    return str(raw) if not isinstance(raw, str) else (raw or None)

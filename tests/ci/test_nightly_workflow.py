@@ -1,0 +1,89 @@
+"""The nightly workflow parses, sets the machine up with our script, and runs a command that
+exists, with flags it accepts and a matrix that loads (checked with ``--dry-run``)."""
+
+from __future__ import annotations
+
+import shlex
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from harness.cli import EXIT_VALID, main
+
+ROOT = Path(__file__).resolve().parents[2]
+WORKFLOW = ROOT / ".github" / "workflows" / "nightly.yml"
+
+
+def _workflow() -> dict[str, Any]:
+    data = yaml.safe_load(WORKFLOW.read_text())
+    assert isinstance(data, dict)
+    return data
+
+
+def _steps() -> list[dict[str, Any]]:
+    jobs = _workflow()["jobs"]
+    (job,) = jobs.values()
+    steps: list[dict[str, Any]] = job["steps"]
+    return steps
+
+
+def _run_all_argv() -> list[str]:
+    """The ``fencecheck run-all ...`` arguments of the workflow's matrix step."""
+    (command,) = [s["run"] for s in _steps() if "fencecheck run-all" in s.get("run", "")]
+    words = shlex.split(command)
+    return words[words.index("fencecheck") + 1 :]
+
+
+def _main(argv: list[str]) -> int:
+    with pytest.raises(SystemExit) as done:
+        main(argv)
+    assert isinstance(done.value.code, int)
+    return done.value.code
+
+
+def test_the_workflow_is_scheduled() -> None:
+    data: dict[Any, Any] = _workflow()
+    triggers = data.get("on", data.get(True))  # YAML 1.1 reads a bare `on` as true
+    assert isinstance(triggers, dict)
+    (schedule,) = triggers["schedule"]
+    assert len(schedule["cron"].split()) == 5
+    assert "workflow_dispatch" in triggers
+
+
+def test_the_machine_is_set_up_by_our_install_script() -> None:
+    runs = [s.get("run", "") for s in _steps()]
+    assert any("bash scripts/install.sh" in run for run in runs)
+    assert (ROOT / "scripts" / "install.sh").is_file()
+
+
+def test_the_matrix_command_exists_and_its_flags_and_matrix_are_accepted(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    argv = _run_all_argv()
+    assert argv[0] == "run-all"
+    assert _main(["run-all", "--help"]) == EXIT_VALID
+    help_text = capsys.readouterr().out
+    for word in argv:
+        if word.startswith("--"):
+            assert word in help_text, f"run-all has no option {word}"
+    assert (ROOT / argv[argv.index("--matrix") + 1]).is_file()
+    assert "--junit-xml" in argv
+    # The same command with --dry-run loads and checks the matrix without running anything.
+    assert _main([*argv, "--dry-run"]) == EXIT_VALID
+    listed = capsys.readouterr().out.splitlines()
+    assert listed and all(" expect " in line for line in listed)
+
+
+def test_the_documented_local_command_is_the_one_ci_runs() -> None:
+    text = WORKFLOW.read_text()
+    assert "fencecheck run-all --matrix matrices/nightly.json" in text
+    assert _run_all_argv()[:3] == ["run-all", "--matrix", "matrices/nightly.json"]
+
+
+def test_the_store_is_uploaded_even_when_runs_fail() -> None:
+    uploads = [s for s in _steps() if str(s.get("uses", "")).startswith("actions/upload-artifact")]
+    paths = [str(s["with"]["path"]) for s in uploads]
+    assert "store/" in paths
+    assert all(s.get("if") == "always()" for s in uploads)
