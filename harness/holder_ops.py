@@ -113,7 +113,13 @@ class HolderOps:
         return self._call("release", {"lock": lock}, {"op": "release", "lock": lock})
 
     def write(
-        self, lock: str, epoch: int, sink: str, key: str, prev: str | None = None
+        self,
+        lock: str,
+        epoch: int,
+        sink: str,
+        key: str,
+        prev: str | None = None,
+        unit_start: bool = True,
     ) -> Completion:
         """Write a fresh id carrying ``epoch``; the agent checks its lease, works, then sends."""
         value: dict[str, Any] = {
@@ -125,8 +131,15 @@ class HolderOps:
         }
         if prev is not None:
             value["prev"] = prev
-        request = {"op": "write", **value, "prev": prev, "work_ms": self._work_ms}
-        done = self._call("write", value, request, timeout=self._timeout + self._work_ms / 1000)
+        work_ms = self._work_ms if unit_start else 0
+        request = {
+            "op": "write",
+            **value,
+            "prev": prev,
+            "work_ms": work_ms,
+            "check_lease": unit_start,
+        }
+        done = self._call("write", value, request, timeout=self._timeout + work_ms / 1000)
         if done.refused:
             self._board.gave_up(lock, self._node)
         return done

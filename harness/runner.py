@@ -47,7 +47,6 @@ __all__ = [
     "RunOutcome",
     "check_run",
     "run_test",
-    "verdict_exit_code",
 ]
 
 HOLDER_FLAWS: Final[dict[str, str]] = {
@@ -75,20 +74,6 @@ class RunOutcome:
     def valid(self) -> bool | str:
         """``True``, ``False`` or ``"unknown"``."""
         return self.result.valid
-
-    @property
-    def exit_code(self) -> int:
-        """0 valid, 1 invalid, 2 unknown (DESIGN.md §8)."""
-        return verdict_exit_code(self.result.valid)
-
-
-def verdict_exit_code(valid: bool | str) -> int:
-    """The CLI exit code for a verdict."""
-    if valid is True:
-        return 0
-    if valid is False:
-        return 1
-    return 2
 
 
 def run_test(
@@ -308,7 +293,6 @@ def _options(spec: TestSpec, deployment: Deployment) -> WorkloadOptions:
         locks=spec.locks,
         writes_per_lease=spec.writes_per_lease,
         read_ratio=spec.read_ratio,
-        work_ms=spec.work_ms,
         rate=spec.rate,
         fenced_sinks=tuple(s.name for s in deployment.inventory if s.fenced),
         all_sinks=tuple(s.name for s in deployment.inventory),

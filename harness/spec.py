@@ -14,6 +14,8 @@ __all__ = ["TestSpec", "spec_from_dict"]
 class TestSpec:
     """One fencing test. Times are in seconds; ``seed`` fixes the fault schedule and op choices."""
 
+    __test__ = False  # a spec, not a pytest test class, despite the name
+
     system: str = "reference"
     bugs: tuple[str, ...] = ()
     workload: str = "append"

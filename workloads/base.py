@@ -65,9 +65,21 @@ class Ops(Protocol):
         ...
 
     def write(
-        self, lock: str, epoch: int, sink: str, key: str, prev: str | None = None
+        self,
+        lock: str,
+        epoch: int,
+        sink: str,
+        key: str,
+        prev: str | None = None,
+        unit_start: bool = True,
     ) -> Completion:
-        """Write a fresh unique id to ``sink``/``key`` carrying ``epoch`` (``value["id"]``)."""
+        """Write a fresh unique id to ``sink``/``key`` carrying ``epoch`` (``value["id"]``).
+
+        At a unit's start the holder checks its own lease, then does its critical-section work
+        (the window in which a pause makes it stale), then sends. Later writes of the same unit
+        (``unit_start=False``) are sent at once, unchecked, as a real client fans one checked
+        result out to several places.
+        """
         ...
 
     def read(
@@ -93,7 +105,6 @@ class WorkloadOptions:
     locks: int = 1
     writes_per_lease: int = 20
     read_ratio: float = 0.1
-    work_ms: int = 50
     rate: float = 0.0  # operations per second per holder; 0 means as fast as the system allows
     fenced_sinks: tuple[str, ...] = ("store",)
     all_sinks: tuple[str, ...] = ("store",)

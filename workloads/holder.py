@@ -73,10 +73,16 @@ def run_holder(ops: Ops, options: WorkloadOptions, unit: Unit) -> None:
 
 
 def write_with_flaws(
-    ops: Ops, lease: Lease, options: WorkloadOptions, sink: str, key: str, prev: str | None = None
+    ops: Ops,
+    lease: Lease,
+    options: WorkloadOptions,
+    sink: str,
+    key: str,
+    prev: str | None = None,
+    unit_start: bool = True,
 ) -> Completion:
     """One write; with the ``retry_on_reject`` flaw, a refused write is sent once more as is."""
-    done = ops.write(lease.lock, lease.epoch, sink, key, prev)
+    done = ops.write(lease.lock, lease.epoch, sink, key, prev, unit_start)
     if done.refused and options.flaws.retry_on_reject:
-        done = ops.write(lease.lock, lease.epoch, sink, key, prev)
+        done = ops.write(lease.lock, lease.epoch, sink, key, prev, unit_start=False)
     return done

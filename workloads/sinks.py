@@ -1,8 +1,10 @@
 """``sinks``: each unit of work goes to every sink of the write-path inventory.
 
-Unfenced sinks are written first, as a real side effect (a payment, a printed page) usually
-happens before its record, so a stale holder reaches them even when the fenced store then refuses
-it. Exercises every write path: fenced ones must refuse, mitigated ones must be protected.
+The holder checks its lease and works once per unit (the critical section a pause makes stale),
+then fans the result out to every sink, unfenced ones first, as a real side effect (a payment, a
+printed page) usually happens before its record. A refusal does not stop the fan-out: the unit
+was decided, and every path must defend itself. So a stale unit reaches every sink, and each
+write path shows whether it refuses, is protected by its mitigation, or lets the stale write in.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ __all__ = ["MultiSink"]
 
 
 class MultiSink:
-    """Each unit writes one fresh id per sink, unfenced sinks first, under the same epoch."""
+    """Each unit works once, then writes one fresh id per sink under the same epoch."""
 
     name = "sinks"
     description = "each unit of work written to every sink, fenced and unfenced"
@@ -37,9 +39,14 @@ def _write_everywhere(ops: Ops, lease: Lease, options: WorkloadOptions) -> Compl
     key = ops.rng.choice(options.key_names(lease.lock))
     unfenced = [s for s in options.all_sinks if s not in options.fenced_sinks]
     fenced = [s for s in options.all_sinks if s in options.fenced_sinks]
-    done = Completion("ok")
-    for sink in unfenced + fenced:
-        done = write_with_flaws(ops, lease, options, sink, key)
-        if not done.ok:
+    first, *rest = unfenced + fenced
+    outcome = write_with_flaws(ops, lease, options, first, key)
+    if not (outcome.ok or outcome.refused):
+        return outcome  # never sent, or unknown: the unit did not go out
+    for sink in rest:
+        done = write_with_flaws(ops, lease, options, sink, key, unit_start=False)
+        if outcome.ok and not done.ok:
+            outcome = done
+        if done.type == "info":
             break
-    return done
+    return outcome

@@ -29,7 +29,7 @@ from checkers.explain import describe_fault, seconds
 from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, cli
 from harness.history import HistoryError
 
-__all__ = ["CheckError", "check_command", "exit_code", "parse_duration"]
+__all__ = ["CheckError", "check_command", "exit_code", "parse_duration", "render_result"]
 
 _SHOWN_IN_FULL = 2
 _VERDICTS = {
@@ -102,11 +102,12 @@ def check_command(
     if as_json:
         click.echo(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode())
     else:
-        _render(Console(highlight=False), result, history)
+        render_result(Console(highlight=False), result, history)
     click.get_current_context().exit(exit_code(result))
 
 
-def _render(console: Console, result: CheckResult, history: Path) -> None:
+def render_result(console: Console, result: CheckResult, history: Path) -> None:
+    """Print a verdict for a person: counts, anomaly table, the first few in full, sinks."""
     word, colour = _VERDICTS[str(result.valid)]
     counts = result.counts
     console.print(

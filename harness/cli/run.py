@@ -13,8 +13,8 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.cli import EXIT_ERROR, cli
-from harness.cli.verdict import print_verdict
-from harness.runner import RunError, check_run, run_test, verdict_exit_code
+from harness.cli.check import exit_code, render_result
+from harness.runner import RunError, check_run, run_test
 from harness.spec import TestSpec
 from harness.store import open_run_dir
 
@@ -120,17 +120,17 @@ def run_command(
         )
     except RunError as problem:
         raise click.ClickException(str(problem)) from None
-    data = outcome.run_dir.read_results() or {}
     if junit_xml is not None:
         from harness.junit import write_junit
 
         write_junit([outcome.run_dir], junit_xml)
     if as_json:
+        data = outcome.result.to_json()
         click.echo(json.dumps({**data, "run_dir": str(outcome.run_dir.path)}, indent=2))
     else:
-        print_verdict(Console(), data)
+        render_result(Console(highlight=False), outcome.result, outcome.run_dir.history)
     console.print(f"report: {outcome.run_dir.report}")
-    raise click.exceptions.Exit(outcome.exit_code)
+    raise click.exceptions.Exit(exit_code(outcome.result))
 
 
 @cli.command("analyze")
@@ -143,12 +143,11 @@ def analyze_command(run_dir: Path, as_json: bool) -> None:
         result = check_run(run)
     except (FileNotFoundError, ValueError, KeyError) as problem:
         raise click.ClickException(str(problem)) from None
-    data = run.read_results() or {}
     if as_json:
-        click.echo(json.dumps(data, indent=2))
+        click.echo(json.dumps(result.to_json(), indent=2))
     else:
-        print_verdict(Console(), data)
-    raise click.exceptions.Exit(verdict_exit_code(result.valid))
+        render_result(Console(highlight=False), result, run.history)
+    raise click.exceptions.Exit(exit_code(result))
 
 
 @cli.command("list")
