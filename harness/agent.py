@@ -23,20 +23,28 @@ concurrent connections; a ``req`` field is echoed back):
   granted); ``{"ok":false,"error":"unavailable","info":true}`` (unknown whether granted). A lease
   this agent already holds on ``L`` is released first.
 - ``{"op":"release","lock":L,"epoch":N?}`` -> ``{"ok":true}``; ``{"ok":false,"error":"not-held"}``.
-- ``{"op":"write","lock":L,"epoch":N,"sink":S,"key":K,"id":I,"prev":P,"work_ms":W}`` ->
+- ``{"op":"write","lock":L,"epoch":N,"sink":S,"key":K,"id":I,"prev":P,"work_ms":W,
+  "check_lease":B}`` (``check_lease`` false: the rest of a unit already checked, sent unchecked) ->
   ``{"ok":true}``; ``{"ok":false,"error":"not-held"}`` (no lease of that epoch here) or
   ``"lease-expired"`` (both without sending); ``{"ok":false,"error":"stale-epoch"}`` (refused by the
   fence: the agent gives the lease up unless ``retry_on_reject``); ``{"ok":false,"error":
   "unavailable"}`` (not sent); ``{"ok":false,"error":"unavailable","info":true}`` (unknown whether
   it landed).
-- ``{"op":"read","sink":S,"key":K}`` -> ``{"ok":true,"entries":[{"id":I,"epoch":N},...]}``.
+- ``{"op":"read","sink":S,"key":K}`` -> ``{"ok":true,"entries":[{"id":I,"epoch":N},...]}``;
+  ``{"ok":false,"error":"unavailable"}`` (no answer: a plain read changes nothing, so it failed).
+- ``{"op":"read","sink":S,"key":K,"lock":L,"epoch":N}``: a *fenced* read, which the sink treats
+  like a write for its highest-seen epoch. Checked against the lease like a write (``not-held``,
+  ``lease-expired``, without sending); ``stale-epoch`` makes the agent give the lease up as a
+  refused write does; no answer is ``{"ok":false,"error":"unavailable","info":true}`` (it may have
+  raised the sink's mark).
 - ``{"op":"holds"}`` -> ``{"ok":true,"node":W,"holds":{L:N,...},"working":[I,...]}``: the leases it
   believes valid, and the writes inside their critical section.
 - ``{"op":"ping"}`` -> ``{"ok":true,"node":W,"pid":P}``.
 
-With ``retry_on_reject`` (the bug switch of that name) the agent keeps a lease whose write was
-refused, and a later write with a refused epoch skips the lease check, as a client whose retry loop
-sits below its lease check would: the runner's re-sent write reaches the sink again.
+With ``retry_on_reject`` (the bug switch of that name) the agent keeps a lease whose write (or
+fenced read) was refused, and a later write or fenced read with a refused epoch skips the lease
+check, as a client whose retry loop sits below its lease check would: the runner's re-sent write
+reaches the sink again.
 """
 
 from __future__ import annotations
@@ -85,8 +93,15 @@ class HolderClient(Protocol):
         definite refusal."""
         ...
 
-    def read(self, sink: str, key: str) -> list[dict[str, Any]] | str:
-        """The key's entries ``[{id, epoch}, ...]`` in the sink's order, or a definite error."""
+    def read(
+        self, sink: str, key: str, lock: str | None = None, epoch: int | None = None
+    ) -> list[dict[str, Any]] | str:
+        """The key's entries ``[{id, epoch}, ...]`` in the sink's order, or a definite error.
+
+        With ``lock`` and ``epoch`` (always both) a fenced read: the sink refuses it as
+        ``stale-epoch`` below its highest-seen epoch for ``lock``, else raises that mark to
+        ``epoch`` as a write would.
+        """
         ...
 
 
@@ -230,6 +245,22 @@ class Agent:
             return {**_INFO, "message": str(problem)}
         return {"ok": True} if released else {"ok": False, "error": "not-held"}
 
+    def _lease_check(self, lock: str, epoch: int) -> tuple[str | None, str]:
+        """Whether this holder may act under ``epoch`` of ``lock``: ``(refusal, note)``, the
+        refusal ``not-held`` or ``lease-expired`` (else None) and a note for the log.
+
+        Call with ``_state`` held. With ``retry_on_reject`` a refused epoch passes unchecked.
+        """
+        if self._retry_on_reject and (lock, epoch) in self._refused:
+            return None, "retry of a refused epoch"
+        lease = self._leases.get(lock)
+        if lease is None or lease.epoch != epoch:
+            return "not-held", ""
+        left = lease.remaining(time.monotonic())
+        if left <= 0:
+            return "lease-expired", ""
+        return None, f"lease valid {left:.3f}s"
+
     def _write(self, request: dict[str, Any]) -> dict[str, Any]:
         lock = wire.text(request, "lock")
         epoch = wire.integer(request, "epoch")
@@ -238,17 +269,14 @@ class Agent:
         write_id = wire.text(request, "id")
         work = wire.number(request, "work_ms", 0.0) / 1000
         with self._state:
-            retry = self._retry_on_reject and (lock, epoch) in self._refused
-            lease = self._leases.get(lock)
-            if retry:
-                note = "retry of a refused epoch"
-            elif lease is None or lease.epoch != epoch:
-                return {"ok": False, "error": "not-held"}
+            if request.get("check_lease", True) is False:
+                # The rest of a unit whose first write passed the check: a client fanning one
+                # checked result out to several sinks does not look at its lease again.
+                refusal, note = None, "continuing a checked unit"
             else:
-                left = lease.remaining(time.monotonic())
-                if left <= 0:
-                    return {"ok": False, "error": "lease-expired"}
-                note = f"lease valid {left:.3f}s"
+                refusal, note = self._lease_check(lock, epoch)
+            if refusal is not None:
+                return {"ok": False, "error": refusal}
             self._working[write_id] = lock
         wire.log(
             f"write {write_id} {sink}/{key} epoch {epoch}: {note}, working {work * 1000:.0f} ms"
@@ -264,20 +292,18 @@ class Agent:
         if outcome == "ok":
             return {"ok": True}
         if outcome == "stale-epoch":
-            if self._retry_on_reject:
-                with self._state:
-                    self._refused.add((lock, epoch))
-            else:
-                self._give_up(lock, epoch)
+            self._fenced_off(lock, epoch, "its write was refused")
         return {"ok": False, "error": outcome}
 
-    def _give_up(self, lock: str, epoch: int) -> None:
-        """A correct holder stops at a refusal: no renewals, and the lease goes back."""
-        if self._drop(lock, epoch) is not None:
-            # In the background: a slow lock service must not delay the write's answer.
-            threading.Thread(
-                target=self._hand_back, args=(lock, epoch, "its write was refused"), daemon=True
-            ).start()
+    def _fenced_off(self, lock: str, epoch: int, why: str) -> None:
+        """A sink refused ``epoch`` as stale. A correct holder stops: no renewals, and the lease
+        goes back; with ``retry_on_reject`` it keeps the lease and remembers the refusal."""
+        if self._retry_on_reject:
+            with self._state:
+                self._refused.add((lock, epoch))
+        elif self._drop(lock, epoch) is not None:
+            # In the background: a slow lock service must not delay the refusal's answer.
+            threading.Thread(target=self._hand_back, args=(lock, epoch, why), daemon=True).start()
 
     def _hand_back(self, lock: str, epoch: int, why: str) -> None:
         """Release a lease this agent no longer uses; failures only matter to the log."""
@@ -290,12 +316,25 @@ class Agent:
     def _read(self, request: dict[str, Any]) -> dict[str, Any]:
         sink = wire.text(request, "sink")
         key = wire.text(request, "key")
+        fenced = "lock" in request or "epoch" in request
+        lock = wire.text(request, "lock") if fenced else None
+        epoch = wire.integer(request, "epoch") if fenced else None
+        if lock is not None and epoch is not None:
+            with self._state:
+                refusal, note = self._lease_check(lock, epoch)
+            if refusal is not None:
+                return {"ok": False, "error": refusal}
+            wire.log(f"fenced read {sink}/{key} epoch {epoch}: {note}")
         try:
-            entries = self._client.read(sink, key)
+            entries = self._client.read(sink, key, lock, epoch)
         except Exception as problem:
-            # A read changes nothing, so a read that did not answer simply failed.
+            if fenced:  # unknown: the read may have raised the sink's mark
+                return {**_INFO, "message": str(problem)}
+            # A plain read changes nothing, so a read that did not answer simply failed.
             return {"ok": False, "error": "unavailable", "message": str(problem)}
         if isinstance(entries, str):
+            if lock is not None and epoch is not None and entries == "stale-epoch":
+                self._fenced_off(lock, epoch, "its read was refused")
             return {"ok": False, "error": entries}
         return {"ok": True, "entries": entries}
 

@@ -2,20 +2,20 @@
 
 A request that got no answer in time is *unknown*, not failed: the agent may still carry it out
 (it may be paused mid-write). The link then drops its connection so the next request starts
-clean, while the agent finishes the old one on its own.
+clean, while the agent finishes the old one on its own. The wire format and its client are
+:mod:`harness.wire`'s, the same the node programs speak.
 """
 
 from __future__ import annotations
 
-import contextlib
-import json
-import socket
 from typing import Any
+
+from harness.wire import Connection, NotDelivered
 
 __all__ = ["AgentLink", "AgentUnreachable"]
 
 
-class AgentUnreachable(ConnectionError):
+class AgentUnreachable(NotDelivered):
     """The agent could not be reached at all, so the request was never sent."""
 
 
@@ -26,45 +26,27 @@ class AgentLink:
         self.host = host
         self.port = port
         self._connect_timeout = connect_timeout
-        self._sock: socket.socket | None = None
-        self._reader: Any = None
-
-    def _connect(self) -> socket.socket:
-        try:
-            sock = socket.create_connection((self.host, self.port), self._connect_timeout)
-        except OSError as err:
-            raise AgentUnreachable(f"agent at {self.host}:{self.port}: {err}") from err
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self._sock = sock
-        self._reader = sock.makefile("rb")
-        return sock
+        self._connection: Connection | None = None
 
     def call(self, request: dict[str, Any], timeout: float) -> dict[str, Any] | None:
         """Send ``request`` and wait up to ``timeout`` s; ``None`` when the outcome is unknown.
 
         Raises :class:`AgentUnreachable` when no connection could be made (nothing was sent).
         """
-        sock = self._sock or self._connect()
+        if self._connection is None:
+            try:
+                self._connection = Connection((self.host, self.port), self._connect_timeout)
+            except NotDelivered as problem:
+                raise AgentUnreachable(str(problem)) from None
         try:
-            sock.settimeout(timeout)
-            sock.sendall(json.dumps(request).encode() + b"\n")
-            line = self._reader.readline()
+            return self._connection.request(request, timeout)
         except OSError:
+            # A late answer could still arrive on this connection: never read from it again.
             self.close()
             return None
-        if not line:
-            self.close()
-            return None
-        answer: dict[str, Any] = json.loads(line)
-        return answer
 
     def close(self) -> None:
         """Drop the connection; the next call reconnects."""
-        if self._reader is not None:
-            with contextlib.suppress(OSError):
-                self._reader.close()
-        if self._sock is not None:
-            with contextlib.suppress(OSError):
-                self._sock.close()
-        self._sock = None
-        self._reader = None
+        if self._connection is not None:
+            self._connection.close()
+            self._connection = None

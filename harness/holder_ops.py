@@ -151,7 +151,10 @@ class HolderOps:
         value: dict[str, Any] = {"sink": sink, "key": key}
         if lock is not None and epoch is not None:
             value.update(lock=lock, epoch=epoch)
-        return self._call("read", value, {"op": "read", **value})
+        done = self._call("read", value, {"op": "read", **value})
+        if done.refused and lock is not None:
+            self._board.gave_up(lock, self._node)
+        return done
 
     def _call(
         self,

@@ -99,9 +99,14 @@ class Connection:
             raise ConnectionResetError(
                 f"{self.address[0]}:{self.address[1]} closed the connection before answering"
             )
-        response = json.loads(line)
+        try:
+            response = json.loads(line)
+        except ValueError:
+            response = None
         if not isinstance(response, dict):
-            raise ConnectionError(f"{self.address[0]}:{self.address[1]} sent a non-object reply")
+            raise ConnectionError(
+                f"{self.address[0]}:{self.address[1]} sent a reply that is not a JSON object"
+            )
         return response
 
     def close(self) -> None:

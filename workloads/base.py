@@ -35,7 +35,7 @@ class Completion:
 
     @property
     def refused(self) -> bool:
-        """True when a fence refused a write because its epoch was stale."""
+        """True when a fence refused a write (or fenced read) because its epoch was stale."""
         return self.type == "fail" and self.error == "stale-epoch"
 
 

@@ -1,10 +1,12 @@
 """``sinks``: each unit of work goes to every sink of the write-path inventory.
 
 The holder checks its lease and works once per unit (the critical section a pause makes stale),
-then fans the result out to every sink, unfenced ones first, as a real side effect (a payment, a
-printed page) usually happens before its record. A refusal does not stop the fan-out: the unit
-was decided, and every path must defend itself. So a stale unit reaches every sink, and each
-write path shows whether it refuses, is protected by its mitigation, or lets the stale write in.
+then writes the result to every sink in turn without checking again, as a real client fans one
+checked result out. Unfenced sinks come first, as a real side effect (a payment, a printed page)
+usually happens before its record. Fenced sinks follow in reverse inventory order: adapters list
+their primary store first, and the secondary paths (a batch endpoint) are where a missing check
+hides, so they meet a stale unit before the primary store refuses it. A refusal ends the unit:
+sending the refused epoch anywhere else would be a retry after a reject.
 """
 
 from __future__ import annotations
@@ -38,15 +40,10 @@ class MultiSink:
 def _write_everywhere(ops: Ops, lease: Lease, options: WorkloadOptions) -> Completion:
     key = ops.rng.choice(options.key_names(lease.lock))
     unfenced = [s for s in options.all_sinks if s not in options.fenced_sinks]
-    fenced = [s for s in options.all_sinks if s in options.fenced_sinks]
-    first, *rest = unfenced + fenced
-    outcome = write_with_flaws(ops, lease, options, first, key)
-    if not (outcome.ok or outcome.refused):
-        return outcome  # never sent, or unknown: the unit did not go out
-    for sink in rest:
-        done = write_with_flaws(ops, lease, options, sink, key, unit_start=False)
-        if outcome.ok and not done.ok:
-            outcome = done
-        if done.type == "info":
+    fenced = [s for s in reversed(options.all_sinks) if s in options.fenced_sinks]
+    done = Completion("ok")
+    for position, sink in enumerate(unfenced + fenced):
+        done = write_with_flaws(ops, lease, options, sink, key, unit_start=position == 0)
+        if not done.ok:
             break
-    return outcome
+    return done

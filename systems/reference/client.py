@@ -73,10 +73,17 @@ class Client:
             return "unavailable"
         return "ok" if reply.get("ok") else str(reply.get("error", "refused"))
 
-    def read(self, sink: str, key: str) -> list[dict[str, Any]] | str:
-        """The entries of ``key`` in ``sink`` in the sink's order, or why the read was refused."""
+    def read(
+        self, sink: str, key: str, lock: str | None = None, epoch: int | None = None
+    ) -> list[dict[str, Any]] | str:
+        """The entries of ``key`` in ``sink`` in the sink's order, or why the read was refused
+        (``stale-epoch`` when fenced by ``lock`` and ``epoch`` and the store has seen higher)."""
+        request: dict[str, Any] = {"op": "read", "sink": sink, "key": key}
+        if lock is not None or epoch is not None:
+            # Both go out even if one is missing: the store answers bad-request, never unfenced.
+            request.update(lock=lock, epoch=epoch)
         try:
-            reply = wire.call(self._store, {"op": "read", "sink": sink, "key": key}, self._timeout)
+            reply = wire.call(self._store, request, self._timeout)
         except wire.NotDelivered:
             return "unavailable"
         entries = reply.get("entries")

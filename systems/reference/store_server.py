@@ -11,17 +11,23 @@ imports only :mod:`harness.wire`, copied next to it). It hosts three sinks:
 - ``audit``: an unfenced recording sink, a stand-in for a payment API or a printer: it accepts
   everything and records arrival order and the epoch each write carried.
 
-Every accepted write is appended to ``store.log`` and fsynced before it is acknowledged; on start
-the log is replayed, which rebuilds both the entries and the marks. Switches (``--bug``):
-``no-store-check`` (no sink checks epochs), ``store-forgets`` (marks are not rebuilt on start: they
-live in memory only), ``unfenced-path`` (``store-batch`` does not check epochs).
+A read may be *fenced* too: it carries a lock and epoch and is treated like a write for the mark
+(refused below it, else it raises the mark to its epoch). A read-modify-write needs this: once the
+new holder has read, an older holder's write must be refused, or both writes build on one read.
+
+Every accepted write, and every mark a fenced read raises, is appended to ``store.log`` and fsynced
+before it is acknowledged; on start the log is replayed, which rebuilds both the entries and the
+marks. Switches (``--bug``): ``no-store-check`` (no sink checks epochs, on writes or reads),
+``store-forgets`` (marks are not rebuilt on start, and a read's mark is not logged: marks live in
+memory only), ``unfenced-path`` (``store-batch`` does not check epochs).
 
 Protocol (one JSON object per line, see :mod:`harness.wire`):
 ``{"op":"write","sink":"store"|"audit","lock":L,"epoch":N,"key":K,"id":I,"prev":P}``,
 ``{"op":"write-batch","lock":L,"epoch":N,"items":[{"key":K,"id":I,"prev":P},...]}`` ->
 ``{"ok":true,"mark":M}`` or ``{"ok":false,"error":"stale-epoch","mark":M}``;
 ``{"op":"read","sink":S,"key":K}`` -> ``{"ok":true,"entries":[{"id":I,"epoch":N},...]}``;
-``{"op":"ping"}``.
+``{"op":"read","sink":S,"key":K,"lock":L,"epoch":N}`` (fenced) -> ``{"ok":true,"entries":[...],
+"mark":M}`` or ``{"ok":false,"error":"stale-epoch","mark":M}``; ``{"op":"ping"}``.
 """
 
 from __future__ import annotations
@@ -29,7 +35,7 @@ from __future__ import annotations
 import json
 import os
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
@@ -113,21 +119,18 @@ class Store:
         )
 
     def _apply(self, record: dict[str, Any], remember_mark: bool) -> None:
-        entry = {"id": record["id"], "epoch": record["epoch"]}
-        self._entries.setdefault((record["sink"], record["key"]), []).append(entry)
+        # A fenced read's record raises the mark only; a write's adds an entry as well.
+        if not record.get("read"):
+            entry = {"id": record["id"], "epoch": record["epoch"]}
+            self._entries.setdefault((record["sink"], record["key"]), []).append(entry)
         if record["fenced"] and remember_mark:
             lock = record["lock"]
             self._marks[lock] = max(self._marks.get(lock, 0), record["epoch"])
 
     def write(self, sink: str, lock: str, epoch: int, items: Sequence[Item]) -> dict[str, Any]:
         """Accept ``items`` into ``sink`` (all or none), or refuse them as ``stale-epoch``."""
-        if sink not in _SINKS:
-            return _unknown_sink(sink)
-        fenced = self._checks[sink]
-        with self._mutex:
-            mark = self._marks.get(lock, 0)
-            if fenced and epoch < mark:
-                return {"ok": False, "error": "stale-epoch", "mark": mark}
+
+        def accept(fenced: bool) -> dict[str, Any]:
             records = [
                 {
                     "sink": sink,
@@ -145,6 +148,22 @@ class Store:
                 self._apply(record, remember_mark=True)
             return {"ok": True, "mark": self._marks.get(lock, 0)}
 
+        return self._behind_fence(sink, lock, epoch, accept)
+
+    def _behind_fence(
+        self, sink: str, lock: str, epoch: int, act: Callable[[bool], dict[str, Any]]
+    ) -> dict[str, Any]:
+        """``act(fenced)`` under the mutex if ``sink`` admits ``epoch`` of ``lock``, else the
+        ``stale-epoch`` refusal; ``fenced`` says whether ``sink`` checks epochs at all."""
+        if sink not in _SINKS:
+            return _unknown_sink(sink)
+        fenced = self._checks[sink]
+        with self._mutex:
+            mark = self._marks.get(lock, 0)
+            if fenced and epoch < mark:
+                return {"ok": False, "error": "stale-epoch", "mark": mark}
+            return act(fenced)
+
     def _append(self, data: bytes) -> None:
         view = memoryview(data)
         while view:
@@ -154,7 +173,35 @@ class Store:
     def read(self, sink: str, key: str) -> list[dict[str, Any]]:
         """The entries of ``key`` in ``sink``, in the order they were accepted."""
         with self._mutex:
-            return [dict(entry) for entry in self._entries.get((sink, key), ())]
+            return self._entries_of(sink, key)
+
+    def fenced_read(self, sink: str, key: str, lock: str, epoch: int) -> dict[str, Any]:
+        """Read ``key`` under ``lock``'s ``epoch``: refused as ``stale-epoch`` below the mark, else
+        the mark is raised to ``epoch`` (durably, as a write raises it) and the entries returned.
+
+        On a sink that checks no epochs the read is a plain read and leaves the mark alone.
+        """
+
+        def read(fenced: bool) -> dict[str, Any]:
+            if fenced and epoch > self._marks.get(lock, 0):
+                record = {
+                    "read": True,
+                    "sink": sink,
+                    "key": key,
+                    "lock": lock,
+                    "epoch": epoch,
+                    "fenced": True,
+                }
+                if self._remember_marks:  # store-forgets: a read's mark lives in memory only
+                    self._append(json.dumps(record).encode() + b"\n")
+                self._apply(record, remember_mark=True)
+            entries = self._entries_of(sink, key)
+            return {"ok": True, "entries": entries, "mark": self._marks.get(lock, 0)}
+
+        return self._behind_fence(sink, lock, epoch, read)
+
+    def _entries_of(self, sink: str, key: str) -> list[dict[str, Any]]:
+        return [dict(entry) for entry in self._entries.get((sink, key), ())]
 
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         """Answer one protocol request (see the module docstring)."""
@@ -169,9 +216,12 @@ class Store:
             return self.write(BATCH, *_fence(request), _items(request))
         if op == "read":
             sink = wire.text(request, "sink")
+            key = wire.text(request, "key")
+            if "lock" in request or "epoch" in request:
+                return self.fenced_read(sink, key, *_fence(request))
             if sink not in _SINKS:
                 return _unknown_sink(sink)
-            return {"ok": True, "entries": self.read(sink, wire.text(request, "key"))}
+            return {"ok": True, "entries": self.read(sink, key)}
         if op == "ping":
             return {"ok": True}
         raise wire.BadRequest(f"unknown op {op!r}; expected write, write-batch, read, ping")

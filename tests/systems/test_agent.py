@@ -28,6 +28,11 @@ def write(
     return cluster.agent(worker, {**request, "id": write_id, **extra})
 
 
+def fenced_read(cluster: LocalCluster, worker: str, epoch: int) -> dict[str, Any]:
+    request = {"op": "read", "sink": "store", "key": "k", "lock": "L", "epoch": epoch}
+    return cluster.agent(worker, request)
+
+
 def read(cluster: LocalCluster, sink: str = "store") -> list[tuple[str, int]]:
     """Key ``k`` of ``sink``, read through the last worker (never the one a test pauses)."""
     reader = sorted(cluster.deployment.agents)[-1]
@@ -60,6 +65,18 @@ def paused_mid_write(
     finally:
         cluster.signal("w1", signal.SIGCONT)
         writer.join(timeout=60)
+
+
+@contextmanager
+def lease_run_out(cluster: LocalCluster, worker: str) -> Iterator[None]:
+    """The lock server is stopped, so renewals hang, until ``worker``'s lease on L has run out by
+    its own clock; it stays stopped for the block."""
+    cluster.signal("l1", signal.SIGSTOP)
+    try:
+        wait_until(lambda: "L" not in holds(cluster, worker)["holds"], f"{worker}'s lease to end")
+        yield
+    finally:
+        cluster.signal("l1", signal.SIGCONT)
 
 
 def paused_holder_writes(cluster: LocalCluster, sink: str = "store") -> tuple[dict[str, Any], int]:
@@ -106,6 +123,65 @@ def test_without_the_fence_the_paused_holders_write_lands_after_a_newer_one(
     assert read(cluster, sink) == [("w2-1", new), ("w1-1", new - 1)]
 
 
+@pytest.mark.parametrize(("bugs", "fenced_off"), [((), True), (("no-store-check",), False)])
+def test_a_new_holders_fenced_read_fences_off_a_paused_holders_write(
+    make_cluster: MakeCluster, bugs: tuple[str, ...], fenced_off: bool
+) -> None:
+    # The read-modify-write race: the new holder has read but not yet written when the old
+    # holder's write arrives. Accepting it would let the new holder's write build on a stale read.
+    cluster = make_cluster(workers=2, bugs=bugs)
+    with paused_mid_write(cluster, "store") as (old, replies):
+        new = acquire(cluster, "w2")
+        assert fenced_read(cluster, "w2", new) == {"ok": True, "entries": []}
+    assert replies == [{"ok": False, "error": "stale-epoch"} if fenced_off else {"ok": True}]
+    assert read(cluster) == ([] if fenced_off else [("w1-1", old)])
+
+
+@pytest.mark.parametrize(
+    ("bugs", "again"), [((), "not-held"), (("retry-on-reject",), "stale-epoch")]
+)
+def test_a_refused_fenced_read_gives_the_lease_up_unless_retry_on_reject(
+    make_cluster: MakeCluster, bugs: tuple[str, ...], again: str
+) -> None:
+    cluster = make_cluster(lease_ttl=5.0, bugs=bugs)
+    epoch = acquire(cluster, "w1")
+    # A newer epoch reached the store without the lock service (as a paused holder's successor
+    # would have): w1's lease is valid by its own clock, yet the store has moved on.
+    assert cluster.client().write("L", "store", "k", "newer", epoch + 1, None) == "ok"
+    assert fenced_read(cluster, "w1", epoch) == {"ok": False, "error": "stale-epoch"}
+    assert fenced_read(cluster, "w1", epoch) == {"ok": False, "error": again}
+    kept = again == "stale-epoch"
+    assert ("L" in holds(cluster, "w1")["holds"]) is kept
+    released = any(
+        "releasing it, its read was refused" in line for line in log_lines(cluster, "w1")
+    )
+    assert released is not kept
+
+
+def test_a_fenced_read_needs_a_valid_lease_of_that_epoch(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster()
+    assert fenced_read(cluster, "w1", 1) == {"ok": False, "error": "not-held"}
+    epoch = acquire(cluster, "w1")
+    assert fenced_read(cluster, "w1", epoch + 1) == {"ok": False, "error": "not-held"}
+    with lease_run_out(cluster, "w1"):
+        assert fenced_read(cluster, "w1", epoch) == {"ok": False, "error": "lease-expired"}
+    # None of the refused reads reached the store: a write of an epoch below them is accepted.
+    assert cluster.client().write("L", "store", "k", "low", epoch, None) == "ok"
+    reply = cluster.agent("w1", {"op": "read", "sink": "store", "key": "k", "epoch": epoch})
+    assert reply["error"] == "bad-request"
+
+
+def test_an_unanswered_fenced_read_is_indefinite(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(client_timeout=0.5, lease_ttl=5.0)
+    epoch = acquire(cluster, "w1")
+    cluster.signal("s1", signal.SIGSTOP)
+    try:
+        reply = fenced_read(cluster, "w1", epoch)
+    finally:
+        cluster.signal("s1", signal.SIGCONT)
+    assert (reply["error"], reply["info"]) == ("unavailable", True)
+
+
 @pytest.mark.parametrize(
     ("bugs", "retry_error"), [((), "not-held"), (("retry-on-reject",), "stale-epoch")]
 )
@@ -124,12 +200,8 @@ def test_a_holder_refuses_to_write_once_its_lease_ran_out(make_cluster: MakeClus
     cluster = make_cluster()
     epoch = acquire(cluster, "w1")
     assert write(cluster, "w1", epoch, "w1-1") == {"ok": True}
-    cluster.signal("l1", signal.SIGSTOP)  # renewals hang: the lease runs out by w1's own clock
-    try:
-        wait_until(lambda: "L" not in holds(cluster, "w1")["holds"], "w1's lease to run out")
+    with lease_run_out(cluster, "w1"):
         assert write(cluster, "w1", epoch, "w1-2") == {"ok": False, "error": "lease-expired"}
-    finally:
-        cluster.signal("l1", signal.SIGCONT)
     assert read(cluster) == [("w1-1", epoch)]
 
 

@@ -35,6 +35,15 @@ def epochs(store: Store, sink: str, key: str = "k") -> list[int]:
     return [entry["epoch"] for entry in store.read(sink, key)]
 
 
+def fenced_read(store: Store, sink: str, lock: str, epoch: int, key: str = "k") -> bool:
+    """A fenced read; True when accepted (and then it returned the key's entries)."""
+    reply = store.fenced_read(sink, key, lock, epoch)
+    assert reply["ok"] or reply["error"] == "stale-epoch", reply
+    if reply["ok"]:
+        assert reply["entries"] == store.read(sink, key)
+    return bool(reply["ok"])
+
+
 def test_refuses_a_lower_epoch_and_accepts_an_equal_one(tmp_path: Path) -> None:
     store = Store(tmp_path)
     assert put(store, STORE, "L", 5)
@@ -100,6 +109,52 @@ def test_unfenced_path_leaves_only_the_batch_path_unchecked(tmp_path: Path) -> N
     assert put(store, BATCH, "L", 2)
 
 
+def test_a_fenced_read_raises_the_mark_so_an_older_write_is_refused(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    store.write(STORE, "L", 3, [Item("k", "w3")])
+    reply = store.fenced_read(STORE, "k", "L", 5)
+    assert reply == {"ok": True, "entries": [{"id": "w3", "epoch": 3}], "mark": 5}
+    assert not put(store, STORE, "L", 4)
+    assert not put(store, BATCH, "L", 4, key="other")  # the mark is the lock's, on both paths
+    assert put(store, STORE, "M", 1, key="m")  # another lock is untouched
+    assert put(store, STORE, "L", 5)
+    assert epochs(store, STORE) == [3, 5]  # the read added no entry
+
+
+def test_a_fenced_read_with_an_old_epoch_is_refused(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    assert put(store, STORE, "L", 6)
+    assert store.fenced_read(STORE, "k", "L", 5) == {"ok": False, "error": "stale-epoch", "mark": 6}
+    assert fenced_read(store, BATCH, "L", 6)  # equal to the mark: fine, as for a write
+    assert not fenced_read(store, BATCH, "L", 2)
+
+
+@pytest.mark.parametrize(("bugs", "remembered"), [((), True), ((STORE_FORGETS,), False)])
+def test_the_mark_a_fenced_read_raised_survives_a_restart_unless_the_store_forgets(
+    tmp_path: Path, bugs: tuple[str, ...], remembered: bool
+) -> None:
+    store = Store(tmp_path, frozenset(bugs))
+    assert put(store, STORE, "L", 2)
+    assert fenced_read(store, STORE, "L", 7)
+    assert not put(store, STORE, "L", 6)  # in memory it holds either way
+    reopened = Store(tmp_path, frozenset(bugs))
+    assert put(reopened, STORE, "L", 6) is not remembered
+    assert fenced_read(reopened, STORE, "L", 6) is not remembered
+    assert epochs(reopened, STORE) == ([2] if remembered else [2, 6])
+
+
+def test_reads_are_not_fenced_where_writes_are_not(tmp_path: Path) -> None:
+    unchecked = Store(tmp_path / "no-check", frozenset({NO_STORE_CHECK}))
+    assert put(unchecked, STORE, "L", 8)
+    assert fenced_read(unchecked, STORE, "L", 2)
+    assert fenced_read(unchecked, BATCH, "L", 2)
+    unfenced_batch = Store(tmp_path / "unfenced", frozenset({UNFENCED_PATH}))
+    assert fenced_read(unfenced_batch, BATCH, "L", 9)  # raises nothing: the path checks nothing
+    assert fenced_read(unfenced_batch, AUDIT, "L", 9)
+    assert put(unfenced_batch, STORE, "L", 1)
+    assert not fenced_read(unfenced_batch, STORE, "L", 0)
+
+
 def test_a_torn_last_record_is_dropped_on_replay(tmp_path: Path) -> None:
     store = Store(tmp_path)
     assert put(store, STORE, "L", 4)
@@ -118,33 +173,50 @@ def test_a_corrupt_record_stops_the_store_with_a_message(tmp_path: Path) -> None
 
 
 @settings(max_examples=40, deadline=None)
-@given(st.lists(st.tuples(st.sampled_from("LM"), st.integers(1, 6)), max_size=25))
+@given(
+    st.lists(
+        st.tuples(st.sampled_from(["write", "read"]), st.sampled_from("LM"), st.integers(1, 6)),
+        max_size=25,
+    )
+)
 def test_accepted_iff_not_below_the_highest_accepted(
-    tmp_path_factory: pytest.TempPathFactory, writes: list[tuple[str, int]]
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, str, int]]
 ) -> None:
     directory = tmp_path_factory.mktemp("store")
     store = Store(directory)
-    accepted: dict[str, list[int]] = {"L": [], "M": []}
-    for lock, epoch in writes:
-        expected = epoch >= max(accepted[lock], default=0)
-        assert put(store, STORE, lock, epoch, key=lock) is expected
+    marks = {"L": 0, "M": 0}
+    written: dict[str, list[int]] = {"L": [], "M": []}
+    for kind, lock, epoch in ops:
+        expected = epoch >= marks[lock]
+        accepted = put if kind == "write" else fenced_read
+        assert accepted(store, STORE, lock, epoch, key=lock) is expected
         if expected:
-            accepted[lock].append(epoch)
+            marks[lock] = epoch
+            if kind == "write":
+                written[lock].append(epoch)
     reopened = Store(directory)
-    for lock, epochs_of_lock in accepted.items():
-        assert epochs(reopened, STORE, key=lock) == epochs_of_lock
+    for lock, mark in marks.items():
+        assert epochs(reopened, STORE, key=lock) == written[lock]
+        assert not mark or not put(reopened, STORE, lock, mark - 1, key="other")
 
 
+@pytest.mark.parametrize("raised_by", ["write", "fenced read"])
 @pytest.mark.parametrize(("bugs", "stale_accepted"), [((), False), (("store-forgets",), True)])
 def test_the_store_server_keeps_its_mark_across_a_kill(
-    make_cluster: MakeCluster, bugs: tuple[str, ...], stale_accepted: bool
+    make_cluster: MakeCluster, bugs: tuple[str, ...], stale_accepted: bool, raised_by: str
 ) -> None:
     cluster = make_cluster(bugs=bugs)
     client = cluster.client()
-    assert client.write("L", "store", "k", "a", 5, None) == "ok"
+    assert client.write("L", "store", "k", "a", 2, None) == "ok"
+    if raised_by == "write":
+        assert client.write("L", "store", "k", "a5", 5, None) == "ok"
+    else:
+        assert client.read("store", "k", "L", 5) == [{"id": "a", "epoch": 2}]
+    assert client.read("store", "k", "L", 4) == "stale-epoch"
     cluster.kill_and_restart("s1")
     outcome = client.write("L", "store", "k", "b", 3, None)
     assert outcome == ("ok" if stale_accepted else "stale-epoch")
     read = client.read("store", "k")
     assert isinstance(read, list)
-    assert [e["id"] for e in read] == (["a", "b"] if stale_accepted else ["a"])
+    written = ["a", "a5"] if raised_by == "write" else ["a"]
+    assert [e["id"] for e in read] == written + (["b"] if stale_accepted else [])
