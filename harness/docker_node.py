@@ -29,7 +29,7 @@ import docker.errors
 from docker.models.containers import Container
 from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
 
-from harness.node import CommandResult, Daemon, NodeError
+from harness.node import CommandResult, Daemon, NodeError, NodeIdentity
 
 __all__ = ["DAEMON_LOG_DIR", "CallStats", "DockerNode", "HostView"]
 
@@ -196,7 +196,7 @@ class _Tracked:
     start_ticks: str | None
 
 
-class DockerNode:
+class DockerNode(NodeIdentity):
     """One container of a :class:`harness.cluster.Cluster`, implementing :class:`harness.node.Node`,
     :class:`~harness.node.Freezable`, :class:`~harness.node.Throttleable` and
     :class:`~harness.node.NetnsRunner`.
@@ -215,9 +215,7 @@ class DockerNode:
         self._container = container
         self._id = str(container.id)
         self._api = container.client.api
-        self._name = name
-        self._role = role
-        self._ip = ip
+        super().__init__(name, role, ip)
         self._host = HostView.probe(int(container.attrs["State"]["Pid"])) if fast_paths else None
         self._lock = threading.Lock()
         self._daemons: dict[str, Daemon] = {}
@@ -227,21 +225,6 @@ class DockerNode:
 
     def __repr__(self) -> str:
         return f"DockerNode({self._name!r}, role={self._role!r}, ip={self._ip!r})"
-
-    @property
-    def name(self) -> str:
-        """Stable hostname, e.g. ``w1``; other nodes resolve it."""
-        return self._name
-
-    @property
-    def role(self) -> str:
-        """``lock``, ``store`` or ``worker``."""
-        return self._role
-
-    @property
-    def ip(self) -> str:
-        """The node's address on the run's private network."""
-        return self._ip
 
     @property
     def container_id(self) -> str:

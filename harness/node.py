@@ -19,6 +19,7 @@ __all__ = [
     "NetnsRunner",
     "Node",
     "NodeError",
+    "NodeIdentity",
     "Throttleable",
 ]
 
@@ -57,6 +58,30 @@ class Daemon:
     host_pid: int | None
     argv: tuple[str, ...]
     log_path: str
+
+
+class NodeIdentity:
+    """The name, role and address every node implementation carries, for reuse by them."""
+
+    def __init__(self, name: str, role: str, ip: str) -> None:
+        self._name = name
+        self._role = role
+        self._ip = ip
+
+    @property
+    def name(self) -> str:
+        """Stable hostname, e.g. ``w1``; other nodes resolve it."""
+        return self._name
+
+    @property
+    def role(self) -> str:
+        """``lock``, ``store`` or ``worker``."""
+        return self._role
+
+    @property
+    def ip(self) -> str:
+        """The node's address on the run's private network."""
+        return self._ip
 
 
 class Node(Protocol):

@@ -13,7 +13,7 @@ import signal
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
-from harness.node import CommandResult, Daemon, NodeError
+from harness.node import CommandResult, Daemon, NodeError, NodeIdentity
 
 __all__ = ["FakeNode", "FakeProcess", "fake_cluster"]
 
@@ -30,11 +30,11 @@ class FakeProcess:
     state: str = "S"
 
 
-class FakeNode:
+class FakeNode(NodeIdentity):
     """An in-memory node implementing Node, Freezable, Throttleable and NetnsRunner."""
 
     def __init__(self, name: str, role: str, ip: str) -> None:
-        self._name, self._role, self._ip = name, role, ip
+        super().__init__(name, role, ip)
         self.processes: dict[int, FakeProcess] = {}
         self._daemons: dict[str, Daemon] = {}
         self._next_pid = 100
@@ -46,18 +46,6 @@ class FakeNode:
         self.fail_freeze = False
 
     # -- Node ---------------------------------------------------------------------------------
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def role(self) -> str:
-        return self._role
-
-    @property
-    def ip(self) -> str:
-        return self._ip
 
     def run(
         self,

@@ -23,32 +23,20 @@ from typing import Any
 import pytest
 
 from harness import wire
-from harness.node import CommandResult, Daemon, NodeError
+from harness.node import CommandResult, Daemon, NodeError, NodeIdentity
 from systems.base import Deployment, ProcessTarget, SystemConfig
 from systems.reference import Ports, ReferenceSystem
 from systems.reference.client import Client
 
 
-class LocalNode:
+class LocalNode(NodeIdentity):
     """A node whose commands and daemons are local processes (test double)."""
 
     def __init__(self, name: str, role: str, ip: str, log_dir: Path) -> None:
-        self._name, self._role, self._ip = name, role, ip
+        super().__init__(name, role, ip)
         self._log_dir = log_dir
         self._daemons: dict[str, Daemon] = {}
         self._processes: dict[int, subprocess.Popen[bytes]] = {}
-
-    @property
-    def name(self) -> str:
-        return self._name
-
-    @property
-    def role(self) -> str:
-        return self._role
-
-    @property
-    def ip(self) -> str:
-        return self._ip
 
     @staticmethod
     def _local(argv: Sequence[str] | str) -> list[str]:
