@@ -44,53 +44,53 @@ BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
             BugSwitch(
                 "no-store-check",
                 "the holder checks its own lease before writing; the store accepts any epoch",
-                "a pause of the holder (SIGSTOP, freeze, throttle) longer than the lease TTL",
+                "--nemesis pause (also freeze, throttle): the holder frozen past its lease TTL",
                 "stale-write on store and store-batch",
             ),
             BugSwitch(
                 "epoch-in-memory",
                 "the lock service keeps its epoch counters in memory only: a restart starts at 1",
-                "kill and restart of the lock server",
+                "--nemesis kill --target lock: the lock server killed and restarted",
                 "grant-regression, epoch-reuse",
             ),
             BugSwitch(
                 "store-forgets",
                 "the store keeps its highest-seen epochs in memory only (its log is durable)",
-                "kill and restart of the store while a paused holder's stale write is pending",
+                "--nemesis restart-while-paused: the store restarted while a stale holder sleeps",
                 "stale-write on store",
             ),
             BugSwitch(
                 "retry-on-reject",
                 "a holder re-sends a write refused as stale with the same epoch (the runner "
                 "re-sends; the agent keeps the lease and skips its lease check for the retry)",
-                "any refusal: a pause of the holder longer than the lease TTL",
+                "--nemesis pause: any refusal after the holder outlived its lease",
                 "retry-after-reject",
             ),
             BugSwitch(
                 "reacquire-no-reread",
                 "after re-acquiring, the read-modify-write workload writes again from its old "
                 "read (the runner's rmw workload; nothing changes on the nodes)",
-                "a pause or partition that makes the holder lose and re-acquire the lease",
+                "--workload rmw --nemesis pause: the holder loses and re-acquires its lease",
                 "lost-update",
             ),
             BugSwitch(
                 "unfenced-path",
                 "the bulk endpoint store-batch accepts any epoch, though the inventory says fenced",
-                "a pause of the holder longer than the lease TTL, with writes to store-batch",
+                "--workload sinks --nemesis pause: a stale unit reaches store-batch",
                 "stale-write on store-batch",
             ),
             BugSwitch(
                 "long-ttl-no-fence",
                 f"a lease TTL {_LONG_TTL_FACTOR:g}x the configured one instead of fencing: the "
                 "store accepts any epoch",
-                f"a pause of the holder longer than {_LONG_TTL_FACTOR:g}x the configured TTL",
+                f"--nemesis pause: pauses drawn from the {_LONG_TTL_FACTOR:g}x TTL outlive it",
                 "stale-write on store",
             ),
             BugSwitch(
                 "short-lock-delay",
                 f"the lock service waits {_SHORT_DELAY_FACTOR:g}x the TTL after an expiry instead "
                 "of the configured lock-delay; the audit sink relies on it",
-                "a pause of the holder longer than the TTL but shorter than TTL + lock-delay",
+                "--workload sinks --lock-delay 3 --nemesis pause: a stale unit reaches audit",
                 "stale-write on audit (mitigation lock-delay)",
             ),
         )
