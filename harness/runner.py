@@ -69,6 +69,8 @@ class RunOutcome:
     run_dir: RunDir
     result: CheckResult
     interrupted: bool
+    error: str | None = None
+    """Why the run broke off (setup failed, the engine went away…); its history is still checked."""
 
     @property
     def valid(self) -> bool | str:
@@ -145,7 +147,7 @@ def run_test(
             console.print(f"[red]run failed:[/] {problem}")
             console.print(f"the history recorded so far is kept in {run_dir.history}")
     result = check_run(run_dir, test)
-    return RunOutcome(run_dir, result, interrupted)
+    return RunOutcome(run_dir, result, interrupted, test.get("error"))
 
 
 def check_run(run_dir: RunDir, test: Mapping[str, Any] | None = None) -> CheckResult:

@@ -130,6 +130,9 @@ def run_command(
     else:
         render_result(Console(highlight=False), outcome.result, outcome.run_dir.history)
     console.print(f"report: {outcome.run_dir.report}")
+    if outcome.error is not None:
+        console.print(f"[red]error:[/] the run broke off: {outcome.error}")
+        raise click.exceptions.Exit(EXIT_ERROR)
     raise click.exceptions.Exit(exit_code(outcome.result))
 
 

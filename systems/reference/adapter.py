@@ -152,7 +152,7 @@ class ReferenceSystem:
         if "short-lock-delay" in config.bugs and config.lock_delay <= 0:
             raise ConfigError(
                 "bug switch 'short-lock-delay' shortens the lock-delay, but lock_delay is 0: "
-                "set lock_delay (e.g. 3 x lease_ttl)"
+                "pass --lock-delay (lock_delay in a spec), e.g. 3 x the lease TTL"
             )
 
     def inventory(self, config: SystemConfig) -> tuple[Sink, ...]:
