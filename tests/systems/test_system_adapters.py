@@ -84,7 +84,7 @@ def test_the_reference_system_rejects_unknown_and_pointless_switches() -> None:
     system = ReferenceSystem()
     with pytest.raises(ConfigError, match=r"no bug switch 'typo'.*no-store-check"):
         system.validate(SystemConfig(bugs=frozenset({"typo"})))
-    with pytest.raises(ConfigError, match="set lock_delay"):
+    with pytest.raises(ConfigError, match="--lock-delay"):
         system.validate(SystemConfig(bugs=frozenset({"short-lock-delay"})))
     system.validate(SystemConfig(lock_delay=6.0, bugs=frozenset(_MISTAKES)))
 
