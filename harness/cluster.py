@@ -300,6 +300,9 @@ class Cluster:
         if threading.current_thread() is not threading.main_thread():
             return
         previous = signal.getsignal(signal.SIGTERM)
+        if previous is not signal.SIG_DFL:
+            # Someone (the runner) already turns SIGTERM into an orderly stop: keep theirs.
+            return
 
         def terminate(signum: int, frame: FrameType | None) -> None:
             # Raising turns SIGTERM into an unwinding exit, so __exit__ tears the cluster down.

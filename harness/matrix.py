@@ -150,11 +150,19 @@ def _check_value(key: str, value: Any, where: str) -> Any:
         return list(_names(value, where, key))
     if kind == "float" and isinstance(value, int | float) and not isinstance(value, bool):
         return float(value)
+    if kind == "tuple[float, ...]" and isinstance(value, list):
+        return [_check_value_float(key, item, where) for item in value]
     if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
         return value
     if kind in ("str", "Path") and isinstance(value, str):
         return value
     raise MatrixError(f"{where}: {key} must be a {kind}, not {value!r}")
+
+
+def _check_value_float(key: str, value: Any, where: str) -> float:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return float(value)
+    raise MatrixError(f"{where}: {key} must be a list of numbers, not {value!r}")
 
 
 def _expectation(raw: Mapping[str, Any], where: str) -> Expectation:

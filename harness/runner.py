@@ -35,7 +35,14 @@ from harness.report import write_report
 from harness.run_index import write_index
 from harness.spec import TestSpec
 from harness.store import RunDir, new_run_dir
-from nemeses import NemesisPlayer, NoopNemesis, Schedule, generate_schedule, standard_nemesis
+from nemeses import (
+    DEFAULT_TTL_MULTIPLES,
+    NemesisPlayer,
+    NoopNemesis,
+    Schedule,
+    generate_schedule,
+    standard_nemesis,
+)
 from nemeses.protocol import Nemesis
 from systems import CollectsData, Deployment, System, SystemConfig, load_system
 from workloads import HolderFlaws, Workload, WorkloadOptions, get_workload
@@ -200,6 +207,7 @@ def _schedule(
             kinds=spec.nemeses,
             targets=spec.targets,
             processes=processes,
+            ttl_multiples=spec.fault_lengths or DEFAULT_TTL_MULTIPLES,
         )
     except ValueError as problem:
         raise RunError(str(problem)) from None
@@ -388,6 +396,8 @@ def _rerun_command(spec: TestSpec) -> list[str]:
         argv += ["--bug", bug]
     argv += ["--nemesis", ",".join(spec.nemeses) or "none"]
     argv += ["--target", ",".join(spec.targets), "--ttl", str(spec.ttl)]
+    if spec.fault_lengths:
+        argv += ["--fault-lengths", ",".join(f"{m:g}" for m in spec.fault_lengths)]
     argv += ["--time-limit", str(spec.time_limit), "--workers", str(spec.workers)]
     argv += ["--seed", str(spec.seed)]
     if spec.lock_delay:

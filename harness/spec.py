@@ -21,6 +21,9 @@ class TestSpec:
     workload: str = "append"
     nemeses: tuple[str, ...] = ("pause",)
     targets: tuple[str, ...] = ("holder",)
+    fault_lengths: tuple[
+        float, ...
+    ] = ()  # fault durations as TTL multiples; () = the default table
     ttl: float = 1.0
     lock_delay: float = 0.0
     time_limit: float = 30.0
@@ -66,7 +69,7 @@ def spec_from_dict(data: dict[str, Any]) -> TestSpec:
     for name, value in data.items():
         if name == "test_name":
             continue
-        if name in ("bugs", "nemeses", "targets"):
+        if name in ("bugs", "nemeses", "targets", "fault_lengths"):
             value = tuple(value)
         elif name == "store":
             value = Path(value)

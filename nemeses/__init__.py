@@ -22,11 +22,19 @@ from nemeses.processes import Locator, recorded_daemons
 from nemeses.protocol import FAULT_KINDS, Fault, HealReport, Nemesis, NemesisError
 from nemeses.recovery import heal_nodes
 from nemeses.restart_while_paused import RESTART_WHILE_PAUSED, RestartWhilePausedNemesis
-from nemeses.schedule import HOLDER, Schedule, Window, generate_schedule, resolve
+from nemeses.schedule import (
+    DEFAULT_TTL_MULTIPLES,
+    HOLDER,
+    Schedule,
+    Window,
+    generate_schedule,
+    resolve,
+)
 from nemeses.throttle import ThrottleNemesis
 from nemeses.topology import TOPOLOGIES, partition_fault
 
 __all__ = [
+    "DEFAULT_TTL_MULTIPLES",
     "FAULT_KINDS",
     "HOLDER",
     "RESTART_WHILE_PAUSED",

@@ -25,6 +25,15 @@ def _csv(value: str) -> tuple[str, ...]:
     return tuple(part.strip() for part in value.split(",") if part.strip() and part != "none")
 
 
+def _lengths(value: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(part) for part in _csv(value))
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r}: give TTL multiples such as 0.8,3,8", param_hint="--fault-lengths"
+        ) from None
+
+
 @cli.command("run")
 @click.option("--system", default="reference", show_default=True, help="System under test.")
 @click.option("--bug", "bugs", multiple=True, help="Plant a bug switch (repeatable).")
@@ -45,6 +54,11 @@ def _csv(value: str) -> tuple[str, ...]:
     default="holder",
     show_default=True,
     help="Fault targets, comma-separated: holder, a role (lock, store, worker) or a node name.",
+)
+@click.option(
+    "--fault-lengths",
+    default="",
+    help="Fault durations as multiples of the lease TTL, comma-separated (default: 0.15,0.8,3,8).",
 )
 @click.option("--ttl", type=float, default=1.0, show_default=True, help="Lease TTL, seconds.")
 @click.option("--lock-delay", type=float, default=0.0, show_default=True, help="Seconds.")
@@ -72,6 +86,7 @@ def run_command(
     workload: str,
     nemesis: str,
     target: str,
+    fault_lengths: str,
     ttl: float,
     lock_delay: float,
     time_limit: float,
@@ -97,6 +112,7 @@ def run_command(
         workload=workload,
         nemeses=_csv(nemesis),
         targets=_csv(target) or ("holder",),
+        fault_lengths=_lengths(fault_lengths),
         ttl=ttl,
         lock_delay=lock_delay,
         time_limit=time_limit,
