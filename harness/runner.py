@@ -262,8 +262,8 @@ def _exercise(
             resolve_holder=board.current,
         )
         try:
+            recorder.begin()
             with RunProgress(recorder, spec.time_limit, console, progress) as display:
-                recorder.begin()
                 for thread in threads:
                     thread.start()
                 player.start()
