@@ -57,7 +57,9 @@ fi
 
 # 3. The package, editable, with dev tools; skipped when pyproject.toml has not changed since.
 stamp_dir="${XDG_CACHE_HOME:-$HOME/.cache}/fencecheck"
-stamp="$stamp_dir/install-$(sha256sum "$repo/pyproject.toml" | cut -c1-16)"
+# Keyed by this checkout's path too: an editable install points at one checkout, and a fresh
+# clone elsewhere (CI) must install itself rather than test another folder's code.
+stamp="$stamp_dir/install-$( (echo "$repo"; cat "$repo/pyproject.toml") | sha256sum | cut -c1-16)"
 if [ ! -e "$stamp" ] || ! command -v fencecheck >/dev/null; then
     say "pip install -e '.[dev]'"
     (cd "$repo" && "$python" -m pip install --quiet -e '.[dev]')
