@@ -12,7 +12,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final, Literal, cast
+from typing import Final, Literal, cast, get_args
 
 import orjson
 
@@ -29,7 +29,7 @@ __all__ = [
 ]
 
 Mitigation = Literal["lock-delay", "idempotent", "proxy", "none"]
-MITIGATIONS: Final[tuple[str, ...]] = ("lock-delay", "idempotent", "proxy", "none")
+MITIGATIONS: Final[tuple[str, ...]] = get_args(Mitigation)
 
 # What a stale holder does to a sink nothing guards: writes land in epoch disorder, and a
 # read-modify-write based on an old read is accepted next to the newer one. Idempotence makes a

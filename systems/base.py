@@ -15,8 +15,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Final, Literal, Protocol, get_args, runtime_checkable
+from typing import Protocol, runtime_checkable
 
+# One mitigation vocabulary for what adapters declare and what the checkers judge.
+from checkers.inventory import MITIGATIONS, Mitigation
 from harness.agent import HolderClient
 from harness.node import Daemon, Node
 
@@ -38,9 +40,6 @@ __all__ = [
     "check_roles",
     "nodes_with_role",
 ]
-
-Mitigation = Literal["lock-delay", "idempotent", "proxy", "none"]
-MITIGATIONS: Final[tuple[str, ...]] = get_args(Mitigation)
 
 
 class AdapterError(RuntimeError):
