@@ -309,15 +309,10 @@ def _sink_row(name: str, declared: Mapping[str, Any], verdict: Mapping[str, Any]
         None if fenced else (verdict or {}).get("mitigation")
     )
     description = str(declared.get("description") or "")
+    shown_fenced = fenced if isinstance(fenced, bool) else None
+    shown_mitigation = str(mitigation or ("—" if fenced else "none"))
     if verdict is None:
-        return SinkRow(
-            name,
-            fenced if isinstance(fenced, bool) else None,
-            str(mitigation or ("—" if fenced else "none")),
-            description,
-            "not checked",
-            "",
-        )
+        return SinkRow(name, shown_fenced, shown_mitigation, description, "not checked", "")
     detail: list[str] = []
     if counted := _counted(verdict.get("anomalies")):
         detail.append(counted)
@@ -332,12 +327,7 @@ def _sink_row(name: str, declared: Mapping[str, Any], verdict: Mapping[str, Any]
     if verdict.get("declared") is False:
         description = description or "not in the inventory: checked as fenced"
     return SinkRow(
-        name,
-        fenced if isinstance(fenced, bool) else None,
-        str(mitigation or ("—" if fenced else "none")),
-        description,
-        verdict_of(verdict),
-        "; ".join(detail),
+        name, shown_fenced, shown_mitigation, description, verdict_of(verdict), "; ".join(detail)
     )
 
 
