@@ -67,11 +67,6 @@ class Event:
     error: str | None = None
     line: int = 0  # 1-based line in the source file, for messages; not serialised
 
-    @property
-    def is_nemesis(self) -> bool:
-        """True for fault-injector events (``process: "nemesis"``)."""
-        return self.process == NEMESIS
-
 
 def event_to_dict(event: Event) -> dict[str, Any]:
     """The JSON object for ``event``, with optional fields left out when empty."""
