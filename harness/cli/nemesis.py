@@ -186,12 +186,12 @@ def partition(
             "give exactly one of --isolate, --halves, --bridge, --one-way, --lock-cut"
         )
     ((topology, targets),) = chosen.items()
-    extra = {"isolate": peers, "lock-cut": peers, "one-way": to, "bridge": side}.get(topology)
-    misplaced = {"--from": peers, "--to": to, "--side": side}
+    companions = {"--from": peers, "--to": to, "--side": side}
     allowed = {"isolate": "--from", "lock-cut": "--from", "one-way": "--to", "bridge": "--side"}
-    for flag, value in misplaced.items():
+    for flag, value in companions.items():
         if value and allowed.get(topology) != flag:
             raise click.UsageError(f"{flag} does not apply to --{topology}")
+    extra = companions.get(allowed.get(topology, ""))
     if topology == "one-way" and not to:
         raise click.UsageError("--one-way needs --to: the nodes that stop hearing from them")
     if topology == "bridge" and not side:
