@@ -26,7 +26,6 @@ class NoopNemesis:
         self._lock = threading.Lock()
         self.calls: list[tuple[str, Fault]] = []
         self.in_force: list[Fault] = []
-        self.heals = 0
         self.set_up = False
         self.torn_down = False
 
@@ -59,7 +58,6 @@ class NoopNemesis:
         with self._lock:
             healed = [f"healed {fault.describe()}" for fault in self.in_force]
             self.in_force.clear()
-            self.heals += 1
         return HealReport(healed=healed)
 
     def teardown(self) -> None:
