@@ -196,22 +196,21 @@ def _schedule(
     """The seeded fault schedule; ``processes`` (role -> daemon) is known once the system runs,
     and the same seed draws the same windows with or without it."""
     duration = round(spec.time_limit * 1e9)
+    ttl_ns = round(ttl * 1e9)
     if not spec.nemeses:
-        return Schedule(spec.seed, round(ttl * 1e9), duration, ())
+        return Schedule(spec.seed, ttl_ns, duration, ())
     try:
         return generate_schedule(
             spec.seed,
             roles,
-            lease_ttl_ns=round(ttl * 1e9),
+            lease_ttl_ns=ttl_ns,
             duration_ns=duration,
             kinds=spec.nemeses,
             targets=spec.targets,
             processes=processes,
             ttl_multiples=spec.fault_lengths or DEFAULT_TTL_MULTIPLES,
         )
-    except ValueError as problem:
-        raise RunError(str(problem)) from None
-    except RuntimeError as problem:
+    except (ValueError, RuntimeError) as problem:
         raise RunError(str(problem)) from None
 
 
