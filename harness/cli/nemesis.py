@@ -14,12 +14,9 @@ from __future__ import annotations
 import json
 import os
 import re
-import signal
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from types import FrameType
 from typing import Any, Final
 
 import click
@@ -27,6 +24,7 @@ import click
 from harness.cli import cli
 from harness.cluster import Cluster
 from harness.docker_engine import EngineError
+from harness.interrupts import sigterm_interrupts
 from harness.node import Node, NodeError
 from nemeses.freeze import FreezeNemesis
 from nemeses.kill import KillNemesis
@@ -238,7 +236,8 @@ def _apply(
         nemesis.setup(nodes)
     except NemesisError as problem:
         raise click.ClickException(str(problem)) from problem
-    with _terminate_raises():
+    # SIGTERM unwinds like Ctrl-C, so a fault held ``--for`` is healed.
+    with sigterm_interrupts():
         try:
             _step(nemesis, start_f(fault.kind), fault)
         except BaseException:
@@ -273,20 +272,6 @@ def _step(nemesis: Nemesis, f: str, fault: Fault) -> None:
     took = (time.perf_counter() - began) * 1000
     suffix = f" {json.dumps(facts)}" if facts else ""
     click.echo(f"{f} {fault.describe()}: confirmed in {took:.1f} ms{suffix}")
-
-
-@contextmanager
-def _terminate_raises() -> Iterator[None]:
-    """Turn SIGTERM into KeyboardInterrupt for the block, so a fault held ``--for`` is healed."""
-
-    def interrupt(signum: int, frame: FrameType | None) -> None:
-        raise KeyboardInterrupt
-
-    previous = signal.signal(signal.SIGTERM, interrupt)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 # -- the cluster -------------------------------------------------------------------------------
