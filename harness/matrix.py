@@ -35,7 +35,7 @@ from typing import Any, Final, Literal, cast
 from checkers import ANOMALY_NAMES
 from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 from harness.report.summary import RunSummary
-from harness.spec import TestSpec, spec_from_dict
+from harness.spec import TestSpec, spec_from_dict, split_names
 
 __all__ = [
     "EXPECTABLE",
@@ -134,8 +134,7 @@ class MatrixResult:
 
 def _names(raw: Any, where: str, key: str) -> tuple[str, ...]:
     if isinstance(raw, str):
-        parts = [p.strip() for p in raw.split(",")]
-        return tuple(p for p in parts if p and p != "none")
+        return split_names(raw)
     if isinstance(raw, list) and all(isinstance(p, str) for p in raw):
         return tuple(raw)
     raise MatrixError(f"{where}: {key} must be a list of names or a comma-separated string")

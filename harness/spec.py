@@ -7,7 +7,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-__all__ = ["TestSpec", "spec_from_dict"]
+__all__ = ["TestSpec", "spec_from_dict", "split_names"]
 
 
 @dataclass(frozen=True)
@@ -55,6 +55,12 @@ class TestSpec:
         data["store"] = str(self.store)
         data["test_name"] = self.test_name
         return data
+
+
+def split_names(text: str) -> tuple[str, ...]:
+    """``"pause, kill"`` -> ``("pause", "kill")``; blanks and ``none`` (no faults) drop out."""
+    parts = (part.strip() for part in text.split(","))
+    return tuple(part for part in parts if part and part != "none")
 
 
 def spec_from_dict(data: dict[str, Any]) -> TestSpec:

@@ -15,19 +15,15 @@ from rich.table import Table
 from harness.cli import EXIT_ERROR, cli
 from harness.cli.check import exit_code, render_result
 from harness.runner import RunError, check_run, run_test
-from harness.spec import TestSpec
+from harness.spec import TestSpec, split_names
 from harness.store import open_run_dir
 
 __all__ = ["analyze_command", "list_command", "run_command"]
 
 
-def _csv(value: str) -> tuple[str, ...]:
-    return tuple(part.strip() for part in value.split(",") if part.strip() and part != "none")
-
-
 def _lengths(value: str) -> tuple[float, ...]:
     try:
-        return tuple(float(part) for part in _csv(value))
+        return tuple(float(part) for part in split_names(value))
     except ValueError:
         raise click.BadParameter(
             f"{value!r}: give TTL multiples such as 0.8,3,8", param_hint="--fault-lengths"
@@ -110,8 +106,8 @@ def run_command(
         system=system,
         bugs=tuple(bugs),
         workload=workload,
-        nemeses=_csv(nemesis),
-        targets=_csv(target) or ("holder",),
+        nemeses=split_names(nemesis),
+        targets=split_names(target) or ("holder",),
         fault_lengths=_lengths(fault_lengths),
         ttl=ttl,
         lock_delay=lock_delay,
