@@ -41,6 +41,7 @@ ResolveHolder = Callable[[], str | None]
 """Names the node holding the lease now, or ``None`` when nobody does."""
 
 _JOIN_TIMEOUT_S: Final = 30.0
+_HOLDER_POLL_S: Final = 0.005
 
 
 class NemesisPlayer:
@@ -231,10 +232,23 @@ class NemesisPlayer:
     def _holder(self, window: Window, value: dict[str, Any]) -> str | None:
         if not window.wants_holder:
             return None
-        holder = self._resolve_holder() if self._resolve_holder is not None else None
+        holder = self._await_holder(window)
         if holder is not None and holder not in self._nodes:
             raise NemesisError(f"the lease holder {holder!r} is not a node of this cluster")
         value["holder"] = "lease" if holder is not None else "fallback"
+        return holder
+
+    def _await_holder(self, window: Window) -> str | None:
+        """The holder now, or within one lease TTL: a window that opens during a handover
+        (one holder released, the next not yet granted) waits for the next holder rather than
+        pausing a worker that holds nothing, which would expose nothing."""
+        if self._resolve_holder is None:
+            return None
+        ttl_ns = window.duration_ns / window.ttl_multiple if window.ttl_multiple > 0 else 0
+        deadline = self._clock() + ttl_ns
+        while (holder := self._resolve_holder()) is None and self._clock() < deadline:
+            if self._stopping.wait(_HOLDER_POLL_S):
+                return None
         return holder
 
     def _outcome(

@@ -2,8 +2,9 @@
 
 Stdlib-only (it imports only :mod:`harness.wire`, copied next to it). It implements the agent's
 client interface (:class:`harness.agent.HolderClient`): definite answers are return values, an
-unknown outcome is an exception. Every call opens a fresh connection, so a call abandoned on a
-timeout never confuses the next one.
+unknown outcome is an exception. Each thread keeps its connections open between calls
+(:class:`harness.wire.Pool`); a call abandoned on a timeout drops its connection, so it never
+confuses the next one.
 
 Its configuration (the ``client`` object of the agent's ``--config``): ``lock`` and ``store``
 addresses as ``host:port``, ``node`` (the holder's name, shown in the lock server's log) and
@@ -25,17 +26,17 @@ class Client:
     """Talks to the reference lock server and store for one holder."""
 
     def __init__(self, config: dict[str, Any]) -> None:
-        self._lock = wire.parse_address(str(config["lock"]))
-        self._store = wire.parse_address(str(config["store"]))
         self._owner = str(config.get("node", "?"))
         self._timeout = float(config.get("timeout", 10.0))
+        self._lock = wire.Pool(wire.parse_address(str(config["lock"])), self._timeout)
+        self._store = wire.Pool(wire.parse_address(str(config["store"])), self._timeout)
 
     def acquire(self, lock: str, ttl: float, wait: float) -> tuple[int, float] | str:
         """A new epoch for ``lock`` with a ``ttl``-second lease, waiting up to ``wait`` seconds,
         and how long the service held the request before the lease began."""
         request = {"op": "acquire", "lock": lock, "ttl": ttl, "wait": wait, "owner": self._owner}
         try:
-            reply = wire.call(self._lock, request, wait + self._timeout)
+            reply = self._lock.call(request, wait + self._timeout)
         except wire.NotDelivered:
             return "unavailable"
         if reply.get("ok"):
@@ -45,12 +46,12 @@ class Client:
     def renew(self, lock: str, epoch: int) -> bool:
         """Extend the lease of ``epoch``; False when the service says it is no longer held."""
         request = {"op": "renew", "lock": lock, "epoch": epoch}
-        return bool(wire.call(self._lock, request, self._timeout).get("ok"))
+        return bool(self._lock.call(request).get("ok"))
 
     def release(self, lock: str, epoch: int) -> bool:
         """Give the lease of ``epoch`` back; False when it was no longer held."""
         request = {"op": "release", "lock": lock, "epoch": epoch}
-        return bool(wire.call(self._lock, request, self._timeout).get("ok"))
+        return bool(self._lock.call(request).get("ok"))
 
     def write(self, lock: str, sink: str, key: str, id: str, epoch: int, prev: Any) -> str:
         """Send a write carrying ``epoch``: ``ok``, ``stale-epoch``, ``unavailable`` (not sent)."""
@@ -68,7 +69,7 @@ class Client:
                 "prev": prev,
             }
         try:
-            reply = wire.call(self._store, request, self._timeout)
+            reply = self._store.call(request)
         except wire.NotDelivered:
             return "unavailable"
         return "ok" if reply.get("ok") else str(reply.get("error", "refused"))
@@ -83,7 +84,7 @@ class Client:
             # Both go out even if one is missing: the store answers bad-request, never unfenced.
             request.update(lock=lock, epoch=epoch)
         try:
-            reply = wire.call(self._store, request, self._timeout)
+            reply = self._store.call(request)
         except wire.NotDelivered:
             return "unavailable"
         entries = reply.get("entries")

@@ -103,7 +103,26 @@ def test_the_holder_is_asked_when_the_window_starts(
     start = record.events[0][1]
     assert start["targets"] == [target] and start["holder"] == source
     assert nemesis.calls[0][1].targets == (target,)
-    assert asked == [1]
+    if holder is not None:
+        assert asked == [1]
+    else:
+        # Nobody holds the lease: the player keeps asking for up to one TTL before falling back.
+        assert len(asked) > 1
+
+
+def test_a_window_opening_during_a_handover_waits_for_the_next_holder() -> None:
+    nemesis = NoopNemesis()
+    record = Recording()
+    answers = iter([None, None, "w2"])
+
+    def resolve_holder() -> str | None:
+        return next(answers, "w2")
+
+    windows = [window(0, 1, targets=(HOLDER,), fallback="w3")]
+    with NemesisPlayer(fake_cluster(), nemesis, windows, clock(), record, resolve_holder) as p:
+        p.join(10)
+    start = record.events[0][1]
+    assert start["targets"] == ["w2"] and start["holder"] == "lease"
 
 
 def test_a_holder_that_is_no_node_makes_the_fault_not_applied() -> None:
