@@ -24,9 +24,10 @@ from rich.console import Console
 from checkers import CheckResult, check_file
 from harness.agent_link import AgentLink
 from harness.cluster import Cluster, default_topology, new_run_id
+from harness.docker_engine import EngineError
 from harness.history import HistoryWriter
 from harness.holder_ops import HolderBoard, HolderOps
-from harness.images import node_image
+from harness.images import ImageError, image_exists, node_image, node_tag
 from harness.interrupts import Interrupted, interrupts_deferred, sigterm_interrupts
 from harness.node import Node
 from harness.progress import RunProgress
@@ -110,6 +111,13 @@ def run_test(
     roles = {node.name: node.role for node in topology}
     ttl = system.lease_ttl(config)
     schedule = _schedule(spec, roles, ttl)
+    try:
+        # Before the run directory exists: no engine or no image is a setup problem, not a run.
+        if not image_exists(node_tag()):
+            console.print("building the node images (once, about a minute; no registry needed)")
+        image = node_image()
+    except (EngineError, ImageError) as problem:
+        raise RunError(str(problem)) from None
     run_dir = new_run_dir(spec.test_name, spec.store)
     run_id = new_run_id()
     test: dict[str, Any] = {
@@ -129,7 +137,6 @@ def run_test(
     with sigterm_interrupts(), HistoryWriter(run_dir.history) as writer:
         recorder = Recorder(writer)
         try:
-            image = node_image()
             with Cluster(run_id, topology, image=image, keep=keep_cluster) as cluster:
                 console.print(f"cluster {run_id} up: {', '.join(cluster.nodes)}")
                 interrupted = _exercise(
