@@ -84,7 +84,18 @@ def run_matrix(
 
 def _table(results: Sequence[MatrixResult]) -> Table:
     table = Table(title="fencecheck run-all", show_lines=False)
-    for column in ("#", "system", "bug switches", "nemeses", "seed", "verdict", "expected", ""):
+    columns = (
+        "#",
+        "system",
+        "bug switches",
+        "workload",
+        "nemeses",
+        "seed",
+        "verdict",
+        "expected",
+        "",
+    )
+    for column in columns:
         table.add_column(column)
     table.add_column("report / problem", overflow="fold")
     for number, result in enumerate(results, 1):
@@ -99,6 +110,7 @@ def _table(results: Sequence[MatrixResult]) -> Table:
             str(number),
             spec.system,
             ", ".join(spec.bugs) or "-",
+            spec.workload,
             ", ".join(spec.nemeses) or "-",
             str(spec.seed),
             f"[{_VERDICT_STYLE.get(verdict, 'white')}]{verdict}[/]",
