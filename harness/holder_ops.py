@@ -86,11 +86,6 @@ class HolderOps:
         """Seeded per node: same seed, same choices."""
         return self._rng
 
-    @property
-    def process(self) -> int:
-        """The current process number (changes after every ``info``)."""
-        return self._process
-
     def stopping(self) -> bool:
         """True once the run should wind down."""
         return self._stop.is_set()

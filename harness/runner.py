@@ -45,7 +45,7 @@ from nemeses import (
     standard_nemesis,
 )
 from nemeses.protocol import Nemesis
-from systems import CollectsData, Deployment, System, SystemConfig, load_system
+from systems import CollectsData, Deployment, Sink, System, SystemConfig, load_system
 from workloads import HolderFlaws, Workload, WorkloadOptions, get_workload
 
 __all__ = [
@@ -79,11 +79,6 @@ class RunOutcome:
     interrupted: bool
     error: str | None = None
     """Why the run broke off (setup failed, the engine went away…); its history is still checked."""
-
-    @property
-    def valid(self) -> bool | str:
-        """``True``, ``False`` or ``"unknown"``."""
-        return self.result.valid
 
 
 def run_test(
@@ -378,7 +373,7 @@ def _collect_logs(system: System, nodes: Mapping[str, Node], run_dir: RunDir) ->
                     (run_dir.logs / name / file_name).write_bytes(data)
 
 
-def _sink_json(sink: Any) -> dict[str, Any]:
+def _sink_json(sink: Sink) -> dict[str, Any]:
     return {
         "sink": sink.name,
         "fenced": sink.fenced,
