@@ -30,10 +30,11 @@ from typing import Any
 
 import orjson
 
-from checkers import SinkSpec, check_file
+from checkers import check_file
 from checkers.simulation import MS, FencedSystem, Outcome
+from harness.history import Sink
 
-_INVENTORY = {"store": SinkSpec(fenced=True), "recorder": SinkSpec(fenced=False)}
+_INVENTORY = {"store": Sink("store", fenced=True), "recorder": Sink("recorder", fenced=False)}
 _TIME_RATIO_TARGET = 2.0
 _RSS_TARGET = 1.5 * 2**30
 _INDETERMINATE: tuple[Outcome, ...] = ("info-landed", "info-lost")

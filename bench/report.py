@@ -24,12 +24,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from checkers import SinkSpec, check_file
+from checkers import check_file
+from harness.history import Sink
 from harness.report import write_report
 from harness.report.data import MAX_TIMELINE_OPS
 from harness.store import RunDir
 
-_INVENTORY = {"store": SinkSpec(fenced=True), "recorder": SinkSpec(fenced=False)}
+_INVENTORY = {"store": Sink("store", fenced=True), "recorder": Sink("recorder", fenced=False)}
 _TIME_RATIO_TARGET = 3.0
 _SIZE_TARGET = 64 * 2**20
 

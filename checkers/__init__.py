@@ -8,34 +8,18 @@ and ``to_json()`` for ``results.json``.
 from checkers.check import check, check_file
 from checkers.evidence import ANOMALY_NAMES, Anomaly, FaultWindow, OpRef
 from checkers.findings import DEFAULT_MAX_EVIDENCE
-from checkers.inventory import (
-    MITIGATIONS,
-    Inventory,
-    InventoryError,
-    Mitigation,
-    SinkSpec,
-    load_inventory,
-    parse_inventory,
-)
 from checkers.result import CheckResult, Counts, SinkVerdict, Verdict
 
 __all__ = [
     "ANOMALY_NAMES",
     "DEFAULT_MAX_EVIDENCE",
-    "MITIGATIONS",
     "Anomaly",
     "CheckResult",
     "Counts",
     "FaultWindow",
-    "Inventory",
-    "InventoryError",
-    "Mitigation",
     "OpRef",
-    "SinkSpec",
     "SinkVerdict",
     "Verdict",
     "check",
     "check_file",
-    "load_inventory",
-    "parse_inventory",
 ]

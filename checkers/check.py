@@ -17,12 +17,12 @@ from typing import Final
 from checkers.faults import FaultTimeline
 from checkers.findings import DEFAULT_MAX_EVIDENCE, Findings
 from checkers.grants import GrantChecker, holder_of
-from checkers.inventory import Inventory, SinkSpec, normalize_inventory
 from checkers.logs import ReadChecker
 from checkers.result import CheckResult, Counts, SinkVerdict, Verdict
 from checkers.tables import Names
 from checkers.writes import WriteChecker
 from harness.history import NEMESIS, Event, paired, read_history
+from harness.history.inventory import Inventory, Sink, normalize_inventory
 
 __all__ = ["check", "check_file"]
 
@@ -39,7 +39,7 @@ def check(
 ) -> CheckResult:
     """Judge ``events`` (in history order) and return the verdict with its evidence.
 
-    ``inventory`` maps sink names to :class:`~checkers.inventory.SinkSpec` (or ``(fenced,
+    ``inventory`` maps sink names to :class:`~harness.history.Sink` (or ``(fenced,
     mitigation)`` pairs); without one every sink counts as fenced, and so does a sink it omits.
     ``lease_ttl`` (seconds) is quoted in explanations. ``max_evidence`` caps the evidence kept
     per anomaly name (every occurrence is still counted). Raises
@@ -63,7 +63,7 @@ def check_file(
 
 class _Run:
     def __init__(
-        self, inventory: dict[str, SinkSpec], lease_ttl: float | None, max_evidence: int
+        self, inventory: dict[str, Sink], lease_ttl: float | None, max_evidence: int
     ) -> None:
         self.inventory = inventory
         self.lease_ttl = lease_ttl

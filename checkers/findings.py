@@ -2,7 +2,7 @@
 
 Every occurrence is counted; the evidence of the first ``max_evidence`` of each name is kept (a
 broken run can produce hundreds of thousands of the same anomaly). Whether an occurrence counts
-against the run depends on its sink's entry in the inventory (:class:`checkers.inventory.SinkSpec`).
+against the run depends on its sink's entry in the inventory (:class:`harness.history.Sink`).
 Fault windows are attached at the end, when all nemesis events are known.
 """
 
@@ -15,12 +15,12 @@ from typing import Any
 
 from checkers.evidence import Anomaly, FaultWindow, OpRef
 from checkers.faults import FaultIndex
-from checkers.inventory import SinkSpec
+from harness.history.inventory import Sink
 
 __all__ = ["DEFAULT_MAX_EVIDENCE", "FENCED", "Findings"]
 
 DEFAULT_MAX_EVIDENCE = 100
-FENCED = SinkSpec(fenced=True)
+FENCED = Sink("", fenced=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,13 +43,13 @@ class _Bucket:
 class Findings:
     """Collects anomaly reports from every checker."""
 
-    def __init__(self, inventory: Mapping[str, SinkSpec], max_evidence: int) -> None:
+    def __init__(self, inventory: Mapping[str, Sink], max_evidence: int) -> None:
         self._inventory = inventory
         self._max = max_evidence
         self.counted = _Bucket()
         self.expected = _Bucket()
 
-    def spec(self, sink: str) -> SinkSpec:
+    def spec(self, sink: str) -> Sink:
         """The sink's inventory entry; a sink missing from it counts as fenced."""
         return self._inventory.get(sink, FENCED)
 

@@ -24,10 +24,11 @@ from checkers.findings import Findings
 from checkers.grants import holder_of
 from checkers.tables import EpochTable, Names
 from harness.history import Event, HistoryError, Process
+from harness.history.vocabulary import STALE_EPOCH
 
-__all__ = ["STALE_EPOCH", "WriteChecker", "WriteRecord"]
+__all__ = ["WriteChecker", "WriteRecord"]
 
-STALE_EPOCH = "stale-epoch"
+
 _FIELDS_FIX = "every write value needs lock, sink, key (strings), id (string) and epoch (integer)"
 
 

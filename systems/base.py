@@ -17,9 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-# One mitigation vocabulary for what adapters declare and what the checkers judge.
-from checkers.inventory import MITIGATIONS, Mitigation
 from harness.agent import HolderClient
+
+# One mitigation vocabulary for what adapters declare and what the checkers judge.
+from harness.history import MITIGATIONS, Mitigation, Sink
 from harness.node import Daemon, Node
 
 __all__ = [
@@ -48,22 +49,6 @@ class AdapterError(RuntimeError):
 
 class ConfigError(AdapterError, ValueError):
     """A system configuration the adapter cannot run; the message names the field and the fix."""
-
-
-@dataclass(frozen=True, slots=True)
-class Sink:
-    """One write path of the inventory: whether it checks epochs, and if not, what protects it."""
-
-    name: str
-    fenced: bool
-    mitigation: Mitigation
-    description: str
-
-    def __post_init__(self) -> None:
-        if self.mitigation not in MITIGATIONS:
-            raise ConfigError(
-                f"sink {self.name!r}: mitigation {self.mitigation!r} is not one of {MITIGATIONS}"
-            )
 
 
 @dataclass(frozen=True, slots=True)

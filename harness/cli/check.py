@@ -17,17 +17,10 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from checkers import (
-    Anomaly,
-    CheckResult,
-    InventoryError,
-    SinkSpec,
-    check_file,
-    load_inventory,
-)
+from checkers import Anomaly, CheckResult, check_file
 from checkers.explain import describe_fault, seconds
 from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, cli
-from harness.history import HistoryError
+from harness.history import HistoryError, InventoryError, Sink, load_inventory
 
 __all__ = ["CheckError", "check_command", "exit_code", "parse_duration", "render_result"]
 
@@ -84,7 +77,7 @@ def check_command(
     """Check a history file: exit 0 valid, 1 invalid, 2 unknown, 3 error."""
     if not history.is_file():
         raise CheckError(f"no history file at {history}: pass the path of a history.jsonl")
-    sinks: dict[str, SinkSpec] | None = None
+    sinks: dict[str, Sink] | None = None
     if inventory is not None:
         try:
             sinks = load_inventory(inventory)
@@ -176,7 +169,7 @@ def _sink_table(result: CheckResult) -> Table:
     for column in ("sink", "guard", "verdict", "keys", "accepted", "anomalies", "note"):
         table.add_column(column)
     for verdict in result.sinks.values():
-        spec = SinkSpec(verdict.fenced, verdict.mitigation)  # type: ignore[arg-type]
+        spec = Sink(verdict.name, verdict.fenced, verdict.mitigation)  # type: ignore[arg-type]
         found = {**verdict.anomalies, **{f"{k} (expected)": n for k, n in verdict.expected.items()}}
         table.add_row(
             verdict.name,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkers import CheckResult, SinkSpec, check
-from harness.history import NEMESIS, Event, EventType
+from checkers import CheckResult, check
+from harness.history import NEMESIS, Event, EventType, Sink
 
 MS = 1_000_000
 
@@ -183,7 +183,7 @@ def test_stale_write_on_an_unguarded_sink_is_expected_not_counted() -> None:
         .write("w1", 1, "a", 7, sink="log")
         .read("w1", 1, [("b", 8), ("a", 7)], sink="log")
     )
-    result = judged(history, inventory={"log": SinkSpec(fenced=False, mitigation="none")})
+    result = judged(history, inventory={"log": Sink("log", fenced=False, mitigation="none")})
     assert result.valid is True
     assert result.anomaly_types == []
     assert result.expected_types == ["stale-write"]

@@ -16,14 +16,14 @@ from typing import Any
 from hypothesis import HealthCheck, assume, find, given, settings
 from hypothesis import strategies as st
 
-from checkers import CheckResult, SinkSpec, check
+from checkers import CheckResult, check
 from checkers.simulation import FencedSystem
-from harness.history import event_from_dict
+from harness.history import Sink, event_from_dict
 
 Raw = list[dict[str, Any]]
 Step = tuple[str, int, int, int, int]
 
-INVENTORY = {"store": SinkSpec(fenced=True), "recorder": SinkSpec(fenced=False)}
+INVENTORY = {"store": Sink("store", fenced=True), "recorder": Sink("recorder", fenced=False)}
 KINDS = (
     "acquire",
     "release",

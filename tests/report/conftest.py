@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from checkers import CheckResult, SinkSpec, check_file
-from harness.history import HistoryWriter
+from checkers import CheckResult, check_file
+from harness.history import HistoryWriter, Sink
 from harness.runner import RunError, RunOutcome
 from harness.spec import TestSpec
 from harness.store import RunDir, new_run_dir
@@ -254,7 +254,8 @@ def check_run(run: RunDir) -> CheckResult:
     """Judge ``run``'s history with the real checker and write ``results.json``."""
     test = run.read_test()
     inventory = {
-        entry["sink"]: SinkSpec(entry["fenced"], entry["mitigation"]) for entry in test["inventory"]
+        entry["sink"]: Sink(entry["sink"], entry["fenced"], entry["mitigation"])
+        for entry in test["inventory"]
     }
     result = check_file(run.history, inventory=inventory, lease_ttl=test["lease_ttl"])
     run.write_json(run.results, result.to_json())

@@ -10,6 +10,7 @@ import pytest
 from localcluster import LocalNode, MakeCluster, free_ports, local_nodes, local_system, wait_dead
 
 from checkers import ANOMALY_NAMES
+from harness.history import InventoryError
 from systems import (
     AdapterError,
     CollectsData,
@@ -76,7 +77,7 @@ def test_config_values_are_checked() -> None:
         SystemConfig(lock_delay=-1)
     with pytest.raises(ConfigError, match="set of switch names"):
         SystemConfig(bugs="no-store-check")  # type: ignore[arg-type]
-    with pytest.raises(ConfigError, match="mitigation"):
+    with pytest.raises(InventoryError, match="mitigation"):
         Sink("s", fenced=False, mitigation="prayer", description="")  # type: ignore[arg-type]
 
 

@@ -1,5 +1,8 @@
 """The write-path inventory: which sinks are fenced, and what protects the others.
 
+One :class:`Sink` type serves the adapters that declare sinks, the checkers that judge them and
+the report that prints them.
+
 A system declares each sink as fenced (it checks epochs) or unfenced with a mitigation
 (DESIGN.md §2). The checkers use it to tell a violation from a known weakness: a stale write on an
 unfenced sink with no mitigation is *expected* (reported, not counted against the run), while on a
@@ -10,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Final, Literal, cast, get_args
 
@@ -22,7 +25,7 @@ __all__ = [
     "Inventory",
     "InventoryError",
     "Mitigation",
-    "SinkSpec",
+    "Sink",
     "load_inventory",
     "normalize_inventory",
     "parse_inventory",
@@ -43,11 +46,20 @@ class InventoryError(ValueError):
 
 
 @dataclass(frozen=True, slots=True)
-class SinkSpec:
-    """One sink of the write-path inventory."""
+class Sink:
+    """One write path of the inventory: whether it checks epochs, and if not, what protects it."""
 
+    name: str
     fenced: bool
     mitigation: Mitigation = "none"
+    description: str = ""
+
+    def __post_init__(self) -> None:
+        if self.mitigation not in MITIGATIONS:
+            raise InventoryError(
+                f"sink {self.name!r}: mitigation {self.mitigation!r} is not one of "
+                + ", ".join(MITIGATIONS)
+            )
 
     def expects(self, anomaly: str) -> bool:
         """True if ``anomaly`` on this sink is a known weakness rather than a violation."""
@@ -60,18 +72,18 @@ class SinkSpec:
         return "fenced" if self.fenced else f"unfenced ({self.mitigation})"
 
 
-Inventory = Mapping[str, SinkSpec | tuple[bool, str] | Mapping[str, object]]
+Inventory = Mapping[str, Sink | tuple[bool, str] | Mapping[str, object]]
 
 
-def normalize_inventory(inventory: Inventory | None) -> dict[str, SinkSpec]:
-    """Sink name -> :class:`SinkSpec`, accepting ``(fenced, mitigation)`` pairs and the JSON form
+def normalize_inventory(inventory: Inventory | None) -> dict[str, Sink]:
+    """Sink name -> :class:`Sink`, accepting ``(fenced, mitigation)`` pairs and the JSON form
     (``{"fenced": ..., "mitigation": ...}``) too."""
     if inventory is None:
         return {}
-    out: dict[str, SinkSpec] = {}
+    out: dict[str, Sink] = {}
     for name, spec in inventory.items():
-        if isinstance(spec, SinkSpec):
-            out[name] = spec
+        if isinstance(spec, Sink):
+            out[name] = spec if spec.name == name else replace(spec, name=name)
         elif isinstance(spec, tuple):
             fenced, mitigation = spec
             out[name] = _spec(name, fenced, mitigation)
@@ -80,7 +92,7 @@ def normalize_inventory(inventory: Inventory | None) -> dict[str, SinkSpec]:
     return out
 
 
-def parse_inventory(raw: object, source: str = "inventory") -> dict[str, SinkSpec]:
+def parse_inventory(raw: object, source: str = "inventory") -> dict[str, Sink]:
     """Read the JSON form: ``{"sink": {"fenced": true, "mitigation": "none"}, ...}``.
 
     Also accepted: the same mapping under a ``"sinks"`` key (as in a run's result context), or a
@@ -100,15 +112,18 @@ def parse_inventory(raw: object, source: str = "inventory") -> dict[str, SinkSpe
             f"{source}: expected a JSON object mapping sink names to "
             '{"fenced": true|false, "mitigation": "lock-delay"|"idempotent"|"proxy"|"none"}'
         )
-    out: dict[str, SinkSpec] = {}
+    out: dict[str, Sink] = {}
     for name, entry in raw.items():
         if not isinstance(entry, dict) or not isinstance(entry.get("fenced"), bool):
             raise InventoryError(f"{source}: sink {name!r} needs a boolean 'fenced'")
         out[name] = _spec(name, entry["fenced"], entry.get("mitigation", "none"), source)
+        description = entry.get("description")
+        if isinstance(description, str):
+            out[name] = replace(out[name], description=description)
     return out
 
 
-def load_inventory(path: str | os.PathLike[str]) -> dict[str, SinkSpec]:
+def load_inventory(path: str | os.PathLike[str]) -> dict[str, Sink]:
     """Read an inventory file (see :func:`parse_inventory`)."""
     try:
         raw = orjson.loads(Path(path).read_bytes())
@@ -119,7 +134,7 @@ def load_inventory(path: str | os.PathLike[str]) -> dict[str, SinkSpec]:
     return parse_inventory(raw, str(path))
 
 
-def _spec(name: str, fenced: bool, mitigation: object, source: str = "inventory") -> SinkSpec:
+def _spec(name: str, fenced: bool, mitigation: object, source: str = "inventory") -> Sink:
     if mitigation is None:
         mitigation = "none"
     if mitigation not in MITIGATIONS:
@@ -127,4 +142,4 @@ def _spec(name: str, fenced: bool, mitigation: object, source: str = "inventory"
             f"{source}: sink {name!r} has mitigation {mitigation!r}; use one of "
             + ", ".join(MITIGATIONS)
         )
-    return SinkSpec(bool(fenced), cast(Mitigation, mitigation))
+    return Sink(name, bool(fenced), cast(Mitigation, mitigation))

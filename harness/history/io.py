@@ -1,134 +1,25 @@
-"""History format v1: typed events, a streaming reader and an appending writer.
-
-The history is the contract between the runner and the checkers (DESIGN.md §4). It is JSON Lines,
-one event per line, written as the run goes so that a crash never loses what already happened.
-"""
+"""Reading and writing history files: a streaming reader, the operation discipline, a writer."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any, Final, Literal
+from typing import IO, Any
 
 import orjson
 
-__all__ = [
-    "EVENT_TYPES",
-    "NEMESIS",
-    "Event",
-    "EventType",
-    "HistoryError",
-    "HistoryWriter",
-    "Process",
-    "event_from_dict",
-    "event_to_dict",
-    "paired",
-    "read_history",
-    "validated",
-]
+from harness.history.events import (
+    NEMESIS,
+    Event,
+    EventType,
+    HistoryError,
+    Process,
+    event_from_dict,
+    event_to_dict,
+)
 
-EventType = Literal["invoke", "ok", "fail", "info"]
-Process = int | str
-EVENT_TYPES: Final[frozenset[str]] = frozenset(("invoke", "ok", "fail", "info"))
-NEMESIS: Final = "nemesis"
-_COMPLETIONS: Final[frozenset[str]] = frozenset(("ok", "fail", "info"))
-
-
-class HistoryError(ValueError):
-    """A history line that cannot be understood, with the line number and the fix."""
-
-    def __init__(self, line: int, problem: str, fix: str = "") -> None:
-        self.line = line
-        self.problem = problem
-        self.fix = fix
-        message = f"history line {line}: {problem}"
-        super().__init__(f"{message}. {fix}" if fix else message)
-
-
-@dataclass(slots=True)
-class Event:
-    """One history event.
-
-    ``value`` stays a mapping because its shape depends on ``f`` (workloads may add their own
-    operations); the well-known keys are ``lock``, ``epoch``, ``sink``, ``key``, ``id``, ``prev``
-    and ``entries``. ``node`` is the holder's identity: a new process number after an ``info`` is
-    still the same holder.
-    """
-
-    index: int
-    time: int
-    process: Process
-    type: EventType
-    f: str
-    value: dict[str, Any] = field(default_factory=dict)
-    node: str | None = None
-    error: str | None = None
-    line: int = 0  # 1-based line in the source file, for messages; not serialised
-
-
-def event_to_dict(event: Event) -> dict[str, Any]:
-    """The JSON object for ``event``, with optional fields left out when empty."""
-    out: dict[str, Any] = {
-        "index": event.index,
-        "time": event.time,
-        "process": event.process,
-    }
-    if event.node is not None:
-        out["node"] = event.node
-    out["type"] = event.type
-    out["f"] = event.f
-    out["value"] = event.value
-    if event.error is not None:
-        out["error"] = event.error
-    return out
-
-
-def event_from_dict(raw: Any, line: int = 0) -> Event:
-    """Build an :class:`Event` from a decoded JSON object, or raise :class:`HistoryError`."""
-    if not isinstance(raw, dict):
-        raise HistoryError(line, f"expected a JSON object, got {type(raw).__name__}")
-    try:
-        index = raw["index"]
-        time = raw["time"]
-        process = raw["process"]
-        etype = raw["type"]
-        f = raw["f"]
-    except KeyError as missing:
-        raise HistoryError(
-            line,
-            f"missing field {missing.args[0]!r}",
-            "every event needs index, time, process, type and f (see DESIGN.md §4)",
-        ) from None
-    if type(index) is not int or type(time) is not int:
-        raise HistoryError(line, "index and time must be integers (time in nanoseconds)")
-    if etype not in EVENT_TYPES:
-        raise HistoryError(
-            line, f"unknown type {etype!r}", "type must be one of invoke, ok, fail, info"
-        )
-    if not isinstance(f, str):
-        raise HistoryError(line, "f must be a string such as 'write' or 'acquire'")
-    if not (type(process) is int or process == NEMESIS):
-        raise HistoryError(line, f"process must be an integer or 'nemesis', got {process!r}")
-    value = raw.get("value")
-    if value is None:
-        value = {}
-    elif not isinstance(value, dict):
-        raise HistoryError(line, "value must be a JSON object")
-    node = raw.get("node")
-    error = raw.get("error")
-    return Event(
-        index,
-        time,
-        process,
-        etype,
-        f,
-        value,
-        node if isinstance(node, str) else None,
-        error if isinstance(error, str) else None,
-        line,
-    )
+__all__ = ["HistoryWriter", "paired", "read_history", "validated"]
 
 
 def read_history(source: str | os.PathLike[str] | IO[bytes]) -> Iterator[Event]:

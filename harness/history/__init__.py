@@ -1,0 +1,52 @@
+"""Layer 0: history format v1 (DESIGN.md §4), its vocabulary, and the write-path inventory.
+
+Everything above it (checkers, runner, report) reads and writes histories through this package;
+it imports nothing else of fencecheck's.
+"""
+
+from harness.history.events import (
+    EVENT_TYPES,
+    NEMESIS,
+    Event,
+    EventType,
+    HistoryError,
+    Process,
+    event_from_dict,
+    event_to_dict,
+)
+from harness.history.inventory import (
+    EXPECTED_WHEN_UNGUARDED,
+    MITIGATIONS,
+    Inventory,
+    InventoryError,
+    Mitigation,
+    Sink,
+    load_inventory,
+    normalize_inventory,
+    parse_inventory,
+)
+from harness.history.io import HistoryWriter, paired, read_history, validated
+
+__all__ = [
+    "EVENT_TYPES",
+    "EXPECTED_WHEN_UNGUARDED",
+    "MITIGATIONS",
+    "NEMESIS",
+    "Event",
+    "EventType",
+    "HistoryError",
+    "HistoryWriter",
+    "Inventory",
+    "InventoryError",
+    "Mitigation",
+    "Process",
+    "Sink",
+    "event_from_dict",
+    "event_to_dict",
+    "load_inventory",
+    "normalize_inventory",
+    "paired",
+    "parse_inventory",
+    "read_history",
+    "validated",
+]
