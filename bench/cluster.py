@@ -19,10 +19,10 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.table import Table
 
-from harness.cluster import Cluster, default_topology, new_run_id
-from harness.docker_engine import engine
-from harness.docker_node import CallStats, DockerNode
-from harness.images import node_image
+from harness.node.docker.cluster import Cluster, default_topology, new_run_id
+from harness.node.docker.engine import engine
+from harness.node.docker.images import node_image
+from harness.node.docker.node import CallStats, DockerNode
 
 _TARGETS = {
     "cluster up (5 nodes, to ready)": ("median", 5.0),

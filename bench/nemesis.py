@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from harness.cluster import Cluster, default_topology, new_run_id
-from harness.images import node_image
 from harness.node import Node
+from harness.node.docker.cluster import Cluster, default_topology, new_run_id
+from harness.node.docker.images import node_image
 from nemeses import standard_nemesis
 from nemeses.protocol import Fault, Nemesis, start_f, stop_f
 from nemeses.topology import partition_fault

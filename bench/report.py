@@ -28,7 +28,7 @@ from checkers import check_file
 from harness.history import Sink
 from harness.report import write_report
 from harness.report.data import MAX_TIMELINE_OPS
-from harness.store import RunDir
+from harness.run.store import RunDir
 
 _INVENTORY = {"store": Sink("store", fenced=True), "recorder": Sink("recorder", fenced=False)}
 _TIME_RATIO_TARGET = 3.0

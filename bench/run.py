@@ -40,16 +40,16 @@ from typing import Any, Final
 from rich.console import Console
 from rich.table import Table
 
-from harness.agent_link import AgentLink
-from harness.cluster import Cluster, default_topology, new_run_id
 from harness.history import NEMESIS, HistoryWriter, read_history
-from harness.holder_ops import HolderBoard, HolderOps
-from harness.images import node_image
-from harness.matrix import MatrixEntry, load_matrix
 from harness.node import Node
-from harness.recorder import Recorder
-from harness.runner import run_test
-from harness.spec import TestSpec
+from harness.node.docker.cluster import Cluster, default_topology, new_run_id
+from harness.node.docker.images import node_image
+from harness.run.agent_link import AgentLink
+from harness.run.holder_ops import HolderBoard, HolderOps
+from harness.run.matrix import MatrixEntry, load_matrix
+from harness.run.recorder import Recorder
+from harness.run.runner import run_test
+from harness.run.spec import TestSpec
 from systems import Deployment, SystemConfig, load_system
 from systems.deploy import INSTALL_DIR
 

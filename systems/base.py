@@ -5,7 +5,7 @@ An adapter packages a lock service and its sinks (DESIGN.md §2). It says which 
 inventory, :class:`Sink`), which bug switches it can plant (:class:`BugSwitch`), and it installs
 and starts its programs on nodes using only the :class:`harness.node.Node` protocol. The agents'
 client is a stdlib-only module the adapter ships to worker nodes; its interface is
-:class:`harness.agent.HolderClient`.
+:class:`harness.nodeside.agent.HolderClient`.
 
 Optional abilities are separate small protocols (:class:`CollectsData`), checked with
 ``isinstance``.
@@ -17,11 +17,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
-from harness.agent import HolderClient
-
 # One mitigation vocabulary for what adapters declare and what the checkers judge.
 from harness.history import MITIGATIONS, Mitigation, Sink
 from harness.node import Daemon, Node
+from harness.nodeside.agent import HolderClient
 
 __all__ = [
     "MITIGATIONS",

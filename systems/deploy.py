@@ -1,9 +1,9 @@
 """Putting node-side programs on nodes, starting them, and waiting until they answer.
 
 Shared by adapters; uses only the :class:`harness.node.Node` protocol. Node-side programs are
-stdlib-only Python files under :data:`INSTALL_DIR`, with :mod:`harness.wire` copied beside them as
-``harness/wire.py`` (the only module they import that is not in the standard library); their data
-lives under :data:`DATA_DIR`.
+stdlib-only Python files under :data:`INSTALL_DIR`, with :mod:`harness.nodeside.wire` copied beside
+them as ``harness/wire.py`` (the only module they import that is not in the standard library);
+their data lives under :data:`DATA_DIR`.
 """
 
 from __future__ import annotations
@@ -17,8 +17,9 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any, Final, TypeVar
 
-from harness import agent, wire
+from harness import nodeside
 from harness.node import Daemon, Node, NodeError
+from harness.nodeside import agent, wire
 from systems.base import AdapterError, Endpoint, ProcessTarget
 
 __all__ = [
@@ -77,11 +78,12 @@ def source_of(module: ModuleType) -> bytes:
 
 
 def wire_files(install_dir: str = INSTALL_DIR) -> dict[str, bytes]:
-    """:mod:`harness.wire` as a package of its own beside the node programs that import it."""
-    # An empty __init__: the real one may one day import modules that need more than stdlib.
+    """:mod:`harness.nodeside` as a package of its own beside the node programs that import it."""
+    # An empty top-level __init__: the controller's imports modules that need more than stdlib.
     return {
         f"{install_dir}/harness/__init__.py": b"",
-        f"{install_dir}/harness/wire.py": source_of(wire),
+        f"{install_dir}/harness/nodeside/__init__.py": source_of(nodeside),
+        f"{install_dir}/harness/nodeside/wire.py": source_of(wire),
     }
 
 
@@ -99,7 +101,7 @@ def agent_argv(
     retry_on_reject: bool,
     client_config: Mapping[str, Any],
 ) -> list[str]:
-    """The command line that starts an agent (see :mod:`harness.agent`)."""
+    """The command line that starts an agent (see :mod:`harness.nodeside.agent`)."""
     config = {"ttl": ttl, "retry_on_reject": retry_on_reject, "client": dict(client_config)}
     return [
         "python3",

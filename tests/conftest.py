@@ -10,7 +10,7 @@ import os
 
 import pytest
 
-from harness.docker_engine import EngineError, engine
+from harness.node.docker.engine import EngineError, engine
 
 
 def _engine_problem() -> str | None:
@@ -37,6 +37,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
 @pytest.fixture(scope="session")
 def node_image() -> str:
     """The current node image tag, built once per session if its recipe changed."""
-    from harness.images import node_image as current_node_image
+    from harness.node.docker.images import node_image as current_node_image
 
     return current_node_image()

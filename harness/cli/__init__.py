@@ -13,12 +13,9 @@ import sys
 
 import click
 
-__all__ = ["EXIT_ERROR", "EXIT_INVALID", "EXIT_UNKNOWN", "EXIT_VALID", "cli", "main"]
+from checkers.exit_codes import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 
-EXIT_VALID = 0
-EXIT_INVALID = 1
-EXIT_UNKNOWN = 2
-EXIT_ERROR = 3
+__all__ = ["EXIT_ERROR", "EXIT_INVALID", "EXIT_UNKNOWN", "EXIT_VALID", "cli", "main"]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -8,10 +8,17 @@ from rich.table import Table
 
 from harness.cli import cli
 from harness.cli.images import build_progress
-from harness.cluster import Cluster, default_topology, gc, list_runs, new_run_id, remove_run
-from harness.docker_engine import EngineError
-from harness.images import ImageError, node_image
 from harness.node import NodeError
+from harness.node.docker.cluster import (
+    Cluster,
+    default_topology,
+    gc,
+    list_runs,
+    new_run_id,
+    remove_run,
+)
+from harness.node.docker.engine import EngineError
+from harness.node.docker.images import ImageError, node_image
 
 __all__ = ["cluster_group"]
 

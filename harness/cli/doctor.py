@@ -7,7 +7,7 @@ from rich.console import Console
 from rich.table import Table
 
 from harness.cli import EXIT_ERROR, EXIT_VALID, cli
-from harness.doctor import run_checks
+from harness.node.docker.doctor import run_checks
 
 __all__ = ["doctor"]
 

@@ -10,9 +10,9 @@ from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from harness import images
 from harness.cli import cli
-from harness.docker_engine import EngineError
+from harness.node.docker import images
+from harness.node.docker.engine import EngineError
 
 __all__ = ["build_progress", "images_group"]
 

@@ -22,10 +22,10 @@ from typing import Any, Final
 import click
 
 from harness.cli import cli
-from harness.cluster import Cluster
-from harness.docker_engine import EngineError
-from harness.interrupts import sigterm_interrupts
 from harness.node import Node, NodeError
+from harness.node.docker.cluster import Cluster
+from harness.node.docker.engine import EngineError
+from harness.node.interrupts import sigterm_interrupts
 from nemeses.freeze import FreezeNemesis
 from nemeses.kill import KillNemesis
 from nemeses.partition import PartitionNemesis

@@ -11,8 +11,8 @@ import click
 
 from harness.cli import cli
 from harness.report import write_report
-from harness.run_index import write_index
-from harness.store import DEFAULT_STORE, find_runs, open_run_dir
+from harness.report.index import write_index
+from harness.run.store import DEFAULT_STORE, find_runs, open_run_dir
 
 __all__ = ["LOOPBACK", "make_server", "report", "serve"]
 

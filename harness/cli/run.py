@@ -14,9 +14,10 @@ from rich.table import Table
 
 from harness.cli import EXIT_ERROR, cli
 from harness.cli.check import exit_code, render_result
-from harness.runner import RunError, check_run, run_test
-from harness.spec import TestSpec, split_names
-from harness.store import open_run_dir
+from harness.report import publish
+from harness.run.runner import RunError, check_run, run_test
+from harness.run.spec import TestSpec, split_names
+from harness.run.store import open_run_dir
 
 __all__ = ["analyze_command", "list_command", "run_command"]
 
@@ -132,8 +133,9 @@ def run_command(
         )
     except RunError as problem:
         raise click.ClickException(str(problem)) from None
+    publish(outcome.run_dir)
     if junit_xml is not None:
-        from harness.junit import write_junit
+        from harness.report.junit import write_junit
 
         write_junit([outcome.run_dir], junit_xml)
     if as_json:
@@ -156,6 +158,7 @@ def analyze_command(run_dir: Path, as_json: bool) -> None:
     try:
         run = open_run_dir(run_dir)
         result = check_run(run)
+        publish(run)
     except (FileNotFoundError, ValueError, KeyError) as problem:
         raise click.ClickException(str(problem)) from None
     if as_json:

@@ -1,7 +1,7 @@
 """``fencecheck run-all``: a matrix of runs, one summary table at the end (like Jepsen's test-all).
 
 Each run gets its own store directory (and the store's index is kept up to date by the runner).
-What fails is what was unexpected (see :mod:`harness.matrix`): the exit code is 0 when every run
+What fails is what was unexpected (see :mod:`harness.run.matrix`): the exit code is 0 when every run
 came out as expected, else the worst surprise: 3 a run crashed, 2 a run was unknown, 1 any other.
 """
 
@@ -18,8 +18,9 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.cli import cli
-from harness.junit import error_case, junit_case, write_cases
-from harness.matrix import (
+from harness.report import publish
+from harness.report.junit import error_case, junit_case, write_cases
+from harness.run.matrix import (
     EXPECTABLE,
     MatrixEntry,
     MatrixError,
@@ -28,15 +29,15 @@ from harness.matrix import (
     load_matrix,
     tally,
 )
-from harness.report.summary import summarize
-from harness.runner import RunError, RunOutcome, run_test
-from harness.spec import TestSpec
-from harness.store import DEFAULT_STORE
+from harness.run.runner import RunError, RunOutcome, run_test
+from harness.run.spec import TestSpec
+from harness.run.store import DEFAULT_STORE
+from harness.run.summary import summarize
 
 __all__ = ["Runner", "run_all", "run_matrix"]
 
 Runner = Callable[[TestSpec], RunOutcome]
-"""Carries out one spec; :func:`harness.runner.run_test` in real use, a fake in tests."""
+"""Carries out one spec; :func:`harness.run.runner.run_test` in real use, a fake in tests."""
 
 _LOG_WIDTH = 200
 _VERDICT_STYLE = {
@@ -268,7 +269,9 @@ def run_all(
     show_progress = not no_progress and console.is_terminal
 
     def runner(spec: TestSpec) -> RunOutcome:
-        return run_test(spec, console=console, progress=show_progress)
+        outcome = run_test(spec, console=console, progress=show_progress)
+        publish(outcome.run_dir)
+        return outcome
 
     results = run_matrix(entries, runner, console, fail_fast=fail_fast)
     # CI logs are no terminal: rich would squeeze the table into 80 columns.

@@ -11,14 +11,30 @@ from __future__ import annotations
 from pathlib import Path
 
 from harness.report.data import ReportData, extract
+from harness.report.index import write_index
 from harness.report.page import write_file
 from harness.report.render import render_report
-from harness.report.summary import RunSummary, summarize
-from harness.store import RunDir
+from harness.run.store import RunDir
+from harness.run.summary import RunSummary, summarize
 
-__all__ = ["ReportData", "RunSummary", "extract", "render_report", "summarize", "write_report"]
+__all__ = [
+    "ReportData",
+    "RunSummary",
+    "extract",
+    "publish",
+    "render_report",
+    "summarize",
+    "write_report",
+]
 
 
 def write_report(run_dir: RunDir) -> Path:
     """Write ``report.html`` into ``run_dir`` (atomically) and return its path."""
     return write_file(run_dir.report, render_report(extract(run_dir)))
+
+
+def publish(run_dir: RunDir) -> Path:
+    """Write a checked run's ``report.html`` and refresh its store's ``index.html``."""
+    report = write_report(run_dir)
+    write_index(run_dir.path.parent.parent)
+    return report

@@ -20,8 +20,8 @@ from typing import Any, Final
 from checkers.evidence import FaultWindow
 from checkers.faults import FaultTimeline
 from harness.history import NEMESIS, Event, HistoryError, Process, paired, read_history
-from harness.report.summary import RunSummary, flat_test, summarize, verdict_of
-from harness.store import RunDir
+from harness.run.store import RunDir
+from harness.run.summary import RunSummary, flat_test, summarize, verdict_of
 
 __all__ = [
     "MAX_TIMELINE_OPS",

@@ -1,10 +1,10 @@
 """The reference system's holder client, loaded by the agent on each worker node.
 
-Stdlib-only (it imports only :mod:`harness.wire`, copied next to it). It implements the agent's
-client interface (:class:`harness.agent.HolderClient`): definite answers are return values, an
-unknown outcome is an exception. Each thread keeps its connections open between calls
-(:class:`harness.wire.Pool`); a call abandoned on a timeout drops its connection, so it never
-confuses the next one.
+Stdlib-only (it imports only :mod:`harness.nodeside.wire`, copied next to it). It implements the
+agent's client interface (:class:`harness.nodeside.agent.HolderClient`): definite answers are return
+values, an unknown outcome is an exception. Each thread keeps its connections open between calls
+(:class:`harness.nodeside.wire.Pool`); a call abandoned on a timeout drops its connection, so it
+never confuses the next one.
 
 Its configuration (the ``client`` object of the agent's ``--config``): ``lock`` and ``store``
 addresses as ``host:port``, ``node`` (the holder's name, shown in the lock server's log) and
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from harness import wire
+from harness.nodeside import wire
 
 __all__ = ["Client"]
 

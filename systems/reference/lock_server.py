@@ -1,7 +1,8 @@
 """The reference lock service: leases with a TTL, renewal, release, and a fencing epoch per lock.
 
 Runs on the lock node as ``python3 lock_server.py --port 7001 --data-dir DIR``; stdlib-only (it
-imports only :mod:`harness.wire`, copied next to it). Guarantees, in the correct configuration:
+imports only :mod:`harness.nodeside.wire`, copied next to it). Guarantees, in the correct
+configuration:
 
 - each lock's epoch strictly increases for ever: the new epoch is written durably (write, fsync,
   rename, fsync of the directory) *before* the grant is answered, and read back on start;
@@ -13,7 +14,7 @@ imports only :mod:`harness.wire`, copied next to it). Guarantees, in the correct
 The switch ``--bug epoch-in-memory`` keeps the counters in memory only, so a restart starts every
 lock at epoch 1 again.
 
-Protocol (one JSON object per line, see :mod:`harness.wire`):
+Protocol (one JSON object per line, see :mod:`harness.nodeside.wire`):
 ``{"op":"acquire","lock":L,"ttl":S,"wait":S,"owner":NAME}`` -> ``{"ok":true,"epoch":N,
 "waited":S}`` (seconds between the request's arrival and the lease's start) or
 ``{"ok":false,"error":"timeout"}``; ``{"op":"renew","lock":L,"epoch":N}`` and
@@ -32,7 +33,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from harness import wire
+from harness.nodeside import wire
 
 __all__ = ["EPOCH_IN_MEMORY", "LockService", "main"]
 

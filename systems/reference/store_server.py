@@ -1,7 +1,7 @@
 """The reference store: a fenced append-only log per key, a fenced bulk path, and an audit sink.
 
 Runs on the store node as ``python3 store_server.py --port 7002 --data-dir DIR``; stdlib-only (it
-imports only :mod:`harness.wire`, copied next to it). It hosts three sinks:
+imports only :mod:`harness.nodeside.wire`, copied next to it). It hosts three sinks:
 
 - ``store``: per key an append-only log of ``{id, epoch}``. A write carries its lock and epoch and
   is accepted only if the epoch is at least the highest epoch accepted so far for that lock (the
@@ -21,7 +21,7 @@ marks. Switches (``--bug``): ``no-store-check`` (no sink checks epochs, on write
 ``store-forgets`` (marks are not rebuilt on start, and a read's mark is not logged: marks live in
 memory only), ``unfenced-path`` (``store-batch`` does not check epochs).
 
-Protocol (one JSON object per line, see :mod:`harness.wire`):
+Protocol (one JSON object per line, see :mod:`harness.nodeside.wire`):
 ``{"op":"write","sink":"store"|"audit","lock":L,"epoch":N,"key":K,"id":I,"prev":P}``,
 ``{"op":"write-batch","lock":L,"epoch":N,"items":[{"key":K,"id":I,"prev":P},...]}`` ->
 ``{"ok":true,"mark":M}`` or ``{"ok":false,"error":"stale-epoch","mark":M}``;
@@ -40,7 +40,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from harness import wire
+from harness.nodeside import wire
 
 __all__ = [
     "AUDIT",

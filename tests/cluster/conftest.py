@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.cluster import Cluster, default_topology, new_run_id
+from harness.node.docker.cluster import Cluster, default_topology, new_run_id
 
 
 @pytest.fixture(scope="session")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from harness.cli import EXIT_ERROR, EXIT_VALID, main
-from harness.cluster import list_runs
-from harness.doctor import run_checks
+from harness.node.docker.cluster import list_runs
+from harness.node.docker.doctor import run_checks
 
 pytestmark = pytest.mark.docker
 

@@ -9,11 +9,11 @@ from collections.abc import Callable
 
 import pytest
 
-from harness.cluster import Cluster
-from harness.docker_engine import engine
-from harness.docker_node import DockerNode
 from harness.node import Daemon, Freezable, NetnsRunner, NodeError, Throttleable
-from harness.wait import CommandSucceeds, LogLine, PortOpen, WaitTimeout, wait_for
+from harness.node.docker.cluster import Cluster
+from harness.node.docker.engine import engine
+from harness.node.docker.node import DockerNode
+from harness.node.wait import CommandSucceeds, LogLine, PortOpen, WaitTimeout, wait_for
 
 pytestmark = pytest.mark.docker
 

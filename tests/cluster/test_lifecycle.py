@@ -9,7 +9,7 @@ import textwrap
 
 import pytest
 
-from harness.cluster import (
+from harness.node.docker.cluster import (
     Cluster,
     ClusterError,
     NodeSpec,
@@ -35,7 +35,7 @@ def _script(run_id: str, image: str, after_up: str) -> str:
     return textwrap.dedent(
         f"""
         import os, sys, time
-        from harness.cluster import Cluster, NodeSpec
+        from harness.node.docker.cluster import Cluster, NodeSpec
         with Cluster({run_id!r}, [NodeSpec("l1", "lock"), NodeSpec("w1", "worker")],
                      image={image!r}):
             print("up", flush=True)

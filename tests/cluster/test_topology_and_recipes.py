@@ -7,9 +7,15 @@ from pathlib import Path
 
 import pytest
 
-from harness import images
-from harness.cluster import Cluster, ClusterError, NodeSpec, default_topology, new_run_id
-from harness.docker_node import CallStats
+from harness.node.docker import images
+from harness.node.docker.cluster import (
+    Cluster,
+    ClusterError,
+    NodeSpec,
+    default_topology,
+    new_run_id,
+)
+from harness.node.docker.node import CallStats
 
 
 def test_default_topology_is_lock_store_and_workers() -> None:

@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from harness.matrix import MatrixEntry, load_matrix
 from harness.report import summarize
-from harness.runner import run_test
+from harness.run.matrix import MatrixEntry, load_matrix
+from harness.run.runner import run_test
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 

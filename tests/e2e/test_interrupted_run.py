@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.cluster import LABEL_RUN
-from harness.docker_engine import engine
+from harness.node.docker.cluster import LABEL_RUN
+from harness.node.docker.engine import engine
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 

@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import EXIT_ERROR, cli, main
-from harness.spec import TestSpec, spec_from_dict
+from harness.run.spec import TestSpec, spec_from_dict
 
 
 @pytest.mark.parametrize(

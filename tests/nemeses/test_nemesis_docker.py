@@ -20,10 +20,10 @@ import pytest
 from click.testing import CliRunner, Result
 
 from harness.cli.nemesis import nemesis_group
-from harness.cluster import Cluster, default_topology, new_run_id
-from harness.docker_engine import engine
-from harness.docker_node import DockerNode
 from harness.node import Daemon, Node
+from harness.node.docker.cluster import Cluster, default_topology, new_run_id
+from harness.node.docker.engine import engine
+from harness.node.docker.node import DockerNode
 from nemeses import standard_nemesis
 from nemeses.freeze import FreezeNemesis
 from nemeses.kill import KillNemesis

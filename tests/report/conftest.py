@@ -19,9 +19,9 @@ import pytest
 
 from checkers import CheckResult, check_file
 from harness.history import HistoryWriter, Sink
-from harness.runner import RunError, RunOutcome
-from harness.spec import TestSpec
-from harness.store import RunDir, new_run_dir
+from harness.run.runner import RunError, RunOutcome
+from harness.run.spec import TestSpec
+from harness.run.store import RunDir, new_run_dir
 
 MS = 1_000_000
 TTL_S = 2.0
@@ -290,9 +290,9 @@ def make_run(store_root: Path) -> RunFactory:
 
 @pytest.fixture
 def fake_runner() -> Callable[[TestSpec], RunOutcome]:
-    """Stands in for :func:`harness.runner.run_test`: a synthetic run in the spec's store, checked
-    by the real checker. Bug ``store-skips-check`` makes it invalid; an unknown bug name makes it
-    raise :class:`RunError`, as the runner does for a spec it cannot run."""
+    """Stands in for :func:`harness.run.runner.run_test`: a synthetic run in the spec's store,
+    checked by the real checker. Bug ``store-skips-check`` makes it invalid; an unknown bug name
+    makes it raise :class:`RunError`, as the runner does for a spec it cannot run."""
 
     def run(spec: TestSpec) -> RunOutcome:
         unknown = set(spec.bugs) - {STALE_BUG}

@@ -19,8 +19,8 @@ from typing import Any
 import pytest
 
 from harness.report import write_report
-from harness.run_index import write_index
-from harness.store import RunDir
+from harness.report.index import write_index
+from harness.run.store import RunDir
 
 pytestmark = pytest.mark.browser
 

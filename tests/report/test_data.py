@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from harness.history import HistoryWriter
 from harness.report import extract, summarize
-from harness.report.summary import as_names
-from harness.store import RunDir
+from harness.run.store import RunDir
+from harness.run.summary import as_names
 
 RunFactory = Callable[..., RunDir]
 

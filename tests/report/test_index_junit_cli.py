@@ -13,10 +13,10 @@ import pytest
 
 from harness.cli import EXIT_ERROR, EXIT_VALID, main
 from harness.cli.report import LOOPBACK, make_server
-from harness.junit import write_junit
 from harness.report import write_report
-from harness.run_index import write_index
-from harness.store import RunDir
+from harness.report.index import write_index
+from harness.report.junit import write_junit
+from harness.run.store import RunDir
 
 RunFactory = Callable[..., RunDir]
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from harness.report import write_report
 from harness.report.page import DATA_ELEMENT_ID, asset, embed_json, page
-from harness.store import RunDir
+from harness.run.store import RunDir
 
 RunFactory = Callable[..., RunDir]
 

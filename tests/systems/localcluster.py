@@ -22,8 +22,8 @@ from typing import Any
 
 import pytest
 
-from harness import wire
 from harness.node import CommandResult, Daemon, NodeError, NodeIdentity
+from harness.nodeside import wire
 from systems.base import Deployment, ProcessTarget, SystemConfig
 from systems.reference import Ports, ReferenceSystem
 from systems.reference.client import Client

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 import pytest
 from localcluster import MakeCluster, free_ports, wait_until
 
-from harness.agent_link import AgentLink, AgentUnreachable
+from harness.run.agent_link import AgentLink, AgentUnreachable
 
 
 def test_a_timed_out_request_is_unknown_and_may_still_complete(make_cluster: MakeCluster) -> None:

@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from localcluster import wait_until
 
-from harness import wire
-from harness.cluster import Cluster, default_topology, new_run_id
 from harness.node import NodeError
+from harness.node.docker.cluster import Cluster, default_topology, new_run_id
+from harness.nodeside import wire
 from systems import Deployment, SystemConfig, load_system
 from systems.reference import ReferenceSystem
 

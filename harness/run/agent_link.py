@@ -3,14 +3,14 @@
 A request that got no answer in time is *unknown*, not failed: the agent may still carry it out
 (it may be paused mid-write). The link then drops its connection so the next request starts
 clean, while the agent finishes the old one on its own. The wire format and its client are
-:mod:`harness.wire`'s, the same the node programs speak.
+:mod:`harness.nodeside.wire`'s, the same the node programs speak.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from harness.wire import Connection, NotDelivered
+from harness.nodeside.wire import Connection, NotDelivered
 
 __all__ = ["AgentLink", "AgentUnreachable"]
 

@@ -15,7 +15,7 @@ switch plants, and fails when it comes out valid. A matrix file is JSON or TOML:
     }
 
 Every key of a run other than ``expect``/``expect_anomalies`` is a field of
-:class:`~harness.spec.TestSpec` (``bugs``, ``nemeses`` and ``targets`` take a list or a
+:class:`~harness.run.spec.TestSpec` (``bugs``, ``nemeses`` and ``targets`` take a list or a
 comma-separated string). ``defaults`` apply to every run. ``cross`` adds one run per combination
 of its list-valued keys. A run with no ``expect`` is expected to be valid, as in Jepsen's
 ``test-all``; ``"any"`` accepts every verdict (only a crash fails it).
@@ -33,9 +33,9 @@ from pathlib import Path
 from typing import Any, Final, Literal, cast
 
 from checkers import ANOMALY_NAMES
-from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
-from harness.report.summary import RunSummary
-from harness.spec import TestSpec, spec_from_dict, split_names
+from checkers.exit_codes import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
+from harness.run.spec import TestSpec, spec_from_dict, split_names
+from harness.run.summary import RunSummary
 
 __all__ = [
     "EXPECTABLE",

@@ -14,11 +14,11 @@ from typing import Final
 
 import docker.errors
 
-from harness.cluster import Cluster, NodeSpec, new_run_id
-from harness.docker_engine import EngineError, engine
-from harness.docker_node import DockerNode
-from harness.images import ImageError, image_exists, node_tag
 from harness.node import NodeError
+from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
+from harness.node.docker.engine import EngineError, engine
+from harness.node.docker.images import ImageError, image_exists, node_tag
+from harness.node.docker.node import DockerNode
 
 __all__ = ["Check", "run_checks"]
 

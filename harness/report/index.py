@@ -12,8 +12,8 @@ from pathlib import Path
 from typing import Final
 
 from harness.report.page import page, write_file
-from harness.report.summary import VERDICTS, RunSummary, summarize
-from harness.store import find_runs
+from harness.run.store import find_runs
+from harness.run.summary import VERDICTS, RunSummary, summarize
 
 __all__ = ["INDEX_NAME", "write_index"]
 

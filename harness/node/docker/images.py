@@ -25,7 +25,7 @@ from typing import Any, Final
 
 import docker.errors
 
-from harness.docker_engine import engine
+from harness.node.docker.engine import engine
 
 __all__ = [
     "BASE_REPOSITORY",
@@ -47,7 +47,7 @@ Progress = Callable[[str], None]
 
 BASE_REPOSITORY: Final = "fencecheck-base"
 NODE_REPOSITORY: Final = "fencecheck-node"
-RECIPES: Final = Path(__file__).resolve().parent.parent / "docker"
+RECIPES: Final = Path(__file__).resolve().parents[3] / "docker"
 """The folder of image recipes (``base.json``, ``node/``)."""
 # Bump when the build procedure below changes in a way that changes the base image's contents.
 _BASE_PROCEDURE: Final = 1

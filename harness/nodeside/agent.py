@@ -5,9 +5,10 @@ One agent runs on each worker node, started by the system adapter as::
     python3 /opt/fencecheck/agent.py --port 7000 --node w1 --client /opt/fencecheck/client.py \
         --config '{"ttl": 2.0, "retry_on_reject": false, "client": {...}}'
 
-It is stdlib-only (it imports only :mod:`harness.wire`, copied next to it) because nodes have no
-fencecheck installation. ``--client`` names the system's client module, which must define a class
-``Client(config)`` implementing :class:`HolderClient`; it gets the ``client`` object of the config.
+It is stdlib-only (it imports only :mod:`harness.nodeside.wire`, copied next to it) because nodes
+have no fencecheck installation. ``--client`` names the system's client module, which must define a
+class ``Client(config)`` implementing :class:`HolderClient`; it gets the ``client`` object of the
+config.
 
 The agent behaves as a careful holder that a fence is still needed for: it renews its lease every
 TTL/3, checks the lease by its own monotonic clock before each write, then does its critical
@@ -58,7 +59,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from harness import wire
+from harness.nodeside import wire
 
 __all__ = ["Agent", "AgentConfig", "HolderClient", "load_client", "main"]
 

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Final
 
 from harness.report.page import write_file
-from harness.report.summary import RunSummary, summarize
-from harness.store import RunDir
+from harness.run.store import RunDir
+from harness.run.summary import RunSummary, summarize
 
 __all__ = ["SUITE_NAME", "error_case", "junit_case", "write_cases", "write_junit"]
 

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from harness.store import RunDir
+from harness.run.store import RunDir
 
 __all__ = [
     "VERDICTS",
@@ -108,9 +108,9 @@ def as_names(raw: Any) -> tuple[str, ...]:
 def flat_test(test: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of a ``test.json`` in one mapping.
 
-    The runner nests the :class:`~harness.spec.TestSpec` under ``"spec"`` and puts what it learnt
-    while running (``lease_ttl``, ``schedule``, ``inventory``, ``command``, ``error``...) beside
-    it; where both have a key, the top level wins.
+    The runner nests the :class:`~harness.run.spec.TestSpec` under ``"spec"`` and puts what it
+    learnt while running (``lease_ttl``, ``schedule``, ``inventory``, ``command``, ``error``...)
+    beside it; where both have a key, the top level wins.
     """
     inner = test.get("spec")
     merged: dict[str, Any] = dict(inner) if isinstance(inner, Mapping) else {}

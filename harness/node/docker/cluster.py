@@ -25,12 +25,12 @@ import docker.errors
 from docker.models.containers import Container
 from docker.models.networks import Network
 
-from harness.docker_engine import engine
-from harness.docker_node import DockerNode
-from harness.images import node_image
-from harness.interrupts import interrupts_deferred
 from harness.node import NodeError
-from harness.wait import CommandSucceeds, wait_all
+from harness.node.docker.engine import engine
+from harness.node.docker.images import node_image
+from harness.node.docker.node import DockerNode
+from harness.node.interrupts import interrupts_deferred
+from harness.node.wait import CommandSucceeds, wait_all
 
 __all__ = [
     "LABEL_INDEX",
@@ -143,9 +143,9 @@ class Cluster:
     ) -> None:
         """Describe a cluster; nothing is created before :meth:`up`.
 
-        ``image`` defaults to :func:`harness.images.node_image` (built when missing). ``keep``
-        leaves the containers running after ``__exit__`` (``fencecheck cluster down`` removes
-        them).
+        ``image`` defaults to :func:`harness.node.docker.images.node_image` (built when missing).
+        ``keep`` leaves the containers running after ``__exit__`` (``fencecheck cluster down``
+        removes them).
         """
         if not _RUN_ID.fullmatch(run_id):
             raise ClusterError(

@@ -22,20 +22,18 @@ from typing import Any, Final
 from rich.console import Console
 
 from checkers import CheckResult, check_file
-from harness.agent_link import AgentLink
-from harness.cluster import Cluster, default_topology, new_run_id
-from harness.docker_engine import EngineError
 from harness.history import HistoryWriter
-from harness.holder_ops import HolderBoard, HolderOps
-from harness.images import ImageError, image_exists, node_image, node_tag
-from harness.interrupts import Interrupted, interrupts_deferred, sigterm_interrupts
 from harness.node import Node
-from harness.progress import RunProgress
-from harness.recorder import Recorder
-from harness.report import write_report
-from harness.run_index import write_index
-from harness.spec import TestSpec
-from harness.store import RunDir, new_run_dir
+from harness.node.docker.cluster import Cluster, default_topology, new_run_id
+from harness.node.docker.engine import EngineError
+from harness.node.docker.images import ImageError, image_exists, node_image, node_tag
+from harness.node.interrupts import Interrupted, interrupts_deferred, sigterm_interrupts
+from harness.run.agent_link import AgentLink
+from harness.run.holder_ops import HolderBoard, HolderOps
+from harness.run.progress import RunProgress
+from harness.run.recorder import Recorder
+from harness.run.spec import TestSpec
+from harness.run.store import RunDir, new_run_dir
 from nemeses import (
     DEFAULT_TTL_MULTIPLES,
     NemesisPlayer,
@@ -160,7 +158,10 @@ def run_test(
 
 
 def check_run(run_dir: RunDir, test: Mapping[str, Any] | None = None) -> CheckResult:
-    """Check a run directory's history with its inventory and TTL; write results and reports."""
+    """Check a run directory's history with its inventory and TTL and write ``results.json``.
+
+    The report and the store's index are the caller's to write (:func:`harness.report.publish`).
+    """
     test = test if test is not None else run_dir.read_test()
     inventory = {s["sink"]: (bool(s["fenced"]), str(s["mitigation"])) for s in test["inventory"]}
     result = check_file(run_dir.history, inventory=inventory, lease_ttl=test.get("lease_ttl"))
@@ -168,8 +169,6 @@ def check_run(run_dir: RunDir, test: Mapping[str, Any] | None = None) -> CheckRe
     if test.get("error"):
         data["run_error"] = test["error"]
     run_dir.write_json(run_dir.results, data)
-    write_report(run_dir)
-    write_index(run_dir.path.parent.parent)
     return result
 
 
@@ -385,7 +384,7 @@ def _sink_json(sink: Sink) -> dict[str, Any]:
 def _versions() -> dict[str, str]:
     info = {"fencecheck": version("fencecheck"), "python": platform.python_version()}
     with contextlib.suppress(Exception):
-        from harness.docker_engine import engine
+        from harness.node.docker.engine import engine
 
         info["docker_engine"] = str(engine().version().get("Version", "?"))
     return info

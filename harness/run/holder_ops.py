@@ -14,8 +14,8 @@ import random
 import threading
 from typing import Any
 
-from harness.agent_link import AgentLink, AgentUnreachable
-from harness.recorder import Recorder
+from harness.run.agent_link import AgentLink, AgentUnreachable
+from harness.run.recorder import Recorder
 from workloads.base import Completion
 
 __all__ = ["HolderBoard", "HolderOps"]

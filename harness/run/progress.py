@@ -9,7 +9,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
-from harness.recorder import Recorder
+from harness.run.recorder import Recorder
 
 __all__ = ["RunProgress"]
 

@@ -197,9 +197,9 @@ class _Tracked:
 
 
 class DockerNode(NodeIdentity):
-    """One container of a :class:`harness.cluster.Cluster`, implementing :class:`harness.node.Node`,
-    :class:`~harness.node.Freezable`, :class:`~harness.node.Throttleable` and
-    :class:`~harness.node.NetnsRunner`.
+    """One container of a :class:`harness.node.docker.cluster.Cluster`, implementing
+    :class:`harness.node.Node`, :class:`~harness.node.Freezable`,
+    :class:`~harness.node.Throttleable` and :class:`~harness.node.NetnsRunner`.
     """
 
     def __init__(

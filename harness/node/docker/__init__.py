@@ -1,0 +1,2 @@
+"""The Docker backend of the node interface: the engine, containers as nodes, clusters, images
+and the doctor."""
