@@ -9,18 +9,17 @@ faults nobody remembers.
 
 from __future__ import annotations
 
-from collections.abc import Collection
-
 from nemeses.composite import CompositeNemesis
 from nemeses.freeze import FreezeNemesis
 from nemeses.kill import KillNemesis
+from nemeses.kinds import FaultKind
 from nemeses.noop import NoopNemesis
 from nemeses.partition import PartitionNemesis
 from nemeses.pause import PauseNemesis
 from nemeses.player import NemesisPlayer
-from nemeses.processes import Locator, recorded_daemons
-from nemeses.protocol import FAULT_KINDS, Fault, HealReport, Nemesis, NemesisError
+from nemeses.protocol import Fault, HealReport, Nemesis, NemesisError
 from nemeses.recovery import heal_nodes
+from nemeses.registry import FAULT_KINDS, KINDS, fault_kind, standard_nemesis
 from nemeses.restart_while_paused import RESTART_WHILE_PAUSED, RestartWhilePausedNemesis
 from nemeses.schedule import (
     DEFAULT_TTL_MULTIPLES,
@@ -37,10 +36,12 @@ __all__ = [
     "DEFAULT_TTL_MULTIPLES",
     "FAULT_KINDS",
     "HOLDER",
+    "KINDS",
     "RESTART_WHILE_PAUSED",
     "TOPOLOGIES",
     "CompositeNemesis",
     "Fault",
+    "FaultKind",
     "FreezeNemesis",
     "HealReport",
     "KillNemesis",
@@ -54,34 +55,10 @@ __all__ = [
     "Schedule",
     "ThrottleNemesis",
     "Window",
+    "fault_kind",
     "generate_schedule",
     "heal_nodes",
     "partition_fault",
     "resolve",
     "standard_nemesis",
 ]
-
-
-def standard_nemesis(
-    kinds: Collection[str] = FAULT_KINDS, *, locate: Locator = recorded_daemons
-) -> CompositeNemesis:
-    """One nemesis for every fault kind in ``kinds``.
-
-    Members heal in the order restart-while-paused, freeze, throttle, partition, pause, kill:
-    a frozen node runs no commands, and restarting a daemon needs a node that runs them.
-    ``locate`` finds the daemons pause and kill aim at (the nodes' own records by default).
-    """
-    unknown = sorted(set(kinds) - set(FAULT_KINDS))
-    if unknown:
-        raise NemesisError(
-            f"unknown fault kind(s) {', '.join(unknown)}; choose from {', '.join(FAULT_KINDS)}"
-        )
-    members: dict[str, Nemesis] = {
-        RESTART_WHILE_PAUSED: RestartWhilePausedNemesis(locate),
-        "freeze": FreezeNemesis(),
-        "throttle": ThrottleNemesis(),
-        "partition": PartitionNemesis(),
-        "pause": PauseNemesis(locate),
-        "kill": KillNemesis(locate),
-    }
-    return CompositeNemesis(*(nemesis for kind, nemesis in members.items() if kind in kinds))

@@ -9,9 +9,10 @@ from typing import Any
 
 from harness.node import Freezable, Node
 from nemeses._base import ToggleNemesis
+from nemeses.kinds import Draw, FaultKind, Leftovers, ManualCommand
 from nemeses.protocol import Fault, NemesisError
 
-__all__ = ["FreezeNemesis"]
+__all__ = ["KIND", "FreezeNemesis"]
 
 
 class FreezeNemesis(ToggleNemesis):
@@ -33,3 +34,33 @@ def _freezable(node: Node) -> Freezable:
     if isinstance(node, Freezable):
         return node
     raise NemesisError(f"{node.name}: this backend cannot freeze a node; use pause instead")
+
+
+def draw_node(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """A whole-node fault with no parameters of its own."""
+    return (draw.target,), {}
+
+
+def _recover(node: Node, leftovers: Leftovers) -> bool:
+    # Whether a node is frozen cannot be asked of every backend: only what the ledger says.
+    if not (leftovers.frozen and isinstance(node, Freezable)):
+        return False
+    FreezeNemesis().undo(node)
+    return True
+
+
+KIND = FaultKind(
+    name="freeze",
+    summary="freeze every process of a node with the cgroup freezer (docker pause)",
+    verb="frozen",
+    colour="#22a6b3",
+    heal_rank=1,
+    build=lambda locate: FreezeNemesis(),
+    draw=draw_node,
+    recover=_recover,
+    manual=ManualCommand(
+        help="Freeze every process of NODES with the cgroup freezer; thaw them after --for.",
+        fault=lambda nodes, values, roles: Fault("freeze", nodes),
+    ),
+)
+"""The freeze fault kind's registry entry."""

@@ -14,10 +14,12 @@ from typing import Any
 from harness.node import Daemon, Node, NodeError
 from nemeses._base import ProcessNemesis
 from nemeses._observe import observe
+from nemeses.kinds import FaultKind, Leftovers, ManualCommand
+from nemeses.pause import PROCESS_OPTION, draw_process, process_params
 from nemeses.processes import ProcessImage, is_gone, restart, snapshot
 from nemeses.protocol import Fault, FaultKey, HealReport, NemesisError, fault_fs
 
-__all__ = ["KillNemesis"]
+__all__ = ["KIND", "KillNemesis"]
 
 
 class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
@@ -105,3 +107,38 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
         for key, images in pending:
             report.merge(self._restart_all(key, images, {}))
         return report
+
+
+def _recover(node: Node, leftovers: Leftovers) -> list[str]:
+    restarted, failed = [], []
+    for image in leftovers.killed:
+        try:
+            restart(node, image)
+        except (NodeError, NemesisError) as problem:
+            failed.append(f"{image.name}: {problem}")
+        else:
+            restarted.append(image.name)
+    if failed:
+        raise NemesisError("cannot restart " + "; ".join(failed))
+    return restarted
+
+
+KIND = FaultKind(
+    name="kill",
+    summary="SIGKILL a daemon, then start it again as it was (same argv, env and data)",
+    verb="killed",
+    colour="#555b66",
+    heal_rank=5,
+    build=KillNemesis,
+    draw=draw_process,
+    recover=_recover,
+    manual=ManualCommand(
+        help="SIGKILL the daemons on NODES; start them again as they were after --for (or at "
+        "heal).",
+        fault=lambda nodes, values, roles: Fault(
+            "kill", nodes, process_params(values.get("process"))
+        ),
+        options=(PROCESS_OPTION,),
+    ),
+)
+"""The kill fault kind's registry entry."""

@@ -7,7 +7,8 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from harness.node import Node
-from nemeses.protocol import FAULT_KINDS, Fault, HealReport, NemesisError, fault_fs, kind_of
+from nemeses.protocol import Fault, HealReport, NemesisError, fault_fs, kind_of
+from nemeses.registry import FAULT_KINDS
 
 __all__ = ["NoopNemesis"]
 

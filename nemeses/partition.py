@@ -17,6 +17,7 @@ from typing import Any, Final
 from harness.node import CommandResult, NetnsRunner, Node, NodeError
 from nemeses._base import NodeNemesis, raise_failures
 from nemeses._fanout import on_each
+from nemeses.kinds import Draw, FaultKind, ManualCommand, ManualOption, node_names
 from nemeses.protocol import Fault, FaultKey, HealReport, NemesisError, fault_fs
 from nemeses.rules import (
     chain_rules,
@@ -25,9 +26,9 @@ from nemeses.rules import (
     place_drops,
     removal_script,
 )
-from nemeses.topology import Drop
+from nemeses.topology import TOPOLOGIES, Drop, partition_fault
 
-__all__ = ["PartitionNemesis", "remove_rules"]
+__all__ = ["KIND", "PartitionNemesis", "remove_rules"]
 
 _LIST: Final = ("iptables", "-w", "-S")
 _RESTORE: Final = ("iptables-restore", "-w", "--noflush")
@@ -161,3 +162,101 @@ def _checked(node: Node, result: CommandResult) -> CommandResult:
             "the NET_ADMIN capability"
         )
     return result
+
+
+# Which companion option each manual topology takes, and what it means there.
+_COMPANIONS: Final[dict[str, str]] = {
+    "isolate": "from",
+    "lock-cut": "from",
+    "one-way": "to",
+    "bridge": "side",
+}
+
+
+def _draw(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """A topology drawn among those the cluster and the target allow, with its peers."""
+    names = sorted(draw.nodes)
+    target = draw.target
+    others = [name for name in names if name != target]
+    cut_from = [name for name in draw.of_role("lock") if name != target]
+    if draw.role == "lock":
+        cut_from = [name for name in draw.of_role("store") if name != target] or others[:1]
+    topologies = ["isolate"]
+    if len(names) >= 2:
+        topologies.append("halves")
+    if cut_from:
+        topologies.append("one-way")
+        if draw.role != "lock" and draw.of_role("lock"):
+            topologies.append("lock-cut")
+    if target in draw.nodes and len(names) >= 3:
+        topologies.append("bridge")
+    topology = draw.rng.choice(topologies)
+    if topology == "isolate":
+        return (target,), {"topology": topology}
+    if topology in ("one-way", "lock-cut"):
+        params: dict[str, Any] = {"topology": topology, "peers": cut_from}
+        if topology == "one-way":
+            params["direction"] = draw.rng.choice(("out", "in"))
+        return (target,), params
+    shuffled = draw.rng.sample(others, len(others))
+    if topology == "halves":
+        # The target plus others up to half of the cluster, against the rest.
+        side = shuffled[: max(0, len(names) // 2 - 1)]
+        return (target, *side), {"topology": topology}
+    peers = shuffled[: len(shuffled) // 2]
+    return (target,), {"topology": topology, "peers": peers}
+
+
+def _manual(nodes: tuple[str, ...], values: Mapping[str, Any], roles: Mapping[str, str]) -> Fault:
+    chosen = {topology: values[topology] for topology in TOPOLOGIES if values.get(topology)}
+    if len(chosen) != 1:
+        raise NemesisError("give exactly one of " + ", ".join(f"--{t}" for t in TOPOLOGIES))
+    ((topology, targets),) = chosen.items()
+    for companion in sorted(set(_COMPANIONS.values())):
+        if values.get(companion) and _COMPANIONS.get(topology) != companion:
+            raise NemesisError(f"--{companion} does not apply to --{topology}")
+    partner = _COMPANIONS.get(topology)
+    given = list(node_names(values.get(partner), roles)) if partner else []
+    if topology in ("one-way", "bridge") and not given:
+        raise NemesisError(f"--{topology} needs --{partner}: the nodes of the other side")
+    if topology == "lock-cut" and not given:
+        given = [name for name, role in roles.items() if role == "lock"]
+        if not given:
+            raise NemesisError("this cluster has no lock node; name the peers with --from")
+    return partition_fault(topology, node_names(targets, roles), list(roles), given or None)
+
+
+KIND = FaultKind(
+    name="partition",
+    summary="drop packets with iptables in our own chain: isolate, halves, bridge, one-way, "
+    "lock-cut",
+    verb="partitioned",
+    colour="#c45ab3",
+    heal_rank=3,
+    build=lambda locate: PartitionNemesis(),
+    draw=_draw,
+    recover=lambda node, leftovers: remove_rules(node),
+    manual=ManualCommand(
+        help="Drop packets between nodes with iptables (replacing the partition in force).",
+        fault=_manual,
+        options=(
+            ManualOption("isolate", "Cut these nodes off (from --from, default all)."),
+            ManualOption("halves", "These nodes against all the others."),
+            ManualOption("bridge", "This node reaches both halves: --side and the rest."),
+            ManualOption("one-way", "Drop packets from these nodes to --to."),
+            ManualOption("lock-cut", "Cut these from the lock nodes (or --from) only."),
+            ManualOption("from", "Peers for --isolate and --lock-cut."),
+            ManualOption("to", "Destinations for --one-way."),
+            ManualOption("side", "One half for --bridge."),
+        ),
+        takes_nodes=False,
+        examples=(
+            "fencecheck nemesis partition --isolate w2 --from l1 --for 5s",
+            "fencecheck nemesis partition --halves l1,w1",
+            "fencecheck nemesis partition --one-way w1 --to s1",
+            "fencecheck nemesis partition --lock-cut w2",
+            "fencecheck nemesis partition --bridge w2 --side l1,w1",
+        ),
+    ),
+)
+"""The partition fault kind's registry entry."""

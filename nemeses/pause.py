@@ -11,10 +11,11 @@ from typing import Any, Final
 from harness.node import Daemon, Node, NodeError
 from nemeses._base import ProcessNemesis
 from nemeses._observe import observe
-from nemeses.processes import is_gone
+from nemeses.kinds import Draw, FaultKind, Leftovers, ManualCommand, ManualOption
+from nemeses.processes import continue_stopped, is_gone
 from nemeses.protocol import Fault, FaultKey, HealReport, NemesisError, fault_fs
 
-__all__ = ["PauseNemesis"]
+__all__ = ["KIND", "PauseNemesis"]
 
 _STOPPED: Final = "T"
 _RETRY: Final[FaultKey] = ("", (), "continue failed")
@@ -98,3 +99,43 @@ class PauseNemesis(ProcessNemesis[tuple[Node, Daemon]]):
             paused = [pair for pairs in self.held.values() for pair in pairs]
             self.held.clear()
         return self._continue_all(paused)
+
+
+PROCESS_OPTION = ManualOption(
+    "process", "Daemon name, or a command-line pattern as for pgrep -f (default: every daemon)."
+)
+"""The ``--process`` option of the process faults' manual commands."""
+
+
+def process_params(process: str | None) -> dict[str, Any]:
+    """A process fault's parameters: the daemon aimed at, when one is named."""
+    return {} if process is None else {"process": process}
+
+
+def draw_process(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """A process fault aims at its role's daemon (every daemon when the role names none)."""
+    return (draw.target,), process_params(draw.processes.get(draw.role))
+
+
+def _recover(node: Node, leftovers: Leftovers) -> list[int]:
+    return continue_stopped(node)
+
+
+KIND = FaultKind(
+    name="pause",
+    summary="SIGSTOP a process, SIGCONT it later; confirmed by its /proc state",
+    verb="paused",
+    colour="#5b8def",
+    heal_rank=4,
+    build=PauseNemesis,
+    draw=draw_process,
+    recover=_recover,
+    manual=ManualCommand(
+        help="SIGSTOP the daemons on NODES (names, or comma-separated); SIGCONT them after --for.",
+        fault=lambda nodes, values, roles: Fault(
+            "pause", nodes, process_params(values.get("process"))
+        ),
+        options=(PROCESS_OPTION,),
+    ),
+)
+"""The pause fault kind's registry entry."""

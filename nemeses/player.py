@@ -12,7 +12,8 @@ Usage by the runner::
 
 Each window gives two calls of ``record(f, value)``, from the player's thread (the callback must be
 thread-safe): ``start-<kind>`` once the fault is confirmed, ``stop-<kind>`` once it is confirmed
-undone. ``value`` holds ``id`` (the window index), ``targets`` (node names), the fault's parameters
+undone. ``value`` holds ``id`` (the window index), ``targets`` (node names), ``verb`` (the kind's
+verb for sentences), the fault's parameters
 (``process``, ``cpu``, ``topology``, ``peers``, ``drops``…) and facts observed (``pids``…),
 ``scheduled`` and ``confirmed`` (run clock, ns), ``ttl_multiple``, ``applied``, and ``error`` when
 ``applied`` is false; ``holder`` is ``"lease"`` or ``"fallback"`` for a window aimed at the holder.
@@ -29,6 +30,7 @@ from typing import Any, Final
 
 from harness.node import Node
 from nemeses.protocol import Fault, HealReport, Nemesis, NemesisError, start_f, stop_f
+from nemeses.registry import fault_kind
 from nemeses.schedule import Window, resolve
 
 __all__ = ["Clock", "NemesisPlayer", "Recorder", "ResolveHolder"]
@@ -201,6 +203,8 @@ class NemesisPlayer:
                 "targets": list(window.targets),
                 **window.params,
                 "ttl_multiple": window.ttl_multiple,
+                # Histories explain themselves: a checker renders "w2 was paused" from this.
+                "verb": fault_kind(window.kind).verb,
             }
             try:
                 holder = self._holder(window, value)

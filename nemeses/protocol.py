@@ -11,12 +11,11 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Protocol
 
 from harness.node import Node
 
 __all__ = [
-    "FAULT_KINDS",
     "Fault",
     "FaultKey",
     "HealReport",
@@ -27,17 +26,6 @@ __all__ = [
     "start_f",
     "stop_f",
 ]
-
-FAULT_KINDS: Final[tuple[str, ...]] = (
-    "pause",
-    "freeze",
-    "throttle",
-    "partition",
-    "kill",
-    "restart-while-paused",
-)
-"""Every fault kind fencecheck injects (DESIGN.md §7); the last is a compound of pause and kill
-(see :mod:`nemeses.restart_while_paused`)."""
 
 
 FaultKey = tuple[str, tuple[str, ...], str]

@@ -1,23 +1,22 @@
 """Heal a cluster without knowing which faults are in force: for a controller that did not apply
 them (``fencecheck nemesis heal`` in a new process), or after one that crashed.
 
-Per node, in this order (each step needs the previous one): thaw it if it is known to be frozen,
-remove any CPU quota, remove our iptables chain, continue every stopped process, restart the daemons
-known to be killed. Every step of every node is tried; the report lists what failed.
+Per node, each fault kind's recovery in the registry's healing order (thaw a node known to be
+frozen, remove any CPU quota, remove our iptables chain, continue every stopped process, restart
+the daemons known to be killed: each step needs the previous one). Every step of every node is
+tried; the report lists what failed.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping, Sequence
-from functools import partial
+from collections.abc import Collection, Mapping, Sequence
 
-from harness.node import Freezable, Node, Throttleable
+from harness.node import Node
 from nemeses._fanout import on_each
-from nemeses.freeze import FreezeNemesis
-from nemeses.partition import remove_rules
-from nemeses.processes import ProcessImage, continue_stopped, restart
+from nemeses.kinds import Leftovers
+from nemeses.processes import ProcessImage
 from nemeses.protocol import HealReport
-from nemeses.throttle import ThrottleNemesis
+from nemeses.registry import healing_order
 
 __all__ = ["heal_nodes"]
 
@@ -45,22 +44,17 @@ def heal_nodes(
 
 
 def _heal_node(node: Node, frozen: bool, killed: Sequence[ProcessImage]) -> HealReport:
-    steps: list[tuple[str, Callable[[], object]]] = []
-    if frozen and isinstance(node, Freezable):
-        steps.append(("thaw", partial(FreezeNemesis().undo, node)))
-    if isinstance(node, Throttleable):
-        steps.append(("remove the CPU quota", partial(ThrottleNemesis().undo, node)))
-    steps.append(("remove our iptables rules", partial(remove_rules, node)))
-    steps.append(("continue stopped processes", partial(continue_stopped, node)))
-    steps.extend((f"restart {image.name}", partial(restart, node, image)) for image in killed)
+    leftovers = Leftovers(frozen, tuple(killed))
     report = HealReport()
-    for what, step in steps:
+    for kind in healing_order():
+        if kind.recover is None:
+            continue
         try:
-            outcome = step()
-        except Exception as problem:  # every step is tried; the report lists failures
-            report.errors.append(f"{node.name}: cannot {what}: {problem}")
+            outcome = kind.recover(node, leftovers)
+        except Exception as problem:  # every kind is tried; the report lists failures
+            report.errors.append(f"{node.name}: cannot undo {kind.name}: {problem}")
             continue
         # False / [] mean there was nothing to undo.
         if outcome is not False and outcome != []:
-            report.healed.append(f"{node.name}: {what}: done")
+            report.healed.append(f"{node.name}: undo {kind.name}: done")
     return report

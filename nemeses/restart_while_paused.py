@@ -18,11 +18,12 @@ from typing import Any, Final
 from harness.node import Node
 from nemeses._observe import observe
 from nemeses.kill import KillNemesis
+from nemeses.kinds import Draw, FaultKind
 from nemeses.pause import PauseNemesis
 from nemeses.processes import Locator, recorded_daemons
 from nemeses.protocol import Fault, HealReport, NemesisError, fault_fs
 
-__all__ = ["RESTART_WHILE_PAUSED", "RestartWhilePausedNemesis"]
+__all__ = ["KIND", "RESTART_WHILE_PAUSED", "RestartWhilePausedNemesis"]
 
 RESTART_WHILE_PAUSED: Final = "restart-while-paused"
 """The fault kind: ``params`` has ``process`` (paused), ``restart`` (a node name) and
@@ -109,3 +110,40 @@ def _await_port(host: str, port: int) -> None:
         return True
 
     observe(answers, f"{host}:{port} accepting connections again", _LISTEN_TIMEOUT_S)
+
+
+def _draw(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """The holder (or target) paused; a store by preference, else a lock node, restarted."""
+    restart_role, candidates = next(
+        (
+            (role, others)
+            for role in ("store", "lock")
+            if (others := [name for name in draw.of_role(role) if name != draw.target])
+        ),
+        ("", []),
+    )
+    if not candidates:
+        raise NemesisError(
+            f"{RESTART_WHILE_PAUSED} needs a store or lock node besides {draw.target!r}"
+        )
+    compound: dict[str, Any] = {"restart": draw.rng.choice(candidates)}
+    for key, of_role in (("process", draw.role), ("restart_process", restart_role)):
+        if draw.processes.get(of_role) is not None:
+            compound[key] = draw.processes[of_role]
+    return (draw.target,), compound
+
+
+KIND = FaultKind(
+    name=RESTART_WHILE_PAUSED,
+    summary="pause the holder past its lease, kill and restart the store meanwhile, continue "
+    "the holder once the store listens",
+    verb="paused while a store was restarted",
+    colour="#7a4fd6",
+    heal_rank=0,
+    build=RestartWhilePausedNemesis,
+    draw=_draw,
+    outlives_lease=True,
+    parts=("pause", "kill"),
+)
+"""The restart-while-paused fault kind's registry entry (a compound: no manual command; its
+parts are the pause and kill commands)."""

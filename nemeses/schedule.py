@@ -20,8 +20,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from nemeses.protocol import FAULT_KINDS, Fault, NemesisError
-from nemeses.restart_while_paused import RESTART_WHILE_PAUSED
+from nemeses.kinds import Draw
+from nemeses.protocol import Fault, NemesisError
+from nemeses.registry import FAULT_KINDS, fault_kind
 from nemeses.throttle import DEFAULT_CPU
 from nemeses.topology import partition_fault
 
@@ -172,17 +173,16 @@ def generate_schedule(
         fitting = [m for m in ttl_multiples if start + round(m * ttl) <= last_end]
         if not fitting:
             break
-        kind = rng.choice(list(kinds))
-        if kind == RESTART_WHILE_PAUSED:
-            # Only a pause that outlives the lease lets another holder overtake the paused one.
+        kind = fault_kind(rng.choice(list(kinds)))
+        if kind.outlives_lease:
             fitting = [m for m in fitting if m > 1] or fitting
         multiple = rng.choice(fitting)
         selector = rng.choice(list(targets))
         target, role, fallback = _draw_target(rng, selector, nodes)
-        chosen, params = _draw_params(rng, kind, target, role, nodes, processes, cpu)
+        chosen, params = kind.draw(Draw(rng, target, role, nodes, processes or {}, cpu))
         duration = round(multiple * ttl)
         windows.append(
-            Window(len(windows), start, duration, kind, chosen, multiple, fallback, params)
+            Window(len(windows), start, duration, kind.name, chosen, multiple, fallback, params)
         )
         start = windows[-1].end_ns + round(ttl * rng.uniform(*_GAP_TTL))
     return Schedule(seed, lease_ttl_ns, duration_ns, tuple(windows))
@@ -254,71 +254,6 @@ def _draw_target(
         node = rng.choice(_of_role(nodes, selector))
         return node, selector, None
     return selector, nodes[selector], None
-
-
-def _draw_params(
-    rng: random.Random,
-    kind: str,
-    target: str,
-    role: str,
-    nodes: Mapping[str, str],
-    processes: Mapping[str, str] | None,
-    cpu: float,
-) -> tuple[tuple[str, ...], dict[str, Any]]:
-    """The window's targets and parameters for a fault of ``kind`` aimed at ``target``."""
-    if kind in ("pause", "kill"):
-        process = (processes or {}).get(role)
-        return (target,), {} if process is None else {"process": process}
-    if kind == RESTART_WHILE_PAUSED:
-        # The store by preference: a forgetful store is what this shape exposes.
-        restart_role, candidates = next(
-            (
-                (r, others)
-                for r in ("store", "lock")
-                if (others := [name for name in _of_role(nodes, r) if name != target])
-            ),
-            ("", []),
-        )
-        if not candidates:
-            raise NemesisError(f"{kind} needs a store or lock node besides {target!r}")
-        compound: dict[str, Any] = {"restart": rng.choice(candidates)}
-        for key, of_role in (("process", role), ("restart_process", restart_role)):
-            if (processes or {}).get(of_role) is not None:
-                compound[key] = (processes or {})[of_role]
-        return (target,), compound
-    if kind == "throttle":
-        return (target,), {"cpu": cpu}
-    if kind != "partition":
-        return (target,), {}
-    names = sorted(nodes)
-    others = [name for name in names if name != target]
-    cut_from = [name for name in _of_role(nodes, "lock") if name != target]
-    if role == "lock":
-        cut_from = [name for name in _of_role(nodes, "store") if name != target] or others[:1]
-    topologies = ["isolate"]
-    if len(names) >= 2:
-        topologies.append("halves")
-    if cut_from:
-        topologies.append("one-way")
-        if role != "lock" and _of_role(nodes, "lock"):
-            topologies.append("lock-cut")
-    if target != HOLDER and len(names) >= 3:
-        topologies.append("bridge")
-    topology = rng.choice(topologies)
-    if topology == "isolate":
-        return (target,), {"topology": topology}
-    if topology in ("one-way", "lock-cut"):
-        params: dict[str, Any] = {"topology": topology, "peers": cut_from}
-        if topology == "one-way":
-            params["direction"] = rng.choice(("out", "in"))
-        return (target,), params
-    shuffled = rng.sample(others, len(others))
-    if topology == "halves":
-        # The target plus others up to half of the cluster, against the rest.
-        side = shuffled[: max(0, len(names) // 2 - 1)]
-        return (target, *side), {"topology": topology}
-    peers = shuffled[: len(shuffled) // 2]
-    return (target,), {"topology": topology, "peers": peers}
 
 
 def _of_role(nodes: Mapping[str, str], role: str) -> list[str]:

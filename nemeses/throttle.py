@@ -15,9 +15,10 @@ from typing import Any, Final
 
 from harness.node import Node, Throttleable
 from nemeses._base import ToggleNemesis
+from nemeses.kinds import Draw, FaultKind, Leftovers, ManualCommand, ManualOption
 from nemeses.protocol import Fault, NemesisError
 
-__all__ = ["DEFAULT_CPU", "ThrottleNemesis", "cfs_quota"]
+__all__ = ["DEFAULT_CPU", "KIND", "ThrottleNemesis", "cfs_quota"]
 
 DEFAULT_CPU: Final = 0.02
 """The default CPU share of a throttled node: 2 % of one CPU."""
@@ -61,3 +62,34 @@ def _throttleable(node: Node) -> Throttleable:
     if isinstance(node, Throttleable):
         return node
     raise NemesisError(f"{node.name}: this backend cannot cap a node's CPU; use pause instead")
+
+
+def _draw(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
+    return (draw.target,), {"cpu": draw.cpu}
+
+
+def _recover(node: Node, leftovers: Leftovers) -> bool:
+    if not isinstance(node, Throttleable):
+        return False
+    ThrottleNemesis().undo(node)
+    return True
+
+
+KIND = FaultKind(
+    name="throttle",
+    summary="cap a node to a sliver of one CPU (CFS quota): keepalives starve, leases lapse",
+    verb="throttled",
+    colour="#f08c2e",
+    heal_rank=2,
+    build=lambda locate: ThrottleNemesis(),
+    draw=_draw,
+    recover=_recover,
+    manual=ManualCommand(
+        help="Cap NODES to a small share of a CPU (CFS quota); remove the cap after --for.",
+        fault=lambda nodes, values, roles: Fault(
+            "throttle", nodes, {"cpu": values.get("cpu", DEFAULT_CPU)}
+        ),
+        options=(ManualOption("cpu", "Share of one CPU left to each node.", "cpu", DEFAULT_CPU),),
+    ),
+)
+"""The throttle fault kind's registry entry."""

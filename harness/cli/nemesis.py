@@ -15,7 +15,7 @@ import json
 import os
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 
@@ -26,25 +26,15 @@ from harness.node import Node, NodeError
 from harness.node.docker.cluster import Cluster
 from harness.node.docker.engine import EngineError
 from harness.node.interrupts import sigterm_interrupts
-from nemeses.freeze import FreezeNemesis
 from nemeses.kill import KillNemesis
-from nemeses.partition import PartitionNemesis
-from nemeses.pause import PauseNemesis
+from nemeses.kinds import FaultKind, ManualCommand, ManualOption, node_names
 from nemeses.processes import ProcessImage, running_daemons
 from nemeses.protocol import Fault, Nemesis, NemesisError, start_f, stop_f
 from nemeses.recovery import heal_nodes
-from nemeses.throttle import DEFAULT_CPU, ThrottleNemesis
-from nemeses.topology import partition_fault
+from nemeses.registry import KINDS, fault_kind
 
 __all__ = ["nemesis_group"]
 
-_NEMESES: Final[dict[str, Callable[[], Nemesis]]] = {
-    "pause": lambda: PauseNemesis(running_daemons),
-    "kill": lambda: KillNemesis(running_daemons),
-    "freeze": FreezeNemesis,
-    "throttle": ThrottleNemesis,
-    "partition": PartitionNemesis,
-}
 _UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
 
@@ -63,20 +53,14 @@ class _Duration(click.ParamType[float]):
         return float(match.group(1)) * _UNITS[match.group(2) or "s"]
 
 
-_run_option = click.option(
-    "--run", "run_id", default=None, help="Run id of the cluster (default: the latest)."
+_RUN_OPTION = click.Option(
+    ["--run", "run_id"], default=None, help="Run id of the cluster (default: the latest)."
 )
-_for_option = click.option(
-    "--for",
-    "hold",
+_FOR_OPTION = click.Option(
+    ["--for", "hold"],
     type=_Duration(),
     default=None,
     help="Undo the fault after this long (500ms, 5s, 2m); without it, it stays until `heal`.",
-)
-_process_option = click.option(
-    "--process",
-    default=None,
-    help="Daemon name, or a command-line pattern as for pgrep -f (default: every daemon).",
 )
 
 
@@ -85,129 +69,57 @@ def nemesis_group() -> None:
     """Apply faults by hand to a running cluster (`fencecheck cluster up` starts one)."""
 
 
-@nemesis_group.command("pause")
-@click.argument("nodes", nargs=-1, required=True)
-@_process_option
-@_for_option
-@_run_option
-def pause(
-    nodes: tuple[str, ...], process: str | None, hold: float | None, run_id: str | None
-) -> None:
-    """SIGSTOP the daemons on NODES (names, or comma-separated); SIGCONT them after --for."""
-    params = {} if process is None else {"process": process}
-    _apply(run_id, lambda known: Fault("pause", _names(nodes, known), params), hold)
+def _manual_command(kind: FaultKind, manual: ManualCommand) -> click.Command:
+    """The ``fencecheck nemesis KIND`` command of one registry entry."""
+
+    def command(
+        nodes: tuple[str, ...] = (),
+        hold: float | None = None,
+        run_id: str | None = None,
+        **values: Any,
+    ) -> None:
+        values = {name.replace("_", "-"): value for name, value in values.items()}
+
+        def build(known: Mapping[str, Node]) -> Fault:
+            roles = {name: node.role for name, node in known.items()}
+            names = node_names(",".join(nodes), roles) if manual.takes_nodes else ()
+            return manual.fault(names, values, roles)
+
+        _apply(run_id, build, hold)
+
+    params: list[click.Parameter] = []
+    if manual.takes_nodes:
+        params.append(click.Argument(["nodes"], nargs=-1, required=True))
+    for option in manual.options:
+        params.append(_option(option))
+    params += [_FOR_OPTION, _RUN_OPTION]
+    examples = "".join(f"\n{example}" for example in manual.examples)
+    help_text = manual.help + (f"\n\n\b{examples}" if examples else "")
+    return click.Command(kind.name, callback=command, params=params, help=help_text)
 
 
-@nemesis_group.command("freeze")
-@click.argument("nodes", nargs=-1, required=True)
-@_for_option
-@_run_option
-def freeze(nodes: tuple[str, ...], hold: float | None, run_id: str | None) -> None:
-    """Freeze every process of NODES with the cgroup freezer; thaw them after --for."""
-    _apply(run_id, lambda known: Fault("freeze", _names(nodes, known)), hold)
-
-
-@nemesis_group.command("throttle")
-@click.argument("nodes", nargs=-1, required=True)
-@click.option(
-    "--cpu",
-    type=click.FloatRange(min=0.001, max=64.0),
-    default=DEFAULT_CPU,
-    show_default=True,
-    help="Share of one CPU left to each node.",
-)
-@_for_option
-@_run_option
-def throttle(nodes: tuple[str, ...], cpu: float, hold: float | None, run_id: str | None) -> None:
-    """Cap NODES to a small share of a CPU (CFS quota); remove the cap after --for."""
-    _apply(run_id, lambda known: Fault("throttle", _names(nodes, known), {"cpu": cpu}), hold)
-
-
-@nemesis_group.command("kill")
-@click.argument("nodes", nargs=-1, required=True)
-@_process_option
-@_for_option
-@_run_option
-def kill(
-    nodes: tuple[str, ...], process: str | None, hold: float | None, run_id: str | None
-) -> None:
-    """SIGKILL the daemons on NODES; start them again as they were after --for (or at heal)."""
-    params = {} if process is None else {"process": process}
-    _apply(run_id, lambda known: Fault("kill", _names(nodes, known), params), hold)
-
-
-@nemesis_group.command("partition")
-@click.option("--isolate", default=None, help="Cut these nodes off (from --from, default all).")
-@click.option("--halves", default=None, help="These nodes against all the others.")
-@click.option("--bridge", default=None, help="This node reaches both halves: --side and the rest.")
-@click.option("--one-way", "one_way", default=None, help="Drop packets from these nodes to --to.")
-@click.option("--lock-cut", default=None, help="Cut these from the lock nodes (or --from) only.")
-@click.option("--from", "peers", default=None, help="Peers for --isolate and --lock-cut.")
-@click.option("--to", "to", default=None, help="Destinations for --one-way.")
-@click.option("--side", default=None, help="One half for --bridge.")
-@_for_option
-@_run_option
-def partition(
-    isolate: str | None,
-    halves: str | None,
-    bridge: str | None,
-    one_way: str | None,
-    lock_cut: str | None,
-    peers: str | None,
-    to: str | None,
-    side: str | None,
-    hold: float | None,
-    run_id: str | None,
-) -> None:
-    """Drop packets between nodes with iptables (replacing the partition in force).
-
-    \b
-    fencecheck nemesis partition --isolate w2 --from l1 --for 5s
-    fencecheck nemesis partition --halves l1,w1
-    fencecheck nemesis partition --one-way w1 --to s1
-    fencecheck nemesis partition --lock-cut w2
-    fencecheck nemesis partition --bridge w2 --side l1,w1
-    """
-    chosen = {
-        topology: value
-        for topology, value in (
-            ("isolate", isolate),
-            ("halves", halves),
-            ("bridge", bridge),
-            ("one-way", one_way),
-            ("lock-cut", lock_cut),
+def _option(option: ManualOption) -> click.Option:
+    flag = f"--{option.name}"
+    dest = option.name.replace("-", "_")
+    if option.kind == "flag":
+        return click.Option([flag, dest], is_flag=True, help=option.help)
+    if option.kind == "cpu":
+        return click.Option(
+            [flag, dest],
+            type=click.FloatRange(min=0.001, max=64.0),
+            default=option.default,
+            show_default=True,
+            help=option.help,
         )
-        if value
-    }
-    if len(chosen) != 1:
-        raise click.UsageError(
-            "give exactly one of --isolate, --halves, --bridge, --one-way, --lock-cut"
-        )
-    ((topology, targets),) = chosen.items()
-    companions = {"--from": peers, "--to": to, "--side": side}
-    allowed = {"isolate": "--from", "lock-cut": "--from", "one-way": "--to", "bridge": "--side"}
-    for flag, value in companions.items():
-        if value and allowed.get(topology) != flag:
-            raise click.UsageError(f"{flag} does not apply to --{topology}")
-    extra = companions.get(allowed.get(topology, ""))
-    if topology == "one-way" and not to:
-        raise click.UsageError("--one-way needs --to: the nodes that stop hearing from them")
-    if topology == "bridge" and not side:
-        raise click.UsageError("--bridge needs --side: the nodes of one half")
-
-    def build(known: Mapping[str, Node]) -> Fault:
-        given = list(_names((extra,), known)) if extra else None
-        if topology == "lock-cut" and given is None:
-            given = [name for name, node in known.items() if node.role == "lock"]
-            if not given:
-                raise NemesisError("this cluster has no lock node; name the peers with --from")
-        return partition_fault(topology, _names((targets,), known), list(known), given)
-
-    _apply(run_id, build, hold)
+    return click.Option([flag, dest], default=option.default, help=option.help)
 
 
-@nemesis_group.command("heal")
-@_run_option
+for _kind in KINDS.values():
+    if _kind.manual is not None:
+        nemesis_group.add_command(_manual_command(_kind, _kind.manual))
+
+
+@nemesis_group.command("heal", params=[_RUN_OPTION])
 def heal(run_id: str | None) -> None:
     """Undo every fault on the cluster: thaw, uncap, remove our rules, continue, restart."""
     cluster = _attach(run_id)
@@ -232,7 +144,7 @@ def _apply(
     nodes: dict[str, Node] = dict(cluster.nodes)
     try:
         fault = build(nodes)
-        nemesis = _NEMESES[fault.kind]()
+        nemesis = fault_kind(fault.kind).build(running_daemons)
         nemesis.setup(nodes)
     except NemesisError as problem:
         raise click.ClickException(str(problem)) from problem
@@ -282,17 +194,6 @@ def _attach(run_id: str | None) -> Cluster:
         return Cluster.attach(run_id)
     except (NodeError, EngineError) as problem:
         raise click.ClickException(str(problem)) from problem
-
-
-def _names(given: Sequence[str | None], known: Mapping[str, Node]) -> tuple[str, ...]:
-    """Node names from arguments that may be comma-separated; unknown names are an error."""
-    names = [name.strip() for arg in given if arg for name in arg.split(",") if name.strip()]
-    unknown = [name for name in names if name not in known]
-    if unknown:
-        raise NemesisError(
-            f"no node {', '.join(unknown)} in this cluster; its nodes: {', '.join(known)}"
-        )
-    return tuple(dict.fromkeys(names))
 
 
 # -- the ledger of what a later heal must know --------------------------------------------------

@@ -18,6 +18,7 @@ from harness.report import publish
 from harness.run.runner import RunError, check_run, run_test
 from harness.run.spec import TestSpec, split_names
 from harness.run.store import open_run_dir
+from nemeses.registry import KINDS
 
 __all__ = ["analyze_command", "list_command", "run_command"]
 
@@ -44,7 +45,8 @@ def _lengths(value: str) -> tuple[float, ...]:
     "--nemesis",
     default="pause",
     show_default=True,
-    help="Fault kinds, comma-separated: pause,freeze,throttle,partition,kill; 'none' for none.",
+    help="Fault kinds, comma-separated ('none' for none): "
+    + "; ".join(f"{name}: {kind.summary}" for name, kind in KINDS.items()),
 )
 @click.option(
     "--target",
@@ -171,7 +173,7 @@ def analyze_command(run_dir: Path, as_json: bool) -> None:
 @cli.command("list")
 def list_command() -> None:
     """Show the systems, bug switches, workloads and nemeses that can be combined."""
-    from nemeses import FAULT_KINDS, TOPOLOGIES
+    from nemeses import TOPOLOGIES
     from systems import available_systems, load_system
     from workloads import WORKLOADS
 
@@ -191,7 +193,15 @@ def list_command() -> None:
     for workload in WORKLOADS.values():
         workloads.add_row(workload.name, workload.description)
     console.print(workloads)
-    console.print(f"[bold]nemeses[/]: {', '.join(FAULT_KINDS)}")
+    kinds = Table("fault kind", "what it does", "manual command", title="nemeses")
+    for name, kind in KINDS.items():
+        manual = (
+            f"fencecheck nemesis {name}"
+            if kind.manual
+            else "(compound: " + " + ".join(kind.parts) + ")"
+        )
+        kinds.add_row(name, kind.summary, manual)
+    console.print(kinds)
     console.print(f"[bold]partition topologies[/]: {', '.join(TOPOLOGIES)}")
     if not available_systems():
         raise click.exceptions.Exit(EXIT_ERROR)

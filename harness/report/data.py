@@ -22,6 +22,7 @@ from checkers.faults import FaultTimeline
 from harness.history import NEMESIS, Event, HistoryError, Process, paired, read_history
 from harness.run.store import RunDir
 from harness.run.summary import RunSummary, flat_test, summarize, verdict_of
+from nemeses.registry import KINDS
 
 __all__ = [
     "MAX_TIMELINE_OPS",
@@ -632,6 +633,7 @@ def extract(run: RunDir, max_ops: int = MAX_TIMELINE_OPS) -> ReportData:
         "lanes": [{"label": lane["label"], "node": lane["node"]} for lane in lanes],
         "ops": _columns(shown, lane_numbers, pairing.seen_ids),
         "faults": [_fault_payload(f) for f in faults],
+        "fault_colours": {name: kind.colour for name, kind in KINDS.items()},
         "fault_nodes": fault_nodes,
         "anomalies": [
             {

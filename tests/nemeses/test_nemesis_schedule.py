@@ -9,7 +9,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from nemeses.protocol import FAULT_KINDS, NemesisError
+from nemeses.protocol import NemesisError
+from nemeses.registry import FAULT_KINDS
 from nemeses.schedule import (
     DEFAULT_TTL_MULTIPLES,
     HOLDER,

@@ -14,10 +14,6 @@
 
   const OUTCOME_COLOR = ["#3aa76d", "#e0625a", "#f2b134", "#a78bfa"];
   const OUTCOME_LABEL = ["ok", "fail", "info (unknown)", "open (never completed)"];
-  const FAULT_COLOR = {
-    pause: "#5b8def", freeze: "#22a6b3", throttle: "#f08c2e", partition: "#c45ab3",
-    kill: "#555b66",
-  };
   const HOLDER_COLOR = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#9c755f",
     "#edc948", "#ff9da7", "#e15759", "#bab0ac"];
   const STALE = "#d0021b";
@@ -40,7 +36,8 @@
   }
   const fName = (i) => D.ops.fs[C.f[i]];
   const nodeName = (i) => (C.n[i] == null ? null : D.ops.nodes[C.n[i]]);
-  const faultColor = (kind) => FAULT_COLOR[kind] || "#8c8c8c";
+  // The colours come from the fault-kind registry (nemeses/registry.py) with the data.
+  const faultColor = (kind) => (D.fault_colours || {})[kind] || "#8c8c8c";
   const faultEnd = (f) => (f.e == null ? END : f.e);
   const faultFailed = (f) => f.applied === false || !!f.error;
 

@@ -1,0 +1,120 @@
+"""What a fault kind is, as one registry entry (see :mod:`nemeses.registry`).
+
+An entry holds everything the rest of fencecheck needs to know about one kind of fault: how to
+build its nemesis, how a schedule draws a window's targets and parameters, how a heal that
+remembers nothing undoes it, the verb its sentences use, its colour in the report, and its manual
+command. The CLI help, ``fencecheck list``, the history's fault events, the explanations and the
+report's colours are all derived from the entries, so a new kind is one module and one entry.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from harness.node import Node
+from nemeses.processes import Locator, ProcessImage
+from nemeses.protocol import Fault, Nemesis, NemesisError
+
+__all__ = [
+    "Draw",
+    "FaultKind",
+    "Leftovers",
+    "ManualCommand",
+    "ManualOption",
+    "node_names",
+]
+
+
+@dataclass(frozen=True, slots=True)
+class Draw:
+    """What a schedule knows when it draws one window's targets and parameters.
+
+    ``target`` is a node name or the symbolic holder; ``role`` is its role; ``nodes`` maps every
+    node to its role; ``processes`` maps a role to the daemon that process faults aim at there.
+    """
+
+    rng: random.Random
+    target: str
+    role: str
+    nodes: Mapping[str, str]
+    processes: Mapping[str, str]
+    cpu: float
+
+    def of_role(self, role: str) -> list[str]:
+        """The nodes of ``role``, sorted."""
+        return sorted(name for name, node_role in self.nodes.items() if node_role == role)
+
+
+@dataclass(frozen=True, slots=True)
+class Leftovers:
+    """What a heal that did not apply the faults is told about one node."""
+
+    frozen: bool = False
+    killed: Sequence[ProcessImage] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ManualOption:
+    """One option of a manual fault command (``fencecheck nemesis KIND``).
+
+    ``kind``: ``text`` (a string, e.g. node names), ``cpu`` (a share of a CPU), or ``flag``.
+    """
+
+    name: str
+    help: str
+    kind: Literal["text", "cpu", "flag"] = "text"
+    default: Any = None
+
+
+@dataclass(frozen=True, slots=True)
+class ManualCommand:
+    """The manual command of a fault kind: its arguments and how they become a :class:`Fault`.
+
+    ``takes_nodes``: the command takes node names as arguments. ``fault`` gets those names
+    (checked), the options' values by name, and every node's role.
+    """
+
+    help: str
+    fault: Callable[[tuple[str, ...], Mapping[str, Any], Mapping[str, str]], Fault]
+    options: tuple[ManualOption, ...] = ()
+    takes_nodes: bool = True
+    examples: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class FaultKind:
+    """One kind of fault (DESIGN.md §7), with everything derived tables need.
+
+    ``heal_rank``: kinds heal in ascending rank (a frozen node runs no commands, so thaw first;
+    restarting a daemon needs a node that runs commands, so restart last). ``outlives_lease``: the
+    schedule prefers durations longer than the lease (the shape means nothing otherwise).
+    ``recover`` undoes the kind on one node without knowing what was applied (``None``: another
+    kind's recovery covers it).
+    """
+
+    name: str
+    summary: str
+    verb: str
+    colour: str
+    heal_rank: int
+    build: Callable[[Locator], Nemesis]
+    draw: Callable[[Draw], tuple[tuple[str, ...], dict[str, Any]]]
+    recover: Callable[[Node, Leftovers], object] | None = None
+    manual: ManualCommand | None = None
+    outlives_lease: bool = False
+    parts: tuple[str, ...] = field(default=())
+    """For a compound kind, the kinds it is made of, in order (their verbs tell its story)."""
+
+
+def node_names(text: str | None, nodes: Mapping[str, str]) -> tuple[str, ...]:
+    """Node names from a comma-separated option value; an unknown name is an error."""
+    names = [name.strip() for name in (text or "").split(",") if name.strip()]
+    unknown = [name for name in names if name not in nodes]
+    if unknown:
+        raise NemesisError(
+            f"no node {', '.join(unknown)} in this cluster; its nodes: {', '.join(nodes)}"
+        )
+    return tuple(dict.fromkeys(names))

@@ -1,0 +1,60 @@
+"""The fault-kind registry: one entry per kind (:class:`nemeses.kinds.FaultKind`).
+
+Adding a fault kind is one module that defines its nemesis and its ``KIND`` entry, plus one line
+here. Everything that lists kinds (``--nemesis`` help, ``fencecheck list``, manual commands,
+schedules, healing, the report's colours, the verbs of explanations) reads this table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Final
+
+from nemeses import freeze, kill, partition, pause, restart_while_paused, throttle
+from nemeses.composite import CompositeNemesis
+from nemeses.kinds import FaultKind
+from nemeses.processes import Locator, recorded_daemons
+from nemeses.protocol import NemesisError
+
+__all__ = ["FAULT_KINDS", "KINDS", "fault_kind", "healing_order", "standard_nemesis"]
+
+KINDS: Final[Mapping[str, FaultKind]] = {
+    kind.name: kind
+    for kind in (
+        pause.KIND,
+        freeze.KIND,
+        throttle.KIND,
+        partition.KIND,
+        kill.KIND,
+        restart_while_paused.KIND,
+    )
+}
+"""Every fault kind fencecheck injects (DESIGN.md §7), by name, in the order help lists them."""
+
+FAULT_KINDS: Final[tuple[str, ...]] = tuple(KINDS)
+"""The names of :data:`KINDS`."""
+
+
+def fault_kind(name: str) -> FaultKind:
+    """The entry of ``name``; an unknown name is an error that lists the kinds."""
+    try:
+        return KINDS[name]
+    except KeyError:
+        raise NemesisError(
+            f"unknown fault kind {name!r}; choose from {', '.join(FAULT_KINDS)}"
+        ) from None
+
+
+def healing_order(kinds: Collection[str] = FAULT_KINDS) -> list[FaultKind]:
+    """The entries of ``kinds`` in the order they must heal (see :attr:`FaultKind.heal_rank`)."""
+    return sorted((fault_kind(name) for name in kinds), key=lambda kind: kind.heal_rank)
+
+
+def standard_nemesis(
+    kinds: Collection[str] = FAULT_KINDS, *, locate: Locator = recorded_daemons
+) -> CompositeNemesis:
+    """One nemesis for every fault kind in ``kinds``, healing in :func:`healing_order`.
+
+    ``locate`` finds the daemons process faults aim at (the nodes' own records by default).
+    """
+    return CompositeNemesis(*(kind.build(locate) for kind in healing_order(kinds)))
