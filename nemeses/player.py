@@ -2,9 +2,9 @@
 
 Usage by the runner::
 
-    player = NemesisPlayer(cluster.nodes, standard_nemesis(), schedule.windows,
+    player = NemesisPlayer(nodes, standard_nemesis(spec.nemeses), schedule.windows,
                            clock=recorder.now, record=recorder.record_nemesis,
-                           resolve_holder=workload.current_holder)
+                           resolve_holder=holder_board.current)
     with player:            # start(): nemesis setup, then the thread
         ...run the workload...
     # leaving the block, also by Ctrl-C, SIGTERM (if turned into an exception) or any exception:

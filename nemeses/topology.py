@@ -1,7 +1,9 @@
 """Partition topologies: which packets between which nodes a partition drops.
 
-A partition is a set of *drops*, ``(source, destination)`` pairs of node names: packets from source
-to destination are dropped. Every topology of DESIGN.md §7 is such a set:
+A partition is a directed graph of who reaches whom (:func:`intended_reachability`); the pairs it
+lacks are its *drops*, ``(source, destination)`` pairs of node names: packets from source to
+destination are dropped, and that is what the iptables rules enforce. The topologies of
+DESIGN.md §7:
 
 - ``isolate``: the targets cannot talk to the peers (default: every other node), both ways.
 - ``halves``: the targets are one half, the peers (default: the rest) the other; both ways.
@@ -18,9 +20,18 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from typing import Final
 
+import networkx as nx
+
 from nemeses.protocol import Fault, NemesisError
 
-__all__ = ["TOPOLOGIES", "Drop", "partition_drops", "partition_fault"]
+__all__ = [
+    "TOPOLOGIES",
+    "Drop",
+    "intended_reachability",
+    "partition_drops",
+    "partition_fault",
+    "reachability",
+]
 
 TOPOLOGIES: Final[tuple[str, ...]] = ("isolate", "halves", "bridge", "one-way", "lock-cut")
 """Every partition topology, by name."""
@@ -29,15 +40,15 @@ Drop = tuple[str, str]
 """``(source, destination)``: packets from source to destination are dropped."""
 
 
-def partition_drops(
+def intended_reachability(
     topology: str,
     targets: Sequence[str],
     nodes: Iterable[str],
     peers: Sequence[str] | None = None,
     *,
     inbound: bool = False,
-) -> frozenset[Drop]:
-    """The drops of ``topology`` among ``nodes`` (see the module documentation).
+) -> nx.DiGraph:
+    """Who reaches whom under ``topology``: an edge ``a -> b`` when a's packets arrive at b.
 
     Raises :class:`NemesisError` naming the problem for unknown nodes, overlapping or empty sides.
     """
@@ -54,6 +65,7 @@ def partition_drops(
         overlap = sorted(set(targets) & set(peers))
         if overlap:
             raise NemesisError(f"{', '.join(overlap)} cannot be both a target and a peer")
+    graph = reachability(everyone, ())
     others = [name for name in everyone if name not in targets]
     if topology == "bridge":
         if len(targets) != 1:
@@ -61,15 +73,39 @@ def partition_drops(
         if not peers:
             raise NemesisError("a bridge partition needs peers: the nodes of one half")
         rest = [name for name in others if name not in peers]
-        return _both_ways(peers, _nonempty(rest, "the bridge's other half"))
+        graph.remove_edges_from(_both_ways(peers, _nonempty(rest, "the bridge's other half")))
+        return graph
     if topology in ("one-way", "lock-cut") and not peers:
         raise NemesisError(f"a {topology} partition needs peers (whom the targets are cut from)")
     chosen = _nonempty(list(peers) if peers else others, "the peers")
     if topology == "one-way":
-        return frozenset(
+        graph.remove_edges_from(
             (peer, target) if inbound else (target, peer) for target in targets for peer in chosen
         )
-    return _both_ways(targets, chosen)
+    else:
+        graph.remove_edges_from(_both_ways(targets, chosen))
+    return graph
+
+
+def reachability(nodes: Iterable[str], drops: Iterable[Drop]) -> nx.DiGraph:
+    """The graph of who reaches whom among ``nodes`` when ``drops`` are dropped."""
+    graph = nx.complete_graph(list(dict.fromkeys(nodes)), create_using=nx.DiGraph)
+    graph.remove_edges_from(drops)
+    return graph
+
+
+def partition_drops(
+    topology: str,
+    targets: Sequence[str],
+    nodes: Iterable[str],
+    peers: Sequence[str] | None = None,
+    *,
+    inbound: bool = False,
+) -> frozenset[Drop]:
+    """The drops of ``topology``: every pair of nodes its intended graph has no edge for."""
+    everyone = list(dict.fromkeys(nodes))
+    graph = intended_reachability(topology, targets, everyone, peers, inbound=inbound)
+    return frozenset(nx.complement(graph).edges())
 
 
 def partition_fault(

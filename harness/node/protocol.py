@@ -1,6 +1,7 @@
 """The node interface: what nemeses and system adapters may do to a host.
 
-A node is a container (Docker backend) or a real host (SSH backend). Everything above the cluster
+A node is a container (the Docker backend, :mod:`harness.node.docker`) or, with another backend, a
+real host. Everything above the cluster
 backend talks to nodes only through these protocols, so backends stay swappable. Core abilities are
 in :class:`Node`; abilities only some backends have are separate one- or two-method protocols
 (:class:`Freezable`, :class:`Throttleable`), checked with ``isinstance`` when a nemesis loads.

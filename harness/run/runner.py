@@ -399,7 +399,10 @@ def _rerun_command(spec: TestSpec) -> list[str]:
     if spec.fault_lengths:
         argv += ["--fault-lengths", ",".join(f"{m:g}" for m in spec.fault_lengths)]
     argv += ["--time-limit", str(spec.time_limit), "--workers", str(spec.workers)]
-    argv += ["--seed", str(spec.seed)]
+    argv += ["--keys", str(spec.keys), "--locks", str(spec.locks)]
+    argv += ["--work-ms", str(spec.work_ms), "--seed", str(spec.seed)]
+    if spec.rate:
+        argv += ["--rate", f"{spec.rate:g}"]
     if spec.lock_delay:
         argv += ["--lock-delay", str(spec.lock_delay)]
     return argv

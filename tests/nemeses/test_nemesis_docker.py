@@ -16,6 +16,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any, Final
 
+import networkx as nx
 import pytest
 from click.testing import CliRunner, Result
 
@@ -36,7 +37,7 @@ from nemeses.recovery import heal_nodes
 from nemeses.rules import CHAIN
 from nemeses.schedule import Window
 from nemeses.throttle import ThrottleNemesis
-from nemeses.topology import partition_fault
+from nemeses.topology import intended_reachability, partition_fault, reachability
 
 pytestmark = pytest.mark.docker
 
@@ -334,6 +335,52 @@ def test_halves_and_bridge(nodes: dict[str, Node]) -> None:
     assert not _tcp(nodes["l1"], "s1") and not _tcp(nodes["w1"], "l1")
     assert nemesis.heal().ok
     assert _tcp(nodes["l1"], "s1") and _tcp(nodes["w1"], "l1")
+
+
+def _observed_reachability(nodes: dict[str, Node]) -> nx.DiGraph:
+    """Who reaches whom, as seen: every node sends a datagram to every other; an edge is a
+    datagram that arrived (three copies each, on a quiet local bridge, given 0.3 s)."""
+    tokens = {(a, b): uuid.uuid4().hex for a in nodes for b in nodes if a != b}
+    for (source, dest), token in tokens.items():
+        nodes[source].run(["python3", PROBE_PATH, "udp", dest, token], check=True)
+    time.sleep(0.3)
+    logs = {name: _udp_log(node) for name, node in nodes.items()}
+    return reachability(
+        nodes, [pair for pair, token in tokens.items() if token not in logs[pair[1]]]
+    )
+
+
+@pytest.mark.parametrize(
+    ("topology", "targets", "peers", "inbound"),
+    [
+        ("isolate", ["w1"], None, False),
+        ("halves", ["l1", "w1"], None, False),
+        ("bridge", ["w2"], ["l1"], False),
+        ("one-way", ["w1"], ["s1"], True),
+        ("lock-cut", ["w2"], ["l1"], False),
+    ],
+)
+def test_the_observed_reachability_is_the_intended_graph(
+    nodes: dict[str, Node],
+    topology: str,
+    targets: list[str],
+    peers: list[str] | None,
+    inbound: bool,
+) -> None:
+    intended = intended_reachability(topology, targets, list(nodes), peers, inbound=inbound)
+    nemesis = PartitionNemesis()
+    nemesis.setup(nodes)
+    nemesis.invoke(
+        "start-partition", partition_fault(topology, targets, list(nodes), peers, inbound=inbound)
+    )
+    try:
+        observed = _observed_reachability(nodes)
+    finally:
+        assert nemesis.heal().ok
+    missing = sorted(set(intended.edges) - set(observed.edges))
+    extra = sorted(set(observed.edges) - set(intended.edges))
+    assert not missing and not extra, f"{topology}: blocked {missing}, leaking {extra}"
+    assert nx.utils.graphs_equal(_observed_reachability(nodes), reachability(nodes, ()))
 
 
 # -- healing ----------------------------------------------------------------------------------
