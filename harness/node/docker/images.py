@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
@@ -47,8 +48,9 @@ Progress = Callable[[str], None]
 
 BASE_REPOSITORY: Final = "fencecheck-base"
 NODE_REPOSITORY: Final = "fencecheck-node"
-RECIPES: Final = Path(__file__).resolve().parents[3] / "docker"
-"""The folder of image recipes (``base.json``, ``node/``)."""
+RECIPES: Final = Path(str(resources.files(__package__ or __name__) / "recipes"))
+"""The folder of image recipes (``base.json``, ``node/``): the checkout's ``docker/``, shipped in
+the wheel as package data."""
 # Bump when the build procedure below changes in a way that changes the base image's contents.
 _BASE_PROCEDURE: Final = 1
 _MIRROR_ENV: Final = "FENCECHECK_DEBIAN_MIRROR"

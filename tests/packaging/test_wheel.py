@@ -1,0 +1,62 @@
+"""A wheel installed outside the checkout carries its image recipes and runs a whole test."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import venv
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = [pytest.mark.docker, pytest.mark.e2e]
+
+
+def _run(argv: list[str], cwd: Path, timeout: float = 600) -> subprocess.CompletedProcess[str]:
+    # No PYTHONPATH, a cwd outside the checkout: only the installed wheel can answer.
+    env = {key: value for key, value in os.environ.items() if key != "PYTHONPATH"}
+    return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def test_a_wheel_outside_the_checkout_builds_images_and_runs_valid(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    built = _run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT)],
+        tmp_path,
+    )
+    assert built.returncode == 0, built.stderr
+    (wheel,) = wheels.glob("fencecheck-*.whl")
+    # The system's packages (click, docker, orjson...) serve the venv; fencecheck itself is the
+    # wheel, installed into the venv, which Python finds before any editable checkout.
+    env_dir = tmp_path / "venv"
+    venv.create(env_dir, system_site_packages=True, with_pip=False)
+    python = str(env_dir / "bin" / "python")
+    installed = _run(
+        [sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "-q", str(wheel)],
+        tmp_path,
+    )
+    assert installed.returncode == 0, installed.stderr
+    where = _run([python, "-c", "import harness; print(harness.__file__)"], tmp_path)
+    assert str(env_dir) in where.stdout, where.stdout + where.stderr
+    fencecheck = str(env_dir / "bin" / "fencecheck")
+    images = _run([fencecheck, "images", "build"], tmp_path)
+    assert images.returncode == 0, images.stdout + images.stderr
+    run = _run(
+        [
+            fencecheck,
+            "run",
+            "--time-limit",
+            "10",
+            "--no-progress",
+            "--json",
+            "--store",
+            str(tmp_path / "store"),
+        ],
+        tmp_path,
+    )
+    assert run.returncode == 0, run.stdout[-2000:] + run.stderr[-2000:]
+    assert json.loads(run.stdout)["valid"] is True
