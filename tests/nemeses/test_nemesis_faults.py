@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-from nemesis_fakes import FakeNode, fake_cluster
 
 from harness.node import Node
 from nemeses import FAULT_KINDS, standard_nemesis
@@ -16,6 +15,7 @@ from nemeses.processes import ProcessImage, running_daemons
 from nemeses.protocol import Fault, NemesisError
 from nemeses.recovery import heal_nodes
 from nemeses.throttle import ThrottleNemesis, cfs_quota
+from tests.support.nemesis_fakes import FakeNode, fake_cluster
 
 
 def state(node: FakeNode, name: str) -> str | None:

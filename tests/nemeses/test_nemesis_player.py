@@ -7,13 +7,13 @@ import time
 from typing import Any
 
 import pytest
-from nemesis_fakes import fake_cluster
 
 from nemeses import standard_nemesis
 from nemeses.noop import NoopNemesis
 from nemeses.player import NemesisPlayer
 from nemeses.protocol import NemesisError
 from nemeses.schedule import HOLDER, Window
+from tests.support.nemesis_fakes import fake_cluster
 
 MS = 1_000_000
 

@@ -7,7 +7,6 @@ from itertools import permutations
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
-from nemesis_fakes import FakeNode, fake_cluster
 
 from nemeses.partition import PartitionNemesis
 from nemeses.protocol import Fault, NemesisError
@@ -20,6 +19,7 @@ from nemeses.rules import (
     removal_script,
 )
 from nemeses.topology import partition_fault
+from tests.support.nemesis_fakes import FakeNode, fake_cluster
 
 NAMES = ["l1", "s1", "w1", "w2", "w3"]
 

@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-# The tests run with --import-mode=importlib, which puts no test directory on sys.path; this one
-# goes there so that its tests can import the shared helpers of localcluster.py.
-sys.path.insert(0, str(Path(__file__).parent))
-
-from localcluster import (
+from tests.support.localcluster import (
     LocalCluster,
     MakeCluster,
     build_cluster,

@@ -10,7 +10,15 @@ from contextlib import contextmanager
 from typing import Any
 
 import pytest
-from localcluster import LocalCluster, MakeCluster, entries, log_lines, wait_dead, wait_until
+
+from tests.support.localcluster import (
+    LocalCluster,
+    MakeCluster,
+    entries,
+    log_lines,
+    wait_dead,
+    wait_until,
+)
 
 
 def acquire(cluster: LocalCluster, worker: str, lock: str = "L", wait: float = 20.0) -> int:

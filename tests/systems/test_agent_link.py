@@ -8,9 +8,9 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from localcluster import MakeCluster, free_ports, wait_until
 
 from harness.run.agent_link import AgentLink, AgentUnreachable
+from tests.support.localcluster import MakeCluster, free_ports, wait_until
 
 
 def test_a_timed_out_request_is_unknown_and_may_still_complete(make_cluster: MakeCluster) -> None:

@@ -9,13 +9,13 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from localcluster import wait_until
 
 from harness.node import NodeError
 from harness.node.docker.cluster import Cluster, default_topology, new_run_id
 from harness.nodeside import wire
 from systems import Deployment, SystemConfig, load_system
 from systems.reference import ReferenceSystem
+from tests.support.localcluster import wait_until
 
 pytestmark = pytest.mark.docker
 

@@ -10,10 +10,10 @@ import time
 from pathlib import Path
 
 import pytest
-from localcluster import MakeCluster, wait_until
 
 from systems.reference.client import Client
 from systems.reference.lock_server import LockService
+from tests.support.localcluster import MakeCluster, wait_until
 
 
 def grant(client: Client, lock: str, ttl: float, wait: float) -> int:

@@ -8,7 +8,6 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from localcluster import MakeCluster
 
 from systems.reference.store_server import (
     AUDIT,
@@ -20,6 +19,7 @@ from systems.reference.store_server import (
     Item,
     Store,
 )
+from tests.support.localcluster import MakeCluster
 
 _ids = (f"x{n}" for n in itertools.count())
 

@@ -7,7 +7,6 @@ import socket
 from pathlib import Path
 
 import pytest
-from localcluster import LocalNode, MakeCluster, free_ports, local_nodes, local_system, wait_dead
 
 from checkers import ANOMALY_NAMES
 from harness.history import InventoryError
@@ -24,6 +23,14 @@ from systems import (
 )
 from systems.fake import FakeSystem
 from systems.reference import BUG_SWITCHES, Ports, ReferenceSystem
+from tests.support.localcluster import (
+    LocalNode,
+    MakeCluster,
+    free_ports,
+    local_nodes,
+    local_system,
+    wait_dead,
+)
 
 # DESIGN.md §1, one switch per mistake.
 _MISTAKES = {

@@ -1,0 +1,1 @@
+"""Test-only code: fakes, local clusters and models shared by test areas; never shipped."""
