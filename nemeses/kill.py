@@ -14,8 +14,8 @@ from typing import Any
 from harness.node import Daemon, Node, NodeError
 from nemeses._base import ProcessNemesis
 from nemeses._observe import observe
-from nemeses.kinds import FaultKind, Leftovers, ManualCommand
-from nemeses.pause import PROCESS_OPTION, draw_process, process_params
+from nemeses.kinds import FaultKind, Leftovers
+from nemeses.pause import draw_process, process_command
 from nemeses.processes import ProcessImage, is_gone, restart, snapshot
 from nemeses.protocol import Fault, FaultKey, HealReport, NemesisError, fault_fs
 
@@ -132,13 +132,9 @@ KIND = FaultKind(
     build=KillNemesis,
     draw=draw_process,
     recover=_recover,
-    manual=ManualCommand(
-        help="SIGKILL the daemons on NODES; start them again as they were after --for (or at "
-        "heal).",
-        fault=lambda nodes, values, roles: Fault(
-            "kill", nodes, process_params(values.get("process"))
-        ),
-        options=(PROCESS_OPTION,),
+    manual=process_command(
+        "kill",
+        "SIGKILL the daemons on NODES; start them again as they were after --for (or at heal).",
     ),
 )
 """The kill fault kind's registry entry."""

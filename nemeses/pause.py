@@ -15,7 +15,7 @@ from nemeses.kinds import Draw, FaultKind, Leftovers, ManualCommand, ManualOptio
 from nemeses.processes import continue_stopped, is_gone
 from nemeses.protocol import Fault, FaultKey, HealReport, NemesisError, fault_fs
 
-__all__ = ["KIND", "PauseNemesis"]
+__all__ = ["KIND", "PauseNemesis", "draw_process", "process_command", "process_params"]
 
 _STOPPED: Final = "T"
 _RETRY: Final[FaultKey] = ("", (), "continue failed")
@@ -101,10 +101,20 @@ class PauseNemesis(ProcessNemesis[tuple[Node, Daemon]]):
         return self._continue_all(paused)
 
 
-PROCESS_OPTION = ManualOption(
+_PROCESS_OPTION = ManualOption(
     "process", "Daemon name, or a command-line pattern as for pgrep -f (default: every daemon)."
 )
-"""The ``--process`` option of the process faults' manual commands."""
+
+
+def process_command(kind: str, help: str) -> ManualCommand:
+    """The manual command of a process fault: node names and ``--process``."""
+    return ManualCommand(
+        help=help,
+        fault=lambda nodes, values, roles: Fault(
+            kind, nodes, process_params(values.get("process"))
+        ),
+        options=(_PROCESS_OPTION,),
+    )
 
 
 def process_params(process: str | None) -> dict[str, Any]:
@@ -130,12 +140,9 @@ KIND = FaultKind(
     build=PauseNemesis,
     draw=draw_process,
     recover=_recover,
-    manual=ManualCommand(
-        help="SIGSTOP the daemons on NODES (names, or comma-separated); SIGCONT them after --for.",
-        fault=lambda nodes, values, roles: Fault(
-            "pause", nodes, process_params(values.get("process"))
-        ),
-        options=(PROCESS_OPTION,),
+    manual=process_command(
+        "pause",
+        "SIGSTOP the daemons on NODES (names, or comma-separated); SIGCONT them after --for.",
     ),
 )
 """The pause fault kind's registry entry."""
