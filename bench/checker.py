@@ -31,8 +31,8 @@ from typing import Any
 import orjson
 
 from checkers import check_file
-from checkers.simulation import MS, FencedSystem, Outcome
 from harness.history import Sink
+from tests.support.simulation import MS, FencedSystem, Outcome
 
 _INVENTORY = {"store": Sink("store", fenced=True), "recorder": Sink("recorder", fenced=False)}
 _TIME_RATIO_TARGET = 2.0

@@ -70,10 +70,10 @@ class GrantChecker:
         self.grants += 1
         lock = self.lock_of(event, invoke)
         epoch = event.value.get("epoch")
-        if type(epoch) is not int:
+        if type(epoch) is not int or epoch < 0:
             raise HistoryError(
                 event.line,
-                "an ok acquire must carry an integer epoch in its value",
+                "an ok acquire must carry an integer epoch >= 0 in its value",
                 'write it as "value": {"lock": ..., "epoch": N}',
             )
         state = self._state(lock)

@@ -69,6 +69,7 @@ def test_json_output_has_the_documented_shape() -> None:
             "end_index": 20,
             "applied": True,
             "error": None,
+            "parts": [],
         }
     ]
     assert result["sinks"]["store"]["valid"] is False

@@ -1,7 +1,7 @@
 """Property tests: histories of a correct fenced system are valid; one planted mistake is caught.
 
 Plans are lists of small steps (acquire, write, read, pause...) that the model of
-:mod:`checkers.simulation` plays, so Hypothesis shrinks a failure to the few steps that matter.
+:mod:`tests.support.simulation` plays, so Hypothesis shrinks a failure to the few steps that matter.
 Each mutation plants one mistake in what the model recorded and must yield exactly its anomaly.
 """
 
@@ -17,8 +17,8 @@ from hypothesis import HealthCheck, assume, find, given, settings
 from hypothesis import strategies as st
 
 from checkers import CheckResult, check
-from checkers.simulation import FencedSystem
 from harness.history import Sink, event_from_dict
+from tests.support.simulation import FencedSystem
 
 Raw = list[dict[str, Any]]
 Step = tuple[str, int, int, int, int]
