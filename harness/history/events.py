@@ -95,7 +95,7 @@ def event_from_dict(raw: Any, line: int = 0) -> Event:
         raise HistoryError(
             line, "index and time must be integers >= 0", "time is in nanoseconds since the start"
         )
-    if etype not in EVENT_TYPES:
+    if not isinstance(etype, str) or etype not in EVENT_TYPES:
         raise HistoryError(
             line, f"unknown type {_excerpt(etype)}", "type must be one of invoke, ok, fail, info"
         )

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from checkers import ANOMALY_NAMES, FaultWindow, check
+from checkers import ANOMALY_NAMES, FaultWindow
 from checkers.explain import describe_fault
 from checkers.registry import REGISTRY
 from harness.history import EXPECTED_WHEN_UNGUARDED, Event, Sink
