@@ -7,7 +7,7 @@ one event per line, written as the run goes so that a crash never loses what alr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 __all__ = [
     "EVENT_TYPES",
@@ -123,7 +123,7 @@ def event_from_dict(raw: Any, line: int = 0) -> Event:
         index,
         time,
         process,
-        etype,
+        cast(EventType, etype),
         f,
         value,
         node,
