@@ -278,10 +278,8 @@ def accept_a_refused_write_on_another_key(raw: Raw) -> tuple[Raw, set[str]]:
     """The fence lets the stale holder's refused write in, on a key of its own: a stale write
     across keys, which only the sink's seq shows (it was sent before the pause)."""
     raw = copy.deepcopy(raw)
-    at, refused = next(
-        (at, event)
-        for at, event in enumerate(raw)
-        if event["f"] == "write" and event.get("error") == "stale-epoch"
+    refused = next(
+        event for event in raw if event["f"] == "write" and event.get("error") == "stale-epoch"
     )
     seq = 1 + max(
         (entry.get("seq", 0) for read in reads_of_all(raw) for entry in read["value"]["entries"]),
