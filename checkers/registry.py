@@ -16,7 +16,7 @@ from checkers import explain
 if TYPE_CHECKING:
     from checkers.evidence import Anomaly
 
-__all__ = ["ANOMALY_NAMES", "REGISTRY", "AnomalyKind", "sentence"]
+__all__ = ["ANOMALY_NAMES", "REGISTRY", "AnomalyKind", "markdown_table", "sentence"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,3 +148,12 @@ def sentence(anomaly: Anomaly) -> str:
     if anomaly.lease_ttl is not None and kind is not None and kind.ttl_matters:
         parts.append(f"lease TTL {explain.seconds(anomaly.lease_ttl)}")
     return "; ".join(parts)
+
+
+def markdown_table() -> str:
+    """The anomaly table of ``docs/checker.md``, generated so that the docs cannot drift."""
+    rows = ["| name | meaning | expected on an unguarded sink |", "| --- | --- | --- |"]
+    for kind in REGISTRY.values():
+        expected = "yes" if kind.expected_when_unguarded else "no"
+        rows.append(f"| `{kind.name}` | {kind.meaning} | {expected} |")
+    return "\n".join(rows)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import re
 import threading
 from pathlib import Path
 from typing import Any
@@ -246,3 +247,19 @@ def test_malformed_input_exits_3_with_one_line_and_never_a_traceback(
         assert outcome.exit_code == EXIT_ERROR
     if outcome.exit_code == EXIT_ERROR:
         assert len(outcome.stderr.strip().splitlines()) == 1
+
+
+def test_the_bundled_cross_key_example_is_caught_by_seq_and_unobservable_without_it(
+    tmp_path: Path,
+) -> None:
+    code, out, _ = run(str(EXAMPLES / "stale-write-across-keys.jsonl"), "--ttl", "2s")
+    assert code == EXIT_INVALID
+    flat = " ".join(out.split())
+    assert "fenced store/k2 at seq 5, after w3's write w3-4 (epoch 8) to store/k1 at seq 4" in flat
+    assert "w2 was paused from 12.1 s to 18.4 s; lease TTL 2 s" in flat
+    unsequenced = tmp_path / "history.jsonl"
+    text = (EXAMPLES / "stale-write-across-keys.jsonl").read_text()
+    unsequenced.write_text(re.sub(r',"seq":\d+', "", text))
+    code, out, _ = run(str(unsequenced))
+    assert code == EXIT_VALID
+    assert "coverage: store: cross-key staleness not observable" in " ".join(out.split())

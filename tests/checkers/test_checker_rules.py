@@ -294,3 +294,15 @@ def test_checkers_import_only_the_history_layer_of_the_harness() -> None:
 
 def test_event_is_unchanged_for_callers() -> None:
     assert Event(0, 0, 1, "invoke", "read").node is None
+
+
+def test_the_docs_list_every_anomaly_as_the_registry_defines_it() -> None:
+    import pathlib
+
+    from checkers.registry import markdown_table
+
+    docs = pathlib.Path(__file__).resolve().parents[2] / "docs" / "checker.md"
+    text = docs.read_text()
+    begin = text.index("<!-- anomalies: generated from checkers/registry.py -->\n")
+    end = text.index("\n<!-- end anomalies -->")
+    assert text[begin:end].split("\n", 1)[1] == markdown_table()
