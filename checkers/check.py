@@ -248,20 +248,13 @@ def _refused_read(event: Event, invoke: Event) -> OpRef | None:
     if event.type != "fail" or error != STALE_EPOCH:
         return None
     value = invoke.value
-    return OpRef(
+    return OpRef.completed(
         "refused",
-        "read",
-        "fail",
-        event.index,
-        event.time,
-        invoke.index,
-        invoke.time,
-        event.process,
-        event.node,
-        value.get("lock"),
-        value.get("epoch"),
-        None,
-        value.get("sink"),
-        value.get("key"),
-        STALE_EPOCH,
+        event,
+        invoke,
+        lock=value.get("lock"),
+        epoch=value.get("epoch"),
+        sink=value.get("sink"),
+        key=value.get("key"),
+        error=STALE_EPOCH,
     )

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from checkers.registry import ANOMALY_NAMES, sentence
+from harness.history import Event
 
 __all__ = ["ANOMALY_NAMES", "Anomaly", "FaultWindow", "OpRef"]
 
@@ -49,6 +50,37 @@ class OpRef:
         if self.node is not None:
             return self.node
         return f"process {self.process}" if self.process is not None else "an unknown holder"
+
+    @classmethod
+    def completed(
+        cls,
+        role: str,
+        event: Event,
+        invoke: Event,
+        *,
+        lock: str | None,
+        epoch: int | None,
+        sink: str | None = None,
+        key: str | None = None,
+        error: str | None = None,
+    ) -> OpRef:
+        """The operation ``invoke`` began and ``event`` completed, as evidence."""
+        return cls(
+            role,
+            event.f,
+            event.type,
+            event.index,
+            event.time,
+            invoke.index,
+            invoke.time,
+            event.process,
+            event.node,
+            lock,
+            epoch,
+            sink=sink,
+            key=key,
+            error=error,
+        )
 
     def with_role(self, role: str) -> OpRef:
         """The same operation playing ``role``."""

@@ -80,19 +80,7 @@ class GrantChecker:
         holder = holder_of(event)
         own = state.holders.get(holder)
         reentry = own is not None and not own.released and own.epoch == epoch
-        ref = OpRef(
-            "later",
-            "acquire",
-            "ok",
-            event.index,
-            event.time,
-            invoke.index,
-            invoke.time,
-            event.process,
-            event.node,
-            lock,
-            epoch,
-        )
+        ref = OpRef.completed("later", event, invoke, lock=lock, epoch=epoch)
         if before is not None and epoch <= before.epoch and not (reentry and before is own):
             self._findings.report(
                 "grant-regression",

@@ -190,13 +190,8 @@ class KeyLog:
             self.where[wid] = len(self.prev_user) - 1
 
     def _widen(self) -> None:
-        # The columns before the one that overflowed took the row already: cut them back.
-        rows = len(self.prev_user)
-        self.epochs = widen(self.epochs, rows)
-        self.processes = widen(self.processes, rows)
-        self.invoke_index = widen(self.invoke_index, rows)
-        self.ack_index = widen(self.ack_index, rows)
-        self.ack_time = widen(self.ack_time, rows)
+        columns = ("epochs", "processes", "invoke_index", "ack_index", "ack_time")
+        widen(self, columns, len(self.prev_user))
 
 
 class ReadChecker:

@@ -26,9 +26,11 @@ def fits(*values: int) -> bool:
     return all(_LOW <= value <= _HIGH for value in values)
 
 
-def widen(column: Ints, length: int) -> list[int]:
-    """``column``'s first ``length`` rows as a list, which holds integers of any size."""
-    return list(column[:length])
+def widen(table: object, columns: tuple[str, ...], rows: int) -> None:
+    """Turn ``table``'s ``columns`` into lists of their first ``rows`` rows: lists hold integers
+    of any size (an overflowing append may have left a row in the columns before it)."""
+    for name in columns:
+        setattr(table, name, list(getattr(table, name)[:rows]))
 
 
 class Names:
@@ -121,13 +123,8 @@ class EpochTable:
         self._ids.insert(row, op.id)
 
     def _widen(self) -> None:
-        rows = len(self._epochs)
-        self._epochs = widen(self._epochs, rows)
-        self._index = widen(self._index, rows)
-        self._time = widen(self._time, rows)
-        self._invoke_index = widen(self._invoke_index, rows)
-        self._invoke_time = widen(self._invoke_time, rows)
-        self._process = widen(self._process, rows)
+        columns = ("_epochs", "_index", "_time", "_invoke_index", "_invoke_time", "_process")
+        widen(self, columns, len(self._epochs))
 
     def ref(self, row: int, role: str, names: Names) -> OpRef:
         """The claim in ``row`` as evidence."""
