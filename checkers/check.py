@@ -38,6 +38,7 @@ _NO_SEQ: Final = (
     "cross-key staleness not observable: the sink reports no seq, so only writes acknowledged "
     "before another was sent are compared across keys"
 )
+_SEQ_MISSING: Final = "the inventory says the sink reports seq, yet no write or read entry had one"
 
 
 def check(
@@ -218,7 +219,7 @@ class _Run:
                 unknown_keys=tuple(unknown.get(sink, ())),
                 reasons=tuple(reasons),
                 seq_observable=seq,
-                coverage=() if seq else (_NO_SEQ,),
+                coverage=() if seq else ((_NO_SEQ, _SEQ_MISSING) if spec.seq else (_NO_SEQ,)),
             )
         return out
 

@@ -83,6 +83,8 @@ def test_a_sink_without_seq_says_cross_key_staleness_was_not_observable() -> Non
     assert verdict.seq_observable is False
     assert "cross-key staleness not observable" in verdict.coverage[0]
     assert result.to_json()["sinks"]["store"]["seq_observable"] is False
+    declared = judged(history, inventory={"store": Sink("store", True, seq=True)})
+    assert "yet no write or read entry had one" in declared.sinks["store"].coverage[1]
 
 
 def test_rising_seqs_with_rising_epochs_are_valid() -> None:
