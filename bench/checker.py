@@ -1,17 +1,23 @@
 """Benchmark the checker against plain JSON parsing of the same history.
 
+Run it from the checkout as ``python3 -m bench.checker`` (so the checkout's code is what runs).
+
 Generates a valid history of ``--events`` events (default 1,000,000) from the fenced-system model
 (several holders, pauses, refusals, indeterminate writes, read-modify-writes, keys retired after a
-final read), then measures, each in a fresh subprocess so peak RSS is clean:
+final read, the store reporting ``seq``), then measures, each in a fresh subprocess so peak RSS is
+clean:
 
 - ``check``: ``checkers.check_file`` on the file (orjson, streaming);
-- ``parse``: the baseline, ``json.loads`` of every line with the standard library.
+- ``parse``: the baseline, ``[json.loads(l) for l in open(F)]`` with the standard library.
 
-Targets (issue 2): the whole check of 1M events within 2x the stdlib parse time (compared in CPU
-seconds, which a busy machine does not skew; wall time is printed too), peak RSS under 1.5 GiB; at
-10M events (``--events 10000000``) memory bounded by keys and open operations, not by history
-length. Prints events/s, wall and CPU time, peak RSS and the ratios. Exits 1 if a target is
-missed or the generated history is not judged valid (a bug in the model or the checker).
+Then the two shapes that used to be quadratic (a read of never-written ids; read-modify-writes
+whose ``prev`` is not in the log) at 10k and 100k, with the growth factor (linear: about 10).
+
+Targets (issue 10): the whole check of 1M events within 1x the stdlib parse time (compared in CPU
+seconds, which a busy machine does not skew; wall time is printed too), peak RSS under 1.5 GiB and
+bounded by keys and open operations, not by history length (try ``--events 10000000``); each shape
+growing less than 20x for 10x the input. Exits 1 if a target is missed or the generated history is
+not judged valid (a bug in the model or the checker).
 """
 
 from __future__ import annotations
@@ -31,12 +37,18 @@ from typing import Any
 import orjson
 
 from checkers import check_file
-from checkers.simulation import MS, FencedSystem, Outcome
 from harness.history import Sink
+from tests.support.shapes import SHAPES
+from tests.support.simulation import MS, FencedSystem, Outcome
 
-_INVENTORY = {"store": Sink("store", fenced=True), "recorder": Sink("recorder", fenced=False)}
-_TIME_RATIO_TARGET = 2.0
+_INVENTORY = {
+    "store": Sink("store", fenced=True, seq=True),
+    "recorder": Sink("recorder", fenced=False),
+}
+_TIME_RATIO_TARGET = 1.0
 _RSS_TARGET = 1.5 * 2**30
+_SHAPE_SIZES = (10_000, 100_000)
+_GROWTH_TARGET = 20.0
 _INDETERMINATE: tuple[Outcome, ...] = ("info-landed", "info-lost")
 
 
@@ -49,7 +61,9 @@ def generate(path: Path, events: int, seed: int, holders: int = 5, per_key: int 
         def emit(event: dict[str, Any]) -> None:
             out.write(dumps(event) + b"\n")
 
-        model = FencedSystem(holders, emit, ttl=500 * MS, unfenced=("recorder",))
+        model = FencedSystem(
+            holders, emit, ttl=500 * MS, unfenced=("recorder",), sequenced=("store",)
+        )
         active = {sink: [f"k{number}" for number in range(4)] for sink in model.sinks}
         serial = 4
         written: dict[tuple[str, str], int] = {}
@@ -103,11 +117,9 @@ def _child(mode: str, path: str) -> None:
     cpu_before = before.ru_utime + before.ru_stime
     start = time.perf_counter()
     if mode == "parse":
-        loads = json.loads
-        with open(path, "rb") as stream:
-            for line in stream:
-                loads(line)
-        outcome: dict[str, Any] = {}
+        with open(path) as stream:
+            parsed = [json.loads(line) for line in stream]
+        outcome: dict[str, Any] = {"events": len(parsed)}
     else:
         result = check_file(path, inventory=_INVENTORY)
         outcome = {
@@ -125,7 +137,8 @@ def _child(mode: str, path: str) -> None:
 
 def _measure(mode: str, path: Path) -> dict[str, Any]:
     done = subprocess.run(
-        [sys.executable, __file__, "--child", mode, str(path)],
+        [sys.executable, "-m", "bench.checker", "--child", mode, str(path)],
+        cwd=Path(__file__).resolve().parents[1],
         check=True,
         capture_output=True,
         text=True,
@@ -136,6 +149,31 @@ def _measure(mode: str, path: Path) -> dict[str, Any]:
 
 def _mib(size: float) -> str:
     return f"{size / 2**20:,.0f} MiB"
+
+
+def _shapes(scratch: Path) -> bool:
+    """Time each quadratic-prone shape at two sizes; True if both grow about linearly."""
+    linear = True
+    for name, shape in SHAPES.items():
+        took = []
+        for size in _SHAPE_SIZES:
+            path = scratch / f"shape-{size}.jsonl"
+            with path.open("wb") as out:
+                out.writelines(orjson.dumps(event) + b"\n" for event in shape(size))
+            began = time.perf_counter()
+            check_file(path)
+            took.append(time.perf_counter() - began)
+        growth = took[1] / took[0]
+        ok = growth < _GROWTH_TARGET
+        linear = linear and ok
+        sizes = " -> ".join(
+            f"{size // 1000}k {spent:.2f} s" for size, spent in zip(_SHAPE_SIZES, took, strict=True)
+        )
+        print(
+            f"{name:>26}: {sizes}, growth {growth:.1f}x for 10x the input "
+            f"(target < {_GROWTH_TARGET:.0f}x: {'met' if ok else 'MISSED'})"
+        )
+    return linear
 
 
 def main() -> int:
@@ -159,6 +197,7 @@ def main() -> int:
             print(f"generated {count:,} events ({_mib(size)}) in {took:.1f} s -> {path}")
         parse = _measure("parse", path)
         checked = _measure("check", path)
+        linear = _shapes(Path(scratch))
     events = checked["events"]
     for name, measured in (("stdlib json parse", parse), ("fencecheck check", checked)):
         print(
@@ -180,7 +219,7 @@ def main() -> int:
         f"{_TIME_RATIO_TARGET}: {'met' if time_ok else 'MISSED'}); check peak RSS "
         f"{_mib(checked['rss'])} (target < 1.5 GiB: {'met' if rss_ok else 'MISSED'})"
     )
-    return 0 if checked["valid"] is True and time_ok and rss_ok else 1
+    return 0 if checked["valid"] is True and time_ok and rss_ok and linear else 1
 
 
 if __name__ == "__main__":

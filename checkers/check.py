@@ -1,10 +1,11 @@
 """Check a whole history: stream its events through every checker and compose the verdict.
 
-One pass in file order. Memory holds per-key logs (a compact row per accepted write), the records
-of unresolved writes, per-lock and per-holder grant state, and the nemesis events; never the
-history itself. The verdict is never ``True`` by default: it takes at least one successful read
-and one accepted write, every acknowledged write verified by a later read of its key, and every
-fault applied.
+One pass in index order (which is real-time order: the reader refuses a history whose times go
+back or whose indexes do not rise). Memory holds per-key logs (a compact row per accepted write),
+the records of unresolved writes, per-lock, per-holder and per-epoch state, and the nemesis
+events; never the history itself. The verdict is never ``True`` by default: it takes at least
+one successful read and one accepted write, every acknowledged write verified by a later read of
+its key, and every fault applied.
 """
 
 from __future__ import annotations
@@ -14,20 +15,30 @@ from collections import Counter
 from collections.abc import Iterable
 from typing import Final
 
+from checkers.evidence import OpRef
 from checkers.faults import FaultTimeline
 from checkers.findings import DEFAULT_MAX_EVIDENCE, Findings
 from checkers.grants import GrantChecker, holder_of
 from checkers.logs import ReadChecker
+from checkers.refusals import FenceWatch
 from checkers.result import CheckResult, Counts, SinkVerdict, Verdict
+from checkers.staleness import CrossKey
 from checkers.tables import Names
 from checkers.writes import WriteChecker
-from harness.history import NEMESIS, Event, paired, read_history
+from harness.history import NEMESIS, Event, HistoryError, paired, read_history
 from harness.history.inventory import Inventory, Sink, normalize_inventory
+from harness.history.vocabulary import STALE_EPOCH
 
 __all__ = ["check", "check_file"]
 
 _EXAMPLES: Final = 3
 _TYPES: Final = ("invoke", "ok", "fail", "info")
+_FENCED_READ_FIX = 'a fenced read\'s value is {"sink": ..., "key": ..., "lock": L, "epoch": N >= 0}'
+_NO_SEQ: Final = (
+    "cross-key staleness not observable: the sink reports no seq, so only writes acknowledged "
+    "before another was sent are compared across keys"
+)
+_SEQ_MISSING: Final = "the inventory says the sink reports seq, yet no write or read entry had one"
 
 
 def check(
@@ -70,15 +81,19 @@ class _Run:
         self.max_evidence = max_evidence
         self.findings = Findings(inventory, max_evidence)
         names = Names()
+        self.cross = CrossKey(self.findings)
+        self.fence = FenceWatch(self.findings)
         self.faults = FaultTimeline()
         self.grants = GrantChecker(self.findings, names)
-        self.writes = WriteChecker(self.findings, names)
-        self.reads = ReadChecker(self.findings, self.writes, names)
+        self.writes = WriteChecker(self.findings, names, self.cross)
+        self.reads = ReadChecker(self.findings, self.writes, names, self.cross)
         self.ops: Counter[tuple[str, str]] = Counter()
+        self.holders: set[str | None] = set()
 
     def run(self, events: Iterable[Event]) -> CheckResult:
-        ops = self.ops
+        ops, holders = self.ops, self.holders
         faults, grants, writes, reads = self.faults, self.grants, self.writes, self.reads
+        fence = self.fence
         for event, invoke in paired(events):
             f = event.f
             kind = event.type
@@ -86,32 +101,55 @@ class _Run:
                 faults.add(event)
                 continue
             ops[f, kind] += 1
+            holders.add(event.node)
             if f == "write":
                 if invoke is None:
-                    writes.invoke(event)
+                    record = writes.invoke(event)
+                    fence.sent(event.process, record.lock, record.epoch)
                 else:
                     record = writes.complete(event, invoke)
+                    refused = kind == "fail" and record.error == STALE_EPOCH
+                    fence.done(event.process, kind, record.ref("refused") if refused else None)
                     if kind == "ok" and record.position is not None:
                         reads.acked(record)
             elif f == "read":
-                if kind == "ok" and invoke is not None:
-                    reads.read_ok(event, invoke)
+                if invoke is None:
+                    self._read_sent(event)
+                else:
+                    fence.done(event.process, kind, _refused_read(event, invoke))
+                    if kind == "ok":
+                        reads.read_ok(event, invoke)
             elif f == "acquire":
                 if invoke is None:
                     grants.invoke(event)
                 elif grants.complete(event, invoke):
-                    writes.granted(holder_of(event), GrantChecker.lock_of(event, invoke))
+                    lock = GrantChecker.lock_of(event, invoke)
+                    writes.granted(holder_of(event), lock, event.value["epoch"], event.index)
             elif f == "release" and invoke is not None:
                 grants.released(event, invoke)
         return self._result()
+
+    def _read_sent(self, event: Event) -> None:
+        """A read was invoked; one carrying an epoch is fenced and may raise a fence's mark."""
+        value = event.value
+        epoch = value.get("epoch")
+        if epoch is None:
+            return
+        lock = value.get("lock")
+        if not (type(epoch) is int and epoch >= 0 and isinstance(lock, str)):
+            raise HistoryError(
+                event.line, "a fenced read needs a lock and an integer epoch >= 0", _FENCED_READ_FIX
+            )
+        self.fence.sent(event.process, lock, epoch)
 
     def _result(self) -> CheckResult:
         unverified = self.reads.finish()
         windows = self.faults.windows()
         ttl_ns = round(self.lease_ttl * 1e9) if self.lease_ttl is not None else None
         findings = self.findings
-        counted = findings.anomalies(findings.counted, windows, ttl_ns)
-        expected = findings.anomalies(findings.expected, windows, ttl_ns)
+        holders = {node for node in self.holders if node is not None}
+        counted = findings.anomalies(findings.counted, windows, ttl_ns, holders)
+        expected = findings.anomalies(findings.expected, windows, ttl_ns, holders)
         reasons = self._unknown_reasons(unverified)
         valid: Verdict = False if findings.counted.counts else ("unknown" if reasons else True)
         return CheckResult(
@@ -167,6 +205,7 @@ class _Run:
             if sink in unknown:
                 reasons.append(f"{len(unknown[sink])} key(s) with writes no read verified")
             valid: Verdict = False if counted.get(sink) else ("unknown" if reasons else True)
+            seq = sink in self.cross.sequenced
             out[sink] = SinkVerdict(
                 name=sink,
                 fenced=spec.fenced,
@@ -179,6 +218,8 @@ class _Run:
                 expected=dict(expected.get(sink, {})),
                 unknown_keys=tuple(unknown.get(sink, ())),
                 reasons=tuple(reasons),
+                seq_observable=seq,
+                coverage=() if seq else ((_NO_SEQ, _SEQ_MISSING) if spec.seq else (_NO_SEQ,)),
             )
         return out
 
@@ -200,3 +241,21 @@ class _Run:
             refused_writes=self.writes.refused,
             keys=len(self.reads.logs),
         )
+
+
+def _refused_read(event: Event, invoke: Event) -> OpRef | None:
+    """A fenced read a fence refused as stale, as evidence (``None`` for any other outcome)."""
+    error = event.error if event.error is not None else event.value.get("error")
+    if event.type != "fail" or error != STALE_EPOCH:
+        return None
+    value = invoke.value
+    return OpRef.completed(
+        "refused",
+        event,
+        invoke,
+        lock=value.get("lock"),
+        epoch=value.get("epoch"),
+        sink=value.get("sink"),
+        key=value.get("key"),
+        error=STALE_EPOCH,
+    )

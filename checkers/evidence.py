@@ -8,25 +8,13 @@ rendered from them by :mod:`checkers.explain`.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final
+from dataclasses import dataclass, field, replace
+from typing import Any
 
-from checkers.explain import explain
+from checkers.registry import ANOMALY_NAMES, sentence
+from harness.history import Event
 
 __all__ = ["ANOMALY_NAMES", "Anomaly", "FaultWindow", "OpRef"]
-
-ANOMALY_NAMES: Final[tuple[str, ...]] = (
-    "stale-write",
-    "epoch-reuse",
-    "grant-regression",
-    "lost-write",
-    "phantom-write",
-    "duplicate-write",
-    "divergent-reads",
-    "realtime-order",
-    "retry-after-reject",
-    "lost-update",
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,6 +50,41 @@ class OpRef:
         if self.node is not None:
             return self.node
         return f"process {self.process}" if self.process is not None else "an unknown holder"
+
+    @classmethod
+    def completed(
+        cls,
+        role: str,
+        event: Event,
+        invoke: Event,
+        *,
+        lock: str | None,
+        epoch: int | None,
+        sink: str | None = None,
+        key: str | None = None,
+        error: str | None = None,
+    ) -> OpRef:
+        """The operation ``invoke`` began and ``event`` completed, as evidence."""
+        return cls(
+            role,
+            event.f,
+            event.type,
+            event.index,
+            event.time,
+            invoke.index,
+            invoke.time,
+            event.process,
+            event.node,
+            lock,
+            epoch,
+            sink=sink,
+            key=key,
+            error=error,
+        )
+
+    def with_role(self, role: str) -> OpRef:
+        """The same operation playing ``role``."""
+        return self if role == self.role else replace(self, role=role)
 
     @property
     def start(self) -> int | None:
@@ -101,7 +124,8 @@ class FaultWindow:
 
     Paired from ``start-X``/``stop-X`` nemesis events (``kind`` is ``X``); any other nemesis
     event is an instant (``start == end``). ``applied`` is false when the nemesis said the fault
-    could not be applied (``"applied": false`` or an ``error`` in its value).
+    could not be applied (``"applied": false`` or an ``error`` in its value). ``parts`` are the
+    faults a compound window is made of (``restart-while-paused``: the pause, then the restart).
     """
 
     kind: str
@@ -112,6 +136,7 @@ class FaultWindow:
     end_index: int | None
     applied: bool = True
     error: str | None = None
+    parts: tuple[FaultWindow, ...] = ()
 
     def overlaps(self, start: int, end: int) -> bool:
         """True if the window was in force at some moment of ``[start, end]``."""
@@ -128,6 +153,7 @@ class FaultWindow:
             "end_index": self.end_index,
             "applied": self.applied,
             "error": self.error,
+            "parts": [part.to_json() for part in self.parts],
         }
 
 
@@ -159,7 +185,7 @@ class Anomaly:
     @property
     def explanation(self) -> str:
         """One sentence, rendered from the evidence, in Elle's manner."""
-        return explain(self)
+        return sentence(self)
 
     def to_json(self) -> dict[str, Any]:
         """The evidence object of the JSON result (stable shape, see README)."""

@@ -7,24 +7,38 @@ report and the JSON can never disagree with it.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
     from checkers.evidence import Anomaly, FaultWindow, OpRef
 
-__all__ = ["describe_fault", "explain", "seconds"]
+__all__ = [
+    "describe_fault",
+    "divergent_reads",
+    "duplicate_write",
+    "epoch_reuse",
+    "generic",
+    "grant_regression",
+    "lost_update",
+    "lost_write",
+    "phantom_write",
+    "realtime_order",
+    "retry_after_reject",
+    "seconds",
+    "stale_write",
+    "wrongful_refusal",
+]
 
+# The fault kinds of nemeses.protocol.FAULT_KINDS (checkers may not import nemeses), and the
+# parts a compound fault is read into by checkers.faults.
 _FAULT_VERBS: Final[dict[str, str]] = {
     "pause": "paused",
     "freeze": "frozen",
     "throttle": "throttled",
     "partition": "partitioned",
     "kill": "killed",
-    "restart": "restarted",
-    "clock": "skewed",
 }
-_FAULTS_QUOTED: Final = 2
+RESTARTED: Final = "restarted"
 
 
 def seconds(ns: int | None) -> str:
@@ -36,8 +50,18 @@ def seconds(ns: int | None) -> str:
 
 
 def describe_fault(window: FaultWindow) -> str:
-    """``"w2 was paused from 12.1 s to 18.4 s"`` (or ``"... until the end"``)."""
+    """``"w2 was paused from 12.1 s to 18.4 s"`` (or ``"... until the end"``); a compound fault
+    says each of its parts: ``"w2 was paused from 5.9 s to 9 s; store was killed at 8.4 s and
+    listening again at 8.9 s"``."""
+    if window.parts:
+        text = "; ".join(describe_fault(part) for part in window.parts)
+        return text if window.applied else f"{text} (failed to apply)"
     who = ", ".join(window.targets) if window.targets else "the cluster"
+    if window.kind == RESTARTED:
+        return (
+            f"{who} was killed at {seconds(window.start)} and listening again at "
+            f"{seconds(window.end)}"
+        )
     verb = _FAULT_VERBS.get(window.kind)
     what = f"{who} {'were' if len(window.targets) > 1 else 'was'} {verb}" if verb else None
     if what is None:
@@ -49,22 +73,6 @@ def describe_fault(window: FaultWindow) -> str:
     else:
         text = f"{what} from {seconds(window.start)} to {seconds(window.end)}"
     return text if window.applied else f"{text} (failed to apply)"
-
-
-def explain(anomaly: Anomaly) -> str:
-    """The sentence for ``anomaly``: its particular clause, then faults and the lease TTL."""
-    render = _RENDERERS.get(anomaly.name, _generic)
-    parts = [render(anomaly)]
-    parts.extend(describe_fault(window) for window in _quoted_faults(anomaly))
-    if anomaly.lease_ttl is not None and anomaly.name in _TTL_MATTERS:
-        parts.append(f"lease TTL {seconds(anomaly.lease_ttl)}")
-    return "; ".join(parts)
-
-
-def _quoted_faults(anomaly: Anomaly) -> list[FaultWindow]:
-    nodes = {op.node for op in anomaly.ops if op.node is not None}
-    aimed = [window for window in anomaly.faults if nodes.intersection(window.targets)]
-    return (aimed or list(anomaly.faults))[:_FAULTS_QUOTED]
 
 
 def _write(op: OpRef | None) -> str:
@@ -84,20 +92,56 @@ def _read(op: OpRef | None) -> str:
     return f"the read by {op.holder} completed at {seconds(op.time)} (index {op.index})"
 
 
-def _stale_write(anomaly: Anomaly) -> str:
+def stale_write(anomaly: Anomaly) -> str:
+    """Which order showed the stale write after the newer one: the key's, the sink's ``seq``, or
+    real time (the newer write acknowledged before the stale one was sent)."""
     stale, newer = anomaly.op("stale"), anomaly.op("newer")
     details = anomaly.details
     if details.get("fenced", True):
         guard = "fenced"
     else:
         guard = f"unfenced ({details.get('mitigation', 'none')})"
+    rule = details.get("rule", "key order")
+    if rule == "realtime" and newer is not None and stale is not None:
+        return (
+            f"{_write(stale)} was accepted by {guard} {_place(anomaly)} although "
+            f"{_write(newer)} to {newer.sink}/{newer.key} was acknowledged at "
+            f"{seconds(newer.time)}, before it was sent at {seconds(stale.invoke_time)}"
+        )
+    if rule == "seq" and newer is not None:
+        seqs = details.get("seqs", [None, None])
+        return (
+            f"{_write(stale)} was accepted by {guard} {_place(anomaly)} at seq {seqs[1]}, after "
+            f"{_write(newer)} to {newer.sink}/{newer.key} at seq {seqs[0]}"
+        )
     return f"{_write(stale)} was accepted by {guard} {_place(anomaly)} after {_write(newer)}"
 
 
-def _epoch_reuse(anomaly: Anomaly) -> str:
+def wrongful_refusal(anomaly: Anomaly) -> str:
+    """The refused operation and the highest epoch of its lock that could have reached a fence."""
+    refused = anomaly.op("refused")
+    if refused is None:
+        return generic(anomaly)
+    what = f"{_write(refused)}" if refused.f == "write" else f"{refused.holder}'s fenced read"
+    if refused.f != "write":
+        what += f" (epoch {refused.epoch})"
+    highest = anomaly.details.get("highest")
+    known = (
+        f"the highest epoch of {anomaly.lock} sent before it was {highest}"
+        if highest is not None
+        else f"no epoch of {anomaly.lock} had been sent before it"
+    )
+    return (
+        f"{_place(anomaly)} refused {what} as stale at {seconds(refused.time)}, though no "
+        f"operation with a higher epoch had reached it: {known}"
+    )
+
+
+def epoch_reuse(anomaly: Anomaly) -> str:
+    """One epoch granted twice, or accepted from two holders."""
     first, second = anomaly.op("first"), anomaly.op("second")
     if first is None or second is None:
-        return _generic(anomaly)
+        return generic(anomaly)
     if first.f == "acquire":
         return (
             f"lock {anomaly.lock} granted epoch {second.epoch} twice: to {first.holder} at "
@@ -109,10 +153,11 @@ def _epoch_reuse(anomaly: Anomaly) -> str:
     )
 
 
-def _grant_regression(anomaly: Anomaly) -> str:
+def grant_regression(anomaly: Anomaly) -> str:
+    """A grant begun after a higher one completed, with its epochs and times."""
     earlier, later = anomaly.op("earlier"), anomaly.op("later")
     if earlier is None or later is None:
-        return _generic(anomaly)
+        return generic(anomaly)
     return (
         f"{later.holder}'s acquire of {anomaly.lock} began at {seconds(later.invoke_time)}, after "
         f"{earlier.holder}'s grant of epoch {earlier.epoch} completed at "
@@ -120,7 +165,8 @@ def _grant_regression(anomaly: Anomaly) -> str:
     )
 
 
-def _lost_write(anomaly: Anomaly) -> str:
+def lost_write(anomaly: Anomaly) -> str:
+    """The acknowledged write and the final read that lacks it."""
     lost, read = anomaly.op("lost"), anomaly.op("read")
     acked = seconds(lost.time) if lost is not None else "an unknown time"
     entries = anomaly.details.get("final_entries")
@@ -132,7 +178,8 @@ def _lost_write(anomaly: Anomaly) -> str:
     )
 
 
-def _phantom_write(anomaly: Anomaly) -> str:
+def phantom_write(anomaly: Anomaly) -> str:
+    """An entry whose write failed, went elsewhere, or was never sent."""
     phantom, read = anomaly.op("phantom"), anomaly.op("read")
     position = anomaly.details.get("position")
     where = f"{_read(read)} of {_place(anomaly)} (position {position})"
@@ -145,7 +192,8 @@ def _phantom_write(anomaly: Anomaly) -> str:
     return f"entry {anomaly.details.get('id')} appears in {where} but no holder wrote it there"
 
 
-def _duplicate_write(anomaly: Anomaly) -> str:
+def duplicate_write(anomaly: Anomaly) -> str:
+    """One id at two positions of one read."""
     positions = anomaly.details.get("positions", ())
     where = " and ".join(str(position) for position in positions)
     return (
@@ -154,7 +202,8 @@ def _duplicate_write(anomaly: Anomaly) -> str:
     )
 
 
-def _divergent_reads(anomaly: Anomaly) -> str:
+def divergent_reads(anomaly: Anomaly) -> str:
+    """Two reads of one key and the first position where they differ."""
     reference, read = anomaly.op("reference"), anomaly.op("read")
     details = anomaly.details
     position = details.get("position")
@@ -166,7 +215,8 @@ def _divergent_reads(anomaly: Anomaly) -> str:
     )
 
 
-def _realtime_order(anomaly: Anomaly) -> str:
+def realtime_order(anomaly: Anomaly) -> str:
+    """A write completed before another began, yet ordered after it."""
     first, second = anomaly.op("first"), anomaly.op("second")
     done = seconds(first.time) if first is not None else "an unknown time"
     began = seconds(second.invoke_time) if second is not None else "an unknown time"
@@ -176,10 +226,11 @@ def _realtime_order(anomaly: Anomaly) -> str:
     )
 
 
-def _retry_after_reject(anomaly: Anomaly) -> str:
+def retry_after_reject(anomaly: Anomaly) -> str:
+    """A holder sending again an epoch the fence had refused."""
     refused, retry = anomaly.op("refused"), anomaly.op("retry")
     if refused is None or retry is None:
-        return _generic(anomaly)
+        return generic(anomaly)
     return (
         f"{retry.holder} sent write {retry.id} with epoch {retry.epoch} of lock {anomaly.lock} at "
         f"{seconds(retry.invoke_time)} after its write {refused.id} with epoch {refused.epoch} "
@@ -187,7 +238,8 @@ def _retry_after_reject(anomaly: Anomaly) -> str:
     )
 
 
-def _lost_update(anomaly: Anomaly) -> str:
+def lost_update(anomaly: Anomaly) -> str:
+    """Two accepted read-modify-writes based on the same entry."""
     first, second = anomaly.op("first"), anomaly.op("second")
     return (
         f"{_write(first)} and {_write(second)} were both accepted by {_place(anomaly)}, both "
@@ -195,21 +247,8 @@ def _lost_update(anomaly: Anomaly) -> str:
     )
 
 
-def _generic(anomaly: Anomaly) -> str:
+def generic(anomaly: Anomaly) -> str:
+    """The name and the operations, for an anomaly with too little evidence for its own
+    sentence."""
     ops = ", ".join(f"{op.role} {op.f} at index {op.index}" for op in anomaly.ops)
     return f"{anomaly.name}: {ops}"
-
-
-_RENDERERS: Final[dict[str, Callable[[Anomaly], str]]] = {
-    "stale-write": _stale_write,
-    "epoch-reuse": _epoch_reuse,
-    "grant-regression": _grant_regression,
-    "lost-write": _lost_write,
-    "phantom-write": _phantom_write,
-    "duplicate-write": _duplicate_write,
-    "divergent-reads": _divergent_reads,
-    "realtime-order": _realtime_order,
-    "retry-after-reject": _retry_after_reject,
-    "lost-update": _lost_update,
-}
-_TTL_MATTERS: Final = frozenset(("stale-write", "grant-regression", "epoch-reuse", "lost-update"))

@@ -1,22 +1,32 @@
-"""Fault windows from nemesis events, and which of them were in force around an anomaly.
+"""Fault windows from nemesis events, and which of them could have caused an anomaly.
 
 ``start-X`` opens a window of kind ``X``; ``stop-X`` closes the open windows of that kind whose
 targets it names (all of them when it names none); a window never stopped lasts to the end of the
 history. Any other nemesis event is an instant. Nemesis events are few, so all are kept.
+
+``restart-while-paused`` is recorded as one window (``targets`` paused; at its stop the node named
+``restart`` is killed at ``scheduled`` and started again, and the targets continue once it listens)
+and is read into those two parts, so that a sentence can say each.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import replace
 from typing import Any
 
 from checkers.evidence import FaultWindow
-from harness.history import Event
+from checkers.explain import RESTARTED
+from harness.history import Event, HistoryError
 
 __all__ = ["FaultIndex", "FaultTimeline"]
 
 _TARGET_FIELDS = ("targets", "nodes", "target", "node")
+_TARGETS_FIX = (
+    'targets are node names: "w1", ["w1", "w2"], or groups of a partition [["w1"], ["w2", "l1"]]'
+)
+_RESTART_WHILE_PAUSED = "restart-while-paused"
 
 
 class FaultTimeline:
@@ -40,7 +50,7 @@ class FaultTimeline:
                 f"nemesis {event.f} at line {event.line} (index {event.index}) failed to "
                 f"apply{because}"
             )
-        targets = _targets(value)
+        targets = _targets(value, event.line)
         verb, _, kind = event.f.partition("-")
         if verb == "start" and kind:
             self._open.append(
@@ -75,18 +85,19 @@ class FaultTimeline:
         still_open = []
         for window in self._open:
             if window.kind == kind and (not targets or set(targets) & set(window.targets)):
-                self._closed.append(
-                    FaultWindow(
-                        window.kind,
-                        window.targets,
-                        window.start,
-                        event.time,
-                        window.start_index,
-                        event.index,
-                        window.applied,
-                        window.error,
-                    )
+                closed = FaultWindow(
+                    window.kind,
+                    window.targets,
+                    window.start,
+                    event.time,
+                    window.start_index,
+                    event.index,
+                    window.applied,
+                    window.error,
                 )
+                if kind == _RESTART_WHILE_PAUSED:
+                    closed = _with_parts(closed, event)
+                self._closed.append(closed)
             else:
                 still_open.append(window)
         self._open = still_open
@@ -106,8 +117,12 @@ class FaultIndex:
         self._longest = max((w.end - w.start for w in closed if w.end is not None), default=0)
         self._open = [window for window in windows if window.end is None]
 
-    def around(self, start: int, end: int, nodes: Iterable[str]) -> tuple[FaultWindow, ...]:
-        """Windows in force at some moment of ``[start, end]``, those aimed at ``nodes`` first."""
+    def around(
+        self, start: int, end: int, nodes: Collection[str], holders: Collection[str]
+    ) -> tuple[FaultWindow, ...]:
+        """Windows that could have caused what happened in ``[start, end]``: in force at some
+        moment of it (so begun before ``end``), and aimed at one of ``nodes`` or at the servers
+        (no target among ``holders``, the nodes that ran client operations)."""
         found = [window for window in self._open if window.start <= end]
         earliest = start - self._longest  # no closed window starting before this reaches start
         at = bisect_right(self._starts, end) - 1
@@ -117,22 +132,52 @@ class FaultIndex:
                 found.append(window)
             at -= 1
         involved = set(nodes)
-        found.sort(key=lambda window: (not involved.intersection(window.targets), window.start))
-        return tuple(found)
+        relevant = [
+            window
+            for window in found
+            if involved.intersection(window.targets) or not _aims_at(window, holders)
+        ]
+        relevant.sort(key=lambda window: (window.start, window.start_index))
+        return tuple(relevant)
 
 
-def _targets(value: Mapping[str, Any]) -> tuple[str, ...]:
+def _aims_at(window: FaultWindow, holders: Collection[str]) -> bool:
+    return any(target in holders for target in window.targets)
+
+
+def _with_parts(window: FaultWindow, stop: Event) -> FaultWindow:
+    restarted = stop.value.get("restart")
+    if not isinstance(restarted, str) or window.end is None:
+        return window
+    killed = stop.value.get("scheduled")
+    if not (type(killed) is int and window.start <= killed <= window.end):
+        killed = window.end
+    pause = replace(window, kind="pause")
+    restart = replace(window, kind=RESTARTED, targets=(restarted,), start=killed)
+    return replace(window, parts=(pause, restart))
+
+
+def _targets(value: Mapping[str, Any], line: int) -> tuple[str, ...]:
     for name in _TARGET_FIELDS:
         raw = value.get(name)
         if raw is not None:
-            return tuple(_flatten(raw))
+            return _flatten(raw, line)
     return ()
 
 
-def _flatten(raw: object) -> Iterable[str]:
+def _flatten(raw: object, line: int) -> tuple[str, ...]:
     # Partitions name groups ("halves": [["w1"], ["w2", "l1"]]); every node in them is a target.
+    # Two levels at most: anything deeper is not a target list, and must not recurse.
     if isinstance(raw, str):
-        yield raw
-    elif isinstance(raw, list | tuple):
+        return (raw,)
+    if isinstance(raw, list):
+        out: list[str] = []
         for item in raw:
-            yield from _flatten(item)
+            if isinstance(item, str):
+                out.append(item)
+            elif isinstance(item, list) and all(isinstance(node, str) for node in item):
+                out.extend(item)
+            else:
+                raise HistoryError(line, "a nemesis event's targets are malformed", _TARGETS_FIX)
+        return tuple(out)
+    raise HistoryError(line, "a nemesis event's targets are malformed", _TARGETS_FIX)

@@ -9,12 +9,13 @@ Fault windows are attached at the end, when all nemesis events are known.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable, Mapping
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from checkers.evidence import Anomaly, FaultWindow, OpRef
 from checkers.faults import FaultIndex
+from checkers.registry import REGISTRY
 from harness.history.inventory import Sink
 
 __all__ = ["DEFAULT_MAX_EVIDENCE", "FENCED", "Findings"]
@@ -53,12 +54,21 @@ class Findings:
         """The sink's inventory entry; a sink missing from it counts as fenced."""
         return self._inventory.get(sink, FENCED)
 
+    def expects(self, name: str, sink: str | None) -> bool:
+        """True if ``name`` on ``sink`` is a known weakness of an unguarded sink (the registry
+        says which anomalies are), not a violation."""
+        kind = REGISTRY.get(name)
+        return (
+            sink is not None
+            and kind is not None
+            and kind.expected_when_unguarded
+            and self.spec(sink).unguarded
+        )
+
     def keeps(self, name: str, sink: str | None = None) -> bool:
         """True if the next report of ``name`` on ``sink`` would keep its evidence (so costly
         details are worth computing)."""
-        bucket = (
-            self.expected if sink is not None and self.spec(sink).expects(name) else self.counted
-        )
+        bucket = self.expected if self.expects(name, sink) else self.counted
         return len(bucket.drafts.get(name, ())) < self._max
 
     def report(
@@ -72,8 +82,7 @@ class Findings:
         details: Mapping[str, Any] | None = None,
     ) -> None:
         """Record one occurrence of anomaly ``name``."""
-        expected = sink is not None and self.spec(sink).expects(name)
-        bucket = self.expected if expected else self.counted
+        bucket = self.expected if self.expects(name, sink) else self.counted
         bucket.counts[name] += 1
         if sink is not None:
             bucket.by_sink.setdefault(sink, Counter())[name] += 1
@@ -82,23 +91,41 @@ class Findings:
             drafts.append(_Draft(name, tuple(ops), sink, key, lock, details or {}))
 
     def anomalies(
-        self, bucket: _Bucket, windows: tuple[FaultWindow, ...], lease_ttl: int | None
+        self,
+        bucket: _Bucket,
+        windows: tuple[FaultWindow, ...],
+        lease_ttl: int | None,
+        holders: Collection[str],
     ) -> dict[str, list[Anomaly]]:
-        """The kept evidence of ``bucket`` as :class:`Anomaly` objects with their faults."""
+        """The kept evidence of ``bucket`` as :class:`Anomaly` objects with the faults that
+        could have caused them (``holders``: the nodes that ran client operations)."""
         index = FaultIndex(windows)
         out: dict[str, list[Anomaly]] = {}
         for name in sorted(bucket.drafts):
-            out[name] = [_anomaly(draft, index, lease_ttl) for draft in bucket.drafts[name]]
+            out[name] = [
+                _anomaly(draft, index, lease_ttl, holders) for draft in bucket.drafts[name]
+            ]
         return out
 
 
-def _anomaly(draft: _Draft, index: FaultIndex, lease_ttl: int | None) -> Anomaly:
+def _anomaly(
+    draft: _Draft, index: FaultIndex, lease_ttl: int | None, holders: Collection[str]
+) -> Anomaly:
+    # Faults on the holder of the operation that broke the property, or on the servers, in
+    # force before that operation completed: nothing later can have caused it.
+    kind = REGISTRY.get(draft.name)
+    subject = next((op for op in draft.ops if kind is not None and op.role == kind.subject), None)
     starts = [op.start for op in draft.ops if op.start is not None]
     ends = [op.end for op in draft.ops if op.end is not None]
     faults: tuple[FaultWindow, ...] = ()
-    if starts and ends:
-        nodes = [op.node for op in draft.ops if op.node is not None]
-        faults = index.around(min(starts), max(ends), nodes)
+    until = (
+        subject.end if subject is not None and subject.end is not None else max(ends, default=None)
+    )
+    if starts and until is not None:
+        involved = [op.node for op in (subject,) if op is not None and op.node is not None]
+        if not involved:
+            involved = [op.node for op in draft.ops if op.node is not None]
+        faults = index.around(min(starts), until, involved, holders)
     return Anomaly(
         draft.name,
         draft.ops,

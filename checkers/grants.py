@@ -70,29 +70,17 @@ class GrantChecker:
         self.grants += 1
         lock = self.lock_of(event, invoke)
         epoch = event.value.get("epoch")
-        if type(epoch) is not int:
+        if type(epoch) is not int or epoch < 0:
             raise HistoryError(
                 event.line,
-                "an ok acquire must carry an integer epoch in its value",
+                "an ok acquire must carry an integer epoch >= 0 in its value",
                 'write it as "value": {"lock": ..., "epoch": N}',
             )
         state = self._state(lock)
         holder = holder_of(event)
         own = state.holders.get(holder)
         reentry = own is not None and not own.released and own.epoch == epoch
-        ref = OpRef(
-            "later",
-            "acquire",
-            "ok",
-            event.index,
-            event.time,
-            invoke.index,
-            invoke.time,
-            event.process,
-            event.node,
-            lock,
-            epoch,
-        )
+        ref = OpRef.completed("later", event, invoke, lock=lock, epoch=epoch)
         if before is not None and epoch <= before.epoch and not (reentry and before is own):
             self._findings.report(
                 "grant-regression",

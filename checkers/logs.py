@@ -5,19 +5,27 @@ with NUL separators, so a new read is compared with it by one C-level prefix tes
 row per entry (epoch, lock, node, acknowledgement...). Only the suffix a read adds to the reference
 is examined, so each write is judged once, when it first appears. Rules:
 
-- **divergent-reads**: a read that is neither a prefix nor an extension of the reference.
+- **divergent-reads**: a read that is neither a prefix nor an extension of the reference. It is
+  still examined on its own from where it diverges (each read is the sink's order at that
+  moment): stale-write, realtime-order and duplicate-write inside it are reported too, unless
+  the reference already showed the same pair in the same order.
 - **duplicate-write**: an id twice in one read. **phantom-write**: an entry whose write failed,
   or that no holder sent to this sink and key.
 - **stale-write**: an entry whose epoch is lower than an earlier entry's of the same lock (the
   running maximum per lock is enough). Equal epochs are fine here; two holders sharing an epoch
-  is epoch-reuse.
+  is epoch-reuse. An entry's ``seq`` is handed to :mod:`checkers.staleness`, which judges the
+  order across keys.
 - **realtime-order**: write A completed ``ok`` before write B was invoked, yet B precedes A. The
   latest invoke over the prefix, with its write, is enough. Concurrent writes may take either
-  order, and a write with no ``ok`` has no completion to order by.
+  order, and a write with no ``ok`` has no completion to order by. Real-time order is index
+  order (times never go back, and on equal times the index decides).
 - **lost-update**: two accepted writes with the same non-null ``prev``.
 - **lost-write**, judged at the end against each key's final (last successful) read: an ``ok``
   write acknowledged before that read began and missing from it. An ``ok`` write with no
   successful read of its key begun after its acknowledgement leaves the key *unknown*.
+
+Every path is linear in what the reads return: duplicates inside a read and ``prev`` lookups use
+dictionaries built only when needed (a read's own ids; a key's ids, once a lookup misses).
 """
 
 from __future__ import annotations
@@ -30,14 +38,16 @@ from typing import Any, NamedTuple
 from checkers.cycles import order_cycle
 from checkers.evidence import OpRef
 from checkers.findings import Findings
-from checkers.tables import Names
-from checkers.writes import WriteChecker, WriteRecord
+from checkers.staleness import CrossKey
+from checkers.tables import Ints, Names, widen
+from checkers.writes import WriteChecker, WriteRecord, sequence_number
 from harness.history import Event, HistoryError, Process
 
 __all__ = ["KeyLog", "ReadChecker"]
 
 _ENTRIES_FIX = (
-    'a read\'s ok value is {"sink": ..., "key": ..., "entries": [{"id": ..., "epoch": N}]}'
+    'a read\'s ok value is {"sink": ..., "key": ..., "entries": [{"id": ..., "epoch": N}]} '
+    "with N an integer >= 0 (and an optional integer seq)"
 )
 
 
@@ -62,6 +72,7 @@ class KeyLog:
         "ack_time",
         "end",
         "epochs",
+        "invoke_index",
         "key",
         "last",
         "latest",
@@ -75,6 +86,7 @@ class KeyLog:
         "ref",
         "reference",
         "sink",
+        "where",
     )
 
     def __init__(self, sink: str, key: str) -> None:
@@ -82,19 +94,21 @@ class KeyLog:
         self.key = key
         self.ref = "\0"  # "\0id0\0id1\0...\0": every id enclosed by NULs
         self.end = 0  # offset of the NUL that will precede the next entry
-        self.offsets = array("i")  # per entry: offset of the NUL before its id
-        self.epochs = array("q")
+        self.offsets = array("q")  # per entry: offset of the NUL before its id
+        self.epochs: Ints = array("q")
         self.locks = array("i")
         self.nodes = array("i")
-        self.processes = array("q")
-        self.ack_index = array("q")  # the ok completion, -1 if none (yet)
-        self.ack_time = array("q")
+        self.processes: Ints = array("q")
+        self.invoke_index: Ints = array("q")  # -1 for an entry no holder sent here
+        self.ack_index: Ints = array("q")  # the ok completion, -1 if none (yet)
+        self.ack_time: Ints = array("q")
         self.prev_user = array("i")  # first accepted write based on this entry, -1 if none
         self.peaks: dict[str, tuple[int, WriteRecord]] = {}
         self.latest: WriteRecord | None = None
         self.orphans: dict[str, int] = {}
         self.reference: _Mark | None = None
         self.last: _Mark | None = None
+        self.where: dict[str, int] | None = None  # id -> last position, once a lookup needs it
 
     @property
     def length(self) -> int:
@@ -107,17 +121,26 @@ class KeyLog:
         end = self.offsets[position + 1] if position + 1 < self.length else len(self.ref) - 1
         return self.ref[start:end]
 
+    def position(self, wid: str) -> int:
+        """The last position of ``wid`` in the reference, or ``-1``; builds the id index the
+        first time, so that every later lookup is O(1)."""
+        where = self.where
+        if where is None:
+            where = self.where = {self.id_at(at): at for at in range(self.length)}
+        return where.get(wid, -1)
+
     def row_ref(self, position: int, role: str, names: Names) -> OpRef:
         """The entry at ``position`` as evidence, from its compact row."""
         ack = self.ack_index[position]
         process = self.processes[position]
+        invoke = self.invoke_index[position]
         return OpRef(
             role,
             "write",
             "ok" if ack >= 0 else "info",
             ack if ack >= 0 else None,
             self.ack_time[position] if ack >= 0 else None,
-            None,
+            invoke if invoke >= 0 else None,
             None,
             process if process >= 0 else None,
             names.name(self.nodes[position]),
@@ -146,24 +169,41 @@ class KeyLog:
             key=self.key,
         )
 
-    def append(self, epoch: int, lock: int, node: int, process: Process, ack: int, at: int) -> None:
-        """Add the row of one entry (offsets are added by the caller)."""
-        self.epochs.append(epoch)
+    def append(self, wid: str, row: tuple[int, int, int, int, int, int, int]) -> None:
+        """Add the row of one entry: epoch, lock, node, process, invoke, ack index and time
+        (offsets are added by the caller)."""
+        epoch, lock, node, process, invoke, ack, at = row
+        try:
+            self.epochs.append(epoch)
+            self.processes.append(process)
+            self.invoke_index.append(invoke)
+            self.ack_index.append(ack)
+            self.ack_time.append(at)
+        except OverflowError:
+            self._widen()
+            self.append(wid, row)
+            return
         self.locks.append(lock)
         self.nodes.append(node)
-        self.processes.append(process if type(process) is int else -1)
-        self.ack_index.append(ack)
-        self.ack_time.append(at)
         self.prev_user.append(-1)
+        if self.where is not None:
+            self.where[wid] = len(self.prev_user) - 1
+
+    def _widen(self) -> None:
+        columns = ("epochs", "processes", "invoke_index", "ack_index", "ack_time")
+        widen(self, columns, len(self.prev_user))
 
 
 class ReadChecker:
     """Judges successful reads against each key's reference, and every key at the end."""
 
-    def __init__(self, findings: Findings, writes: WriteChecker, names: Names) -> None:
+    def __init__(
+        self, findings: Findings, writes: WriteChecker, names: Names, cross: CrossKey
+    ) -> None:
         self._findings = findings
         self._writes = writes
         self._names = names
+        self._cross = cross
         self.logs: dict[tuple[str, str], KeyLog] = {}
         self.reads = 0
 
@@ -181,10 +221,17 @@ class ReadChecker:
         try:
             ids = [entry["id"] for entry in entries]
             text = "\0" + "\0".join(ids) + "\0" if ids else "\0"
+            epochs = [entry["epoch"] for entry in entries]
         except (TypeError, KeyError):
             raise HistoryError(
-                event.line, "read entries must be objects with a string id", _ENTRIES_FIX
+                event.line,
+                "read entries must be objects with a string id and an epoch",
+                _ENTRIES_FIX,
             ) from None
+        if not all(type(epoch) is int and epoch >= 0 for epoch in epochs):
+            raise HistoryError(
+                event.line, "a read entry's epoch is not an integer >= 0", _ENTRIES_FIX
+            )
         if text.count("\0") != len(ids) + 1:
             raise HistoryError(event.line, "a read entry's id contains a NUL character")
         log = self.logs.get((sink, key))
@@ -195,9 +242,9 @@ class ReadChecker:
         )
         if text.startswith(log.ref):
             if len(ids) > log.length:
-                self._extend(log, entries, ids, text, mark)
+                self._extend(log, entries, ids, text, mark, event.line)
         elif not log.ref.startswith(text):
-            self._diverged(log, ids, mark)
+            self._diverged(log, entries, ids, mark)
             mark = mark._replace(ids=text)
         log.last = mark
 
@@ -210,7 +257,13 @@ class ReadChecker:
             log.ack_time[position] = record.time
 
     def _extend(
-        self, log: KeyLog, entries: list[Any], ids: list[str], text: str, mark: _Mark
+        self,
+        log: KeyLog,
+        entries: list[Any],
+        ids: list[str],
+        text: str,
+        mark: _Mark,
+        line: int,
     ) -> None:
         log.ref = text
         log.reference = mark
@@ -220,27 +273,33 @@ class ReadChecker:
         place = (sink, key)
         offsets = log.offsets
         end = log.end
+        seen: dict[str, int] | None = None
         for position in range(log.length, len(ids)):
             wid = ids[position]
             offsets.append(end)
             end += len(wid) + 1
-            epoch = entries[position].get("epoch")
+            entry = entries[position]
+            epoch: int = entry["epoch"]
             record = pending.get(wid)
             if record is None or record.position is not None or (record.sink, record.key) != place:
-                self._stray(log, position, ids, epoch, record, mark)
+                if seen is None:
+                    seen = _first_positions(ids)
+                self._stray(log, position, seen[wid], wid, epoch, record, mark)
                 continue
-            if type(epoch) is not int:
-                epoch = record.epoch
             record.position = position
             kind = record.type
             ok = kind == "ok"
             log.append(
-                epoch,
-                names.code(record.lock),
-                names.code(record.node),
-                record.process,
-                record.index if ok else -1,  # type: ignore[arg-type]  # set when ok
-                record.time if ok else -1,  # type: ignore[arg-type]
+                wid,
+                (
+                    epoch,
+                    names.code(record.lock),
+                    names.code(record.node),
+                    record.process if type(record.process) is int else -1,
+                    record.invoke_index,
+                    record.index if ok and record.index is not None else -1,
+                    record.time if ok and record.time is not None else -1,
+                ),
             )
             if kind == "fail":
                 self._findings.report(
@@ -256,6 +315,9 @@ class ReadChecker:
             if not record.accepted:
                 self._writes.accept(record)
             self._order(log, record, epoch, mark)
+            seq = sequence_number(entry, line) if "seq" in entry else None
+            if seq is not None:
+                self._writes.sequenced(record, seq)
             if record.prev is not None:
                 self._based_on(log, record, record.prev, position)
             if kind != "invoke":
@@ -268,50 +330,52 @@ class ReadChecker:
             log.peaks[record.lock] = (epoch, record)
         elif epoch < peak[0]:
             newer = peak[1]
-            spec = self._findings.spec(log.sink)
-            order = f"epoch {epoch} < {peak[0]}"
-            self._findings.report(
-                "stale-write",
-                (newer.ref("newer"), record.ref("stale"), log.read_ref(mark, "read")),
-                sink=log.sink,
-                key=log.key,
-                lock=record.lock,
-                details={
-                    "fenced": spec.fenced,
-                    "mitigation": spec.mitigation,
-                    "positions": [newer.position, record.position],
-                    "cycle": self._cycle("stale-write", log.sink, newer, record, order),
-                },
+            self._cross.stale(
+                record.ref("stale"),
+                newer.ref("newer"),
+                "key order",
+                also=(log.read_ref(mark, "read"),),
+                positions=[newer.position, record.position],
             )
         latest = log.latest
-        if latest is None or record.invoke_time > latest.invoke_time:
+        if latest is None or record.invoke_index > latest.invoke_index:
             log.latest = record
-        elif record.type == "ok" and record.time is not None and latest.invoke_time > record.time:
-            self._findings.report(
-                "realtime-order",
-                (record.ref("first"), latest.ref("second"), log.read_ref(mark, "read")),
-                sink=log.sink,
-                key=log.key,
-                lock=record.lock,
-                details={
-                    "positions": [record.position, latest.position],
-                    "cycle": self._cycle("realtime-order", log.sink, latest, record, "real time"),
-                },
-            )
+        elif (
+            record.type == "ok" and record.index is not None and latest.invoke_index > record.index
+        ):
+            self._realtime(log, record.ref("first"), latest.ref("second"), mark)
 
-    def _cycle(
-        self, name: str, sink: str, earlier: WriteRecord, later: WriteRecord, should: str
-    ) -> list[list[str]]:
-        """The cycle between the sink's order (``earlier`` first) and the order it should
-        follow (``later`` first, because of ``should``), only for evidence that is kept."""
-        if not self._findings.keeps(name, sink):
-            return []
-        return order_cycle(((earlier.id, later.id, "sink order"), (later.id, earlier.id, should)))
+    def _realtime(self, log: KeyLog, first: OpRef, second: OpRef, mark: _Mark) -> None:
+        keep = self._findings.keeps("realtime-order", log.sink)
+        self._findings.report(
+            "realtime-order",
+            (first, second, log.read_ref(mark, "read")),
+            sink=log.sink,
+            key=log.key,
+            lock=first.lock,
+            details={
+                "positions": [first.position, second.position],
+                "cycle": order_cycle(
+                    (
+                        (second.id or "", first.id or "", "sink order"),
+                        (first.id or "", second.id or "", "real time"),
+                    )
+                )
+                if keep
+                else [],
+            },
+        )
 
     def _based_on(self, log: KeyLog, record: WriteRecord, prev: str, position: int) -> None:
-        found = log.ref.rfind(f"\0{prev}\0", 0, log.offsets[position] + 1)
-        if found >= 0:
-            based = bisect_left(log.offsets, found)
+        # Most writes are based on an entry near the end, which a backward search finds at once;
+        # a prev that is missing would make that search scan the whole key every time, so the
+        # search is bounded and the key's id index answers the rest.
+        start = max(0, log.offsets[position] - _NEAR)
+        found = log.ref.rfind(f"\0{prev}\0", start, log.offsets[position] + 1)
+        based = _position_at(log, found) if found >= 0 else log.position(prev)
+        if based == position:
+            based = -1
+        if based >= 0:
             first = log.prev_user[based]
             if first < 0:
                 log.prev_user[based] = position
@@ -333,18 +397,14 @@ class ReadChecker:
         self,
         log: KeyLog,
         position: int,
-        ids: list[str],
-        epoch: object,
+        first: int,
+        wid: str,
+        epoch: int,
         record: WriteRecord | None,
         mark: _Mark,
     ) -> None:
-        wid = ids[position]
-        try:
-            first = ids.index(wid, 0, position)
-        except ValueError:
-            first = -1
         read = log.read_ref(mark, "read")
-        if first >= 0:
+        if first < position:
             self._findings.report(
                 "duplicate-write",
                 (log.row_ref(first, "write", self._names), read),
@@ -360,14 +420,11 @@ class ReadChecker:
                 ops.insert(0, record.ref("phantom"))
             self._findings.report("phantom-write", ops, sink=log.sink, key=log.key, details=details)
         node = self._names.code(record.node) if record is not None else -1
-        log.append(epoch if type(epoch) is int else -1, -1, node, -1, -1, -1)
+        log.append(wid, (epoch, -1, node, -1, -1, -1, -1))
 
-    def _diverged(self, log: KeyLog, ids: list[str], mark: _Mark) -> None:
-        theirs = log.ref.split("\0")[1:-1]
-        position = next(
-            (at for at, (a, b) in enumerate(zip(theirs, ids, strict=False)) if a != b),
-            min(len(theirs), len(ids)),
-        )
+    def _diverged(self, log: KeyLog, entries: list[Any], ids: list[str], mark: _Mark) -> None:
+        shared = min(log.length, len(ids))
+        position = next((at for at in range(shared) if log.id_at(at) != ids[at]), shared)
         reference = log.reference
         ops = [log.read_ref(mark, "read")]
         if reference is not None:
@@ -379,22 +436,23 @@ class ReadChecker:
             key=log.key,
             details={
                 "position": position,
-                "reference_id": theirs[position] if position < len(theirs) else None,
+                "reference_id": log.id_at(position) if position < log.length else None,
                 "read_id": ids[position] if position < len(ids) else None,
-                "reference_entries": len(theirs),
+                "reference_entries": log.length,
                 "read_entries": len(ids),
             },
         )
+        _Examined(self, log, mark).run(entries, ids, position)
 
     def finish(self) -> Counter[tuple[str, str]]:
         """Judge lost writes; returns, per key, how many ``ok`` writes no read could verify."""
         unverified: Counter[tuple[str, str]] = Counter()
         for record in self._writes.pending.values():
-            if record.type != "ok" or record.position is not None or record.time is None:
+            if record.type != "ok" or record.position is not None or record.index is None:
                 continue
             log = self.logs.get((record.sink, record.key))
             last = log.last if log is not None else None
-            if log is None or last is None or last.invoke_time <= record.time:
+            if log is None or last is None or last.invoke_index < record.index:
                 unverified[record.sink, record.key] += 1
             elif last.ids is None or f"\0{record.id}\0" not in last.ids:
                 self._lost(log, record.ref("lost"), last, shown_before=False)
@@ -408,7 +466,7 @@ class ReadChecker:
                 present = set(last.ids.split("\0"))
                 missing = [at for at in range(log.length) if log.id_at(at) not in present]
             for at in missing:
-                if 0 <= log.ack_time[at] < last.invoke_time:
+                if 0 <= log.ack_index[at] < last.invoke_index:
                     self._lost(log, log.row_ref(at, "lost", self._names), last, shown_before=True)
         return unverified
 
@@ -421,3 +479,91 @@ class ReadChecker:
             lock=lost.lock,
             details={"final_entries": last.length, "shown_before": shown_before},
         )
+
+
+_NEAR = 4096  # characters of a key's log searched backwards for a prev before the id index
+
+
+def _first_positions(ids: list[str]) -> dict[str, int]:
+    first: dict[str, int] = {}
+    for at, wid in enumerate(ids):
+        first.setdefault(wid, at)
+    return first
+
+
+def _position_at(log: KeyLog, offset: int) -> int:
+    return bisect_left(log.offsets, offset)
+
+
+class _Examined:
+    """A divergent read judged on its own, from where it leaves the reference.
+
+    Running peaks and the latest invoke are taken over the whole read, so what comes before the
+    divergence point still counts; a pair the reference holds in the same order was judged there
+    already and is skipped.
+    """
+
+    def __init__(self, checker: ReadChecker, log: KeyLog, mark: _Mark) -> None:
+        self._checker = checker
+        self._log = log
+        self._mark = mark
+
+    def run(self, entries: list[Any], ids: list[str], start: int) -> None:
+        """Examine every entry at or after ``start``."""
+        checker, log = self._checker, self._log
+        pending = checker._writes.pending
+        peaks: dict[str, tuple[int, int, OpRef]] = {}
+        latest: tuple[int, int, OpRef] | None = None
+        first = _first_positions(ids)
+        read = log.read_ref(self._mark, "read")
+        for at, wid in enumerate(ids):
+            if at >= start and first[wid] < at:
+                checker._findings.report(
+                    "duplicate-write",
+                    (read,),
+                    sink=log.sink,
+                    key=log.key,
+                    details={"id": wid, "positions": [first[wid], at]},
+                )
+                continue
+            known = self._known(wid, pending)
+            if known is None:
+                continue
+            where, ref = known
+            epoch: int = entries[at]["epoch"]
+            lock = ref.lock or ""
+            peak = peaks.get(lock)
+            if peak is None or epoch > peak[0]:
+                peaks[lock] = (epoch, where, ref)
+            elif epoch < peak[0] and at >= start and not 0 <= peak[1] < where:
+                checker._cross.stale(
+                    ref.with_role("stale"),
+                    peak[2],
+                    "key order",
+                    also=(read,),
+                    positions=[first[peak[2].id or ""], at],
+                )
+            invoked = ref.invoke_index if ref.invoke_index is not None else -1
+            if latest is None or invoked > latest[0]:
+                latest = (invoked, where, ref)
+            elif (
+                at >= start
+                and ref.type == "ok"
+                and ref.index is not None
+                and latest[0] > ref.index
+                and not 0 <= latest[1] < where
+            ):
+                checker._realtime(
+                    log, ref.with_role("first"), latest[2].with_role("second"), self._mark
+                )
+
+    def _known(self, wid: str, pending: dict[str, WriteRecord]) -> tuple[int, OpRef] | None:
+        """Where the reference holds ``wid`` (``-1`` if not) and what is known of its write."""
+        log = self._log
+        at = log.position(wid)
+        if at >= 0 and log.locks[at] >= 0:
+            return at, log.row_ref(at, "newer", self._checker._names)
+        record = pending.get(wid)
+        if record is not None and (record.sink, record.key) == (log.sink, log.key):
+            return -1, record.ref("newer")
+        return None

@@ -26,7 +26,12 @@ FORMAT: Final = 1
 
 @dataclass(frozen=True, slots=True)
 class SinkVerdict:
-    """What the check concluded about one sink."""
+    """What the check concluded about one sink.
+
+    ``seq_observable`` is true when the sink reported ``seq`` (its acceptance order across keys),
+    so stale writes were judged across keys in that order; ``coverage`` says, in words, what could
+    not be observed on this sink (it does not change the verdict).
+    """
 
     name: str
     fenced: bool
@@ -39,6 +44,8 @@ class SinkVerdict:
     expected: dict[str, int]
     unknown_keys: tuple[str, ...]
     reasons: tuple[str, ...]
+    seq_observable: bool = False
+    coverage: tuple[str, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """A JSON object with every field present."""
@@ -54,6 +61,8 @@ class SinkVerdict:
             "expected": dict(sorted(self.expected.items())),
             "unknown_keys": list(self.unknown_keys),
             "reasons": list(self.reasons),
+            "seq_observable": self.seq_observable,
+            "coverage": list(self.coverage),
         }
 
 

@@ -3,17 +3,34 @@
 Histories run to millions of operations, so what outlives an operation is stored in typed arrays
 (a few bytes a row) instead of one Python object per row: :class:`Names` turns the few node and
 lock names into small integer codes, and :class:`EpochTable` remembers who first claimed each
-epoch of a lock.
+epoch of a lock. Integers in a history may be of any size; a table that meets one beyond 64 bits
+turns its columns into lists (:func:`widen`), so the common case stays compact.
 """
 
 from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
+from typing import TypeAlias
 
 from checkers.evidence import OpRef
 
-__all__ = ["EpochTable", "Names"]
+__all__ = ["EpochTable", "Ints", "Names", "fits", "widen"]
+
+Ints: TypeAlias = "array[int] | list[int]"
+_LOW, _HIGH = -(2**63), 2**63 - 1
+
+
+def fits(*values: int) -> bool:
+    """True if every value fits a signed 64-bit column."""
+    return all(_LOW <= value <= _HIGH for value in values)
+
+
+def widen(table: object, columns: tuple[str, ...], rows: int) -> None:
+    """Turn ``table``'s ``columns`` into lists of their first ``rows`` rows: lists hold integers
+    of any size (an overflowing append may have left a row in the columns before it)."""
+    for name in columns:
+        setattr(table, name, list(getattr(table, name)[:rows]))
 
 
 class Names:
@@ -61,13 +78,13 @@ class EpochTable:
     def __init__(self, lock: str, f: str) -> None:
         self.lock = lock
         self.f = f
-        self._epochs = array("q")
+        self._epochs: Ints = array("q")
         self._nodes = array("i")
-        self._index = array("q")
-        self._time = array("q")
-        self._invoke_index = array("q")
-        self._invoke_time = array("q")
-        self._process = array("q")
+        self._index: Ints = array("q")
+        self._time: Ints = array("q")
+        self._invoke_index: Ints = array("q")
+        self._invoke_time: Ints = array("q")
+        self._process: Ints = array("q")
         self._ids: list[str | None] = []
 
     def find(self, epoch: int) -> int:
@@ -86,10 +103,13 @@ class EpochTable:
 
     def add(self, epoch: int, node: int, op: OpRef) -> None:
         """Record ``op`` (by node code ``node``) as the first claim of ``epoch``."""
+        process = op.process if isinstance(op.process, int) else -1
+        items = (epoch, _int(op.index), _int(op.time), _int(op.invoke_index))
+        if not fits(*items, _int(op.invoke_time), process):
+            self._widen()
         epochs = self._epochs
         row = len(epochs) if not epochs or epoch > epochs[-1] else bisect_left(epochs, epoch)
-        process = op.process if isinstance(op.process, int) else -1
-        columns: tuple[tuple[array[int], int], ...] = (
+        columns: tuple[tuple[Ints, int], ...] = (
             (epochs, epoch),
             (self._nodes, node),
             (self._index, _int(op.index)),
@@ -101,6 +121,10 @@ class EpochTable:
         for column, item in columns:
             column.insert(row, item)
         self._ids.insert(row, op.id)
+
+    def _widen(self) -> None:
+        columns = ("_epochs", "_index", "_time", "_invoke_index", "_invoke_time", "_process")
+        widen(self, columns, len(self._epochs))
 
     def ref(self, row: int, role: str, names: Names) -> OpRef:
         """The claim in ``row`` as evidence."""

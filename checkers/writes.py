@@ -7,8 +7,13 @@ for ever if it failed, so that it can be caught appearing later, and until the e
 - **retry-after-reject**: after a write by node N with epoch e on lock L failed with
   ``stale-epoch`` (refused by the fence), N invokes another write on L with epoch e or lower.
   Only ``stale-epoch`` counts: other errors (``lease-expired``, ``not-held``) mean the holder
-  refused locally and never sent it. A new grant of L to N clears the refusal: writing with what
-  the lock service just granted is not a blind retry (a bad grant is the lock's anomaly).
+  refused locally and never sent it. The one exemption is an epoch granted to N after the
+  refusal: writing with what the lock service just granted is not a blind retry (a bad grant is
+  the lock's anomaly). Per holder and lock, the refusals kept are those no later refusal of a
+  higher or equal epoch outdoes: a short staircase, epochs falling as time goes on.
+- **stale-write** in real time and ``seq`` order (with :mod:`checkers.staleness`): each write
+  notes, when invoked, the highest epoch acknowledged on its sink and lock; its ``ok`` value
+  may carry its ``seq``.
 - **epoch-reuse** (writes): accepted writes with one (lock, epoch) from two different nodes. A
   write is accepted when it completed ``ok`` or a read shows it (an ``info`` write counts as
   accepted exactly when a read shows it). Reported once per (lock, epoch).
@@ -22,14 +27,28 @@ from collections import Counter
 from checkers.evidence import OpRef
 from checkers.findings import Findings
 from checkers.grants import holder_of
+from checkers.staleness import CrossKey
 from checkers.tables import EpochTable, Names
 from harness.history import Event, HistoryError, Process
 from harness.history.vocabulary import STALE_EPOCH
 
-__all__ = ["WriteChecker", "WriteRecord"]
+__all__ = ["WriteChecker", "WriteRecord", "sequence_number"]
 
 
-_FIELDS_FIX = "every write value needs lock, sink, key (strings), id (string) and epoch (integer)"
+_FIELDS_FIX = (
+    "every write value needs lock, sink, key (strings), id (string) and epoch (integer >= 0)"
+)
+_SEQ_FIX = "seq is the sink's acceptance order across its keys: an integer >= 0"
+
+
+def sequence_number(item: dict[str, object], line: int) -> int | None:
+    """The optional ``seq`` of a write's ``ok`` value or a read entry, checked."""
+    seq = item.get("seq")
+    if seq is None:
+        return None
+    if type(seq) is not int or seq < 0:
+        raise HistoryError(line, "seq must be an integer >= 0", _SEQ_FIX)
+    return seq
 
 
 class WriteRecord:
@@ -39,6 +58,7 @@ class WriteRecord:
         "accepted",
         "epoch",
         "error",
+        "floor",
         "holder",
         "id",
         "index",
@@ -51,6 +71,7 @@ class WriteRecord:
         "position",
         "prev",
         "process",
+        "seq",
         "shown_by",
         "sink",
         "time",
@@ -78,6 +99,8 @@ class WriteRecord:
         self.position: int | None = None
         self.accepted = False
         self.shown_by: OpRef | None = None
+        self.floor: tuple[int, OpRef] | None = None
+        self.seq: int | None = None
 
     def ref(self, role: str) -> OpRef:
         """This write as evidence."""
@@ -104,11 +127,13 @@ class WriteRecord:
 class WriteChecker:
     """Tracks writes from invoke to resolution."""
 
-    def __init__(self, findings: Findings, names: Names) -> None:
+    def __init__(self, findings: Findings, names: Names, cross: CrossKey) -> None:
         self._findings = findings
         self._names = names
+        self._cross = cross
         self.pending: dict[str, WriteRecord] = {}
-        self._refusals: dict[tuple[str, str], WriteRecord] = {}
+        self._refusals: dict[tuple[str, str], list[WriteRecord]] = {}
+        self._grants: dict[tuple[str, str], tuple[int, int]] = {}
         self._accepted: dict[str, EpochTable] = {}
         self._reused: set[tuple[str, int]] = set()
         self.sinks: set[str] = set()
@@ -116,7 +141,7 @@ class WriteChecker:
         self.refused = 0
         self.accepted = 0
 
-    def invoke(self, event: Event) -> None:
+    def invoke(self, event: Event) -> WriteRecord:
         """A write was sent: check its fields, then whether it repeats a refused epoch."""
         value = event.value
         try:
@@ -128,6 +153,8 @@ class WriteChecker:
             ) from None
         if type(epoch) is not int or not all(type(item) is str for item in fields):
             raise HistoryError(event.line, "write value has a field of the wrong type", _FIELDS_FIX)
+        if epoch < 0:
+            raise HistoryError(event.line, f"write epoch {epoch} is negative", _FIELDS_FIX)
         earlier = self.pending.get(wid)
         if earlier is not None:
             raise HistoryError(
@@ -137,13 +164,27 @@ class WriteChecker:
             )
         record = self.pending[wid] = WriteRecord(event, value)
         self.sinks.add(record.sink)
-        refusal = self._refusals.get((record.holder, record.lock))
-        if refusal is not None and epoch <= refusal.epoch:
-            self._findings.report(
-                "retry-after-reject",
-                (refusal.ref("refused"), record.ref("retry")),
-                lock=record.lock,
-            )
+        record.floor = self._cross.floor(record.sink, record.lock)
+        stairs = self._refusals.get((record.holder, record.lock))
+        if stairs is not None:
+            self._retry(record, stairs)
+        return record
+
+    def _retry(self, record: WriteRecord, stairs: list[WriteRecord]) -> None:
+        # The latest refusal of this epoch or a higher one is the last such step.
+        refusal = next((step for step in reversed(stairs) if step.epoch >= record.epoch), None)
+        if refusal is None or refusal.index is None:
+            return
+        grant = self._grants.get((record.holder, record.lock))
+        if grant is not None and grant[0] == record.epoch and grant[1] > refusal.index:
+            return
+        self._findings.report(
+            "retry-after-reject",
+            (refusal.ref("refused"), record.ref("retry")),
+            sink=record.sink,
+            lock=record.lock,
+            details={"granted_since": grant[0] if grant is not None else None},
+        )
 
     def complete(self, event: Event, invoke: Event) -> WriteRecord:
         """A write completed; returns its record (already resolved if a read showed it)."""
@@ -154,8 +195,12 @@ class WriteChecker:
         error = event.error if event.error is not None else event.value.get("error")
         record.error = error if isinstance(error, str) else None
         if event.type == "ok":
+            seq = sequence_number(event.value, event.line)
+            self._cross.acknowledged(record.sink, record.lock, record.epoch, record)
             if not record.accepted:
                 self.accept(record)
+            if seq is not None:
+                self.sequenced(record, seq)
         elif event.type == "fail":
             if record.shown_by is not None:
                 self._findings.report(
@@ -168,23 +213,32 @@ class WriteChecker:
                 )
             if record.error == STALE_EPOCH:
                 self.refused += 1
-                key = (record.holder, record.lock)
-                known = self._refusals.get(key)
-                if known is None or record.epoch >= known.epoch:
-                    self._refusals[key] = record
+                stairs = self._refusals.setdefault((record.holder, record.lock), [])
+                stairs[:] = [step for step in stairs if step.epoch > record.epoch]
+                stairs.append(record)
         if record.position is not None:
             del self.pending[record.id]
         return record
 
-    def granted(self, holder: str, lock: str) -> None:
-        """``holder`` was granted ``lock``: its earlier refusals on it no longer apply."""
-        self._refusals.pop((holder, lock), None)
+    def granted(self, holder: str, lock: str, epoch: int, index: int) -> None:
+        """``holder`` was granted ``epoch`` of ``lock`` at ``index``: writing with it is not a
+        retry of what was refused before."""
+        self._grants[holder, lock] = (epoch, index)
+
+    def sequenced(self, record: WriteRecord, seq: int) -> None:
+        """``record``'s seq became known (from its ``ok`` value or a read): judge it once."""
+        if record.seq is None:
+            record.seq = seq
+            self._cross.seq(record.sink, record.lock, seq, record.epoch, record)
 
     def accept(self, record: WriteRecord) -> None:
         """``record`` is accepted (acknowledged or shown): check its epoch's other holders."""
         record.accepted = True
         self.accepted += 1
         self.accepted_by_sink[record.sink] += 1
+        floor = record.floor
+        if floor is not None and record.epoch < floor[0]:
+            self._cross.stale(record.ref("stale"), floor[1], "realtime")
         table = self._accepted.get(record.lock)
         if table is None:
             table = self._accepted[record.lock] = EpochTable(record.lock, "write")

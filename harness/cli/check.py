@@ -1,14 +1,17 @@
-"""``fencecheck check HISTORY.jsonl``: judge a history file and say why.
+"""``fencecheck check HISTORY``: judge a history and say why.
 
-For a person: the verdict, a table of anomalies (counted and expected) with one explanation each,
-the first few in full with their operations and faults, the per-sink verdicts and what left the
-verdict unknown. With ``--json``: the result as JSON on stdout (``results.json``'s shape). Exit
-code 0 valid, 1 invalid, 2 unknown, 3 error (bad input: the message names the line and the fix).
+``HISTORY`` is a file, ``-`` for standard input, or a FIFO (``<(zcat h.jsonl.gz)``); gzip'd input
+is read directly. For a person: the verdict, a table of anomalies (counted and expected) with one
+explanation each, the first few in full with their operations and faults, the per-sink verdicts
+(with what could not be observed) and what left the verdict unknown. With ``--json``: the result
+as JSON on stdout (``results.json``'s shape). Exit code 0 valid, 1 invalid, 2 unknown, 3 error
+(bad input: one line that names the line of the history and the fix, never a traceback).
 """
 
 from __future__ import annotations
 
 import re
+import stat
 from pathlib import Path
 
 import click
@@ -17,10 +20,11 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from checkers import Anomaly, CheckResult, check_file
+from checkers import Anomaly, CheckResult, check
 from checkers.explain import describe_fault, seconds
+from checkers.registry import REGISTRY
 from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, cli
-from harness.history import HistoryError, InventoryError, Sink, load_inventory
+from harness.history import HistoryError, InventoryError, Sink, load_inventory, read_history
 
 __all__ = ["CheckError", "check_command", "exit_code", "parse_duration", "render_result"]
 
@@ -54,8 +58,19 @@ def exit_code(result: CheckResult) -> int:
     return EXIT_INVALID if result.valid is False else EXIT_UNKNOWN
 
 
-@cli.command("check")
-@click.argument("history", type=click.Path(path_type=Path))
+_STDIN = "-"
+_HELP = "\n\n".join(
+    [
+        "Check a history: exit 0 valid, 1 invalid, 2 unknown, 3 error.",
+        "HISTORY is a history.jsonl file (gzip'd or not), - for standard input, or a FIFO.",
+        "\b\nAnomalies:\n"
+        + "\n".join(f"  {kind.name}: {kind.meaning}" for kind in REGISTRY.values()),
+    ]
+)
+
+
+@cli.command("check", help=_HELP)
+@click.argument("history", type=click.Path(path_type=Path, allow_dash=True))
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
 @click.option(
     "--inventory",
@@ -74,8 +89,9 @@ def exit_code(result: CheckResult) -> int:
 def check_command(
     history: Path, as_json: bool, inventory: Path | None, ttl: str | None, max_evidence: int
 ) -> None:
-    """Check a history file: exit 0 valid, 1 invalid, 2 unknown, 3 error."""
-    if not history.is_file():
+    """Check a history (the help text is built from the anomaly registry)."""
+    stdin = str(history) == _STDIN
+    if not stdin and not _readable(history):
         raise CheckError(f"no history file at {history}: pass the path of a history.jsonl")
     sinks: dict[str, Sink] | None = None
     if inventory is not None:
@@ -84,19 +100,35 @@ def check_command(
         except InventoryError as problem:
             raise CheckError(str(problem)) from None
     lease_ttl = parse_duration(ttl) if ttl is not None else None
+    source = click.get_binary_stream("stdin") if stdin else history
     try:
-        result = check_file(
-            history, inventory=sinks, lease_ttl=lease_ttl, max_evidence=max_evidence
+        result = check(
+            read_history(source), inventory=sinks, lease_ttl=lease_ttl, max_evidence=max_evidence
         )
     except HistoryError as problem:
-        raise CheckError(f"{history}: {problem}") from None
+        raise CheckError(f"{history}: {_one_line(str(problem))}") from None
     except OSError as problem:
         raise CheckError(f"cannot read {history}: {problem.strerror}") from None
+    except (RecursionError, MemoryError) as problem:
+        raise CheckError(f"{history}: input too deeply nested or too large ({problem!r})") from None
     if as_json:
         click.echo(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode())
     else:
         render_result(Console(highlight=False), result, history)
     click.get_current_context().exit(exit_code(result))
+
+
+def _readable(path: Path) -> bool:
+    """A regular file or a FIFO (``<(zcat h.jsonl.gz)``): anything else is not a history."""
+    try:
+        mode = path.stat().st_mode
+    except OSError:
+        return False
+    return stat.S_ISREG(mode) or stat.S_ISFIFO(mode)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
 
 
 def render_result(console: Console, result: CheckResult, history: Path) -> None:
@@ -118,6 +150,9 @@ def render_result(console: Console, result: CheckResult, history: Path) -> None:
                 _render_anomaly(console, anomaly)
     if result.sinks:
         console.print(_sink_table(result))
+        for verdict in result.sinks.values():
+            for note in verdict.coverage:
+                console.print(Text.assemble(("coverage: ", "cyan"), f"{verdict.name}: {note}"))
     for reason in result.unknown_reasons:
         console.print(Text.assemble(("unknown: ", "yellow"), reason))
 
@@ -166,8 +201,9 @@ def _render_anomaly(console: Console, anomaly: Anomaly) -> None:
 
 def _sink_table(result: CheckResult) -> Table:
     table = Table(title="sinks", title_justify="left")
-    for column in ("sink", "guard", "verdict", "keys", "accepted", "anomalies", "note"):
+    for column in ("sink", "guard", "verdict", "keys", "accepted", "seq", "anomalies"):
         table.add_column(column)
+    table.add_column("note")
     for verdict in result.sinks.values():
         spec = Sink(verdict.name, verdict.fenced, verdict.mitigation)  # type: ignore[arg-type]
         found = {**verdict.anomalies, **{f"{k} (expected)": n for k, n in verdict.expected.items()}}
@@ -177,6 +213,7 @@ def _sink_table(result: CheckResult) -> Table:
             str(verdict.valid).lower(),
             f"{verdict.keys:,}",
             f"{verdict.accepted_writes:,}",
+            "yes" if verdict.seq_observable else "no",
             ", ".join(f"{name} {number:,}" for name, number in sorted(found.items())),
             "; ".join(verdict.reasons),
         )

@@ -7,7 +7,7 @@ one event per line, written as the run goes so that a crash never loses what alr
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Final, Literal
+from typing import Any, Final, Literal, cast
 
 __all__ = [
     "EVENT_TYPES",
@@ -91,31 +91,50 @@ def event_from_dict(raw: Any, line: int = 0) -> Event:
             f"missing field {missing.args[0]!r}",
             "every event needs index, time, process, type and f (see DESIGN.md §4)",
         ) from None
-    if type(index) is not int or type(time) is not int:
-        raise HistoryError(line, "index and time must be integers (time in nanoseconds)")
-    if etype not in EVENT_TYPES:
+    if not (type(index) is int and type(time) is int and index >= 0 and time >= 0):
         raise HistoryError(
-            line, f"unknown type {etype!r}", "type must be one of invoke, ok, fail, info"
+            line, "index and time must be integers >= 0", "time is in nanoseconds since the start"
+        )
+    if not isinstance(etype, str) or etype not in EVENT_TYPES:
+        raise HistoryError(
+            line, f"unknown type {_excerpt(etype)}", "type must be one of invoke, ok, fail, info"
         )
     if not isinstance(f, str):
         raise HistoryError(line, "f must be a string such as 'write' or 'acquire'")
-    if not (type(process) is int or process == NEMESIS):
-        raise HistoryError(line, f"process must be an integer or 'nemesis', got {process!r}")
+    if process == NEMESIS:
+        if etype != "info":
+            raise HistoryError(line, f"a nemesis event must be typed info, not {etype!r}")
+    elif not (type(process) is int and process >= 0):
+        raise HistoryError(
+            line, f"process must be an integer >= 0 or 'nemesis', got {_excerpt(process)}"
+        )
     value = raw.get("value")
     if value is None:
         value = {}
     elif not isinstance(value, dict):
         raise HistoryError(line, "value must be a JSON object")
     node = raw.get("node")
+    if not (node is None or isinstance(node, str)):
+        raise HistoryError(
+            line, f"node must be a string, got {_excerpt(node)}", 'write it as "node": "w1"'
+        )
     error = raw.get("error")
     return Event(
         index,
         time,
         process,
-        etype,
+        cast(EventType, etype),
         f,
         value,
-        node if isinstance(node, str) else None,
+        node,
         error if isinstance(error, str) else None,
         line,
     )
+
+
+def _excerpt(item: object) -> str:
+    # A malformed field may be arbitrarily large or nested: quote only its beginning.
+    if isinstance(item, int) and item.bit_length() > 64:
+        return "a very large integer"
+    text = repr(item) if isinstance(item, str | int | float | bool) else type(item).__name__
+    return text if len(text) <= 40 else text[:37] + "..."

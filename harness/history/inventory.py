@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final, Literal, cast, get_args
 
@@ -47,12 +47,19 @@ class InventoryError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Sink:
-    """One write path of the inventory: whether it checks epochs, and if not, what protects it."""
+    """One write path of the inventory: whether it checks epochs, and if not, what protects it.
+
+    ``seq`` says the sink reports its own acceptance order across all its keys (history format
+    v1's optional ``seq`` on read entries and on a write's ``ok`` value): etcd's ``mod_revision``,
+    ZooKeeper's ``mzxid``, a database sequence. Only then can a stale write to one key be told
+    from a newer write to another key that it overlapped in time.
+    """
 
     name: str
     fenced: bool
     mitigation: Mitigation = "none"
     description: str = ""
+    seq: bool = field(default=False, kw_only=True)
 
     def __post_init__(self) -> None:
         if self.mitigation not in MITIGATIONS:
@@ -61,11 +68,15 @@ class Sink:
                 + ", ".join(MITIGATIONS)
             )
 
+    @property
+    def unguarded(self) -> bool:
+        """True if nothing keeps a stale holder's writes out: unfenced, and no mitigation that
+        orders writes."""
+        return not self.fenced and self.mitigation in _UNGUARDED
+
     def expects(self, anomaly: str) -> bool:
         """True if ``anomaly`` on this sink is a known weakness rather than a violation."""
-        return (
-            not self.fenced and self.mitigation in _UNGUARDED and anomaly in EXPECTED_WHEN_UNGUARDED
-        )
+        return self.unguarded and anomaly in EXPECTED_WHEN_UNGUARDED
 
     def describe(self) -> str:
         """``"fenced"`` or ``"unfenced (lock-delay)"``."""
@@ -93,7 +104,7 @@ def normalize_inventory(inventory: Inventory | None) -> dict[str, Sink]:
 
 
 def parse_inventory(raw: object, source: str = "inventory") -> dict[str, Sink]:
-    """Read the JSON form: ``{"sink": {"fenced": true, "mitigation": "none"}, ...}``.
+    """Read the JSON form: ``{"sink": {"fenced": true, "mitigation": "none", "seq": false}}``.
 
     Also accepted: the same mapping under a ``"sinks"`` key (as in a run's result context), or a
     list of objects each with a ``"name"``.
@@ -117,9 +128,15 @@ def parse_inventory(raw: object, source: str = "inventory") -> dict[str, Sink]:
         if not isinstance(entry, dict) or not isinstance(entry.get("fenced"), bool):
             raise InventoryError(f"{source}: sink {name!r} needs a boolean 'fenced'")
         out[name] = _spec(name, entry["fenced"], entry.get("mitigation", "none"), source)
+        seq = entry.get("seq", False)
+        if not isinstance(seq, bool):
+            raise InventoryError(f"{source}: sink {name!r} has a non-boolean 'seq'")
         description = entry.get("description")
-        if isinstance(description, str):
-            out[name] = replace(out[name], description=description)
+        out[name] = replace(
+            out[name],
+            description=description if isinstance(description, str) else "",
+            seq=seq,
+        )
     return out
 
 

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import gzip
+import io
+import json
 import os
+import re
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Final
 
 import orjson
 
@@ -21,13 +25,18 @@ from harness.history.events import (
 
 __all__ = ["HistoryWriter", "paired", "read_history", "validated"]
 
+_GZIP_MAGIC: Final = b"\x1f\x8b"
+# orjson turns integers beyond 64 bits into floats without a word; a line holding a run of 19
+# digits may carry one, so it is parsed by the standard library, which keeps integers exact.
+_LONG_NUMBER: Final = re.compile(rb"\d{19}")
+
 
 def read_history(source: str | os.PathLike[str] | IO[bytes]) -> Iterator[Event]:
-    """Stream events from a JSON Lines file (or binary stream), one at a time.
+    """Stream events from a JSON Lines file, FIFO or binary stream (gzip'd or not), one at a time.
 
     Raises :class:`HistoryError` naming the line for malformed JSON or missing fields. Blank lines
     are skipped. A torn last line (a run killed mid-write) is tolerated: it is the only line that
-    may be cut short, and it is dropped.
+    may be cut short, and it is dropped. Integers keep their exact value whatever their size.
     """
     if isinstance(source, str | os.PathLike):
         with Path(source).open("rb") as stream:
@@ -37,41 +46,71 @@ def read_history(source: str | os.PathLike[str] | IO[bytes]) -> Iterator[Event]:
 
 
 def _read_stream(stream: IO[bytes]) -> Iterator[Event]:
+    # peek() sniffs the gzip magic without consuming it, so pipes and FIFOs work as well as files.
+    buffered = stream if isinstance(stream, io.BufferedReader) else _buffered(stream)
+    lines: Iterable[bytes] = buffered
+    if buffered.peek(2)[:2] == _GZIP_MAGIC:
+        lines = gzip.GzipFile(fileobj=buffered, mode="rb")
     loads = orjson.loads
+    long_number = _LONG_NUMBER.search
     pending: tuple[int, bytes] | None = None
-    for number, line in enumerate(stream, 1):
-        if pending is not None:
-            raise _bad_json(*pending)
-        if not line.strip():
-            continue
-        try:
-            raw = loads(line)
-        except orjson.JSONDecodeError:
-            if not line.endswith(b"\n"):
-                # Only the final line can lack its newline; a crash mid-write leaves exactly this.
-                return
-            pending = (number, line)
-            continue
-        yield event_from_dict(raw, number)
+    try:
+        for number, line in enumerate(lines, 1):
+            if pending is not None:
+                raise _bad_json(*pending)
+            if not line.strip():
+                continue
+            try:
+                raw = _exact(line) if long_number(line) else loads(line)
+            except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
+                if not line.endswith(b"\n"):
+                    # Only the final line can lack its newline; a crash mid-write leaves this.
+                    return
+                pending = (number, line)
+                continue
+            yield event_from_dict(raw, number)
+    except (OSError, EOFError, gzip.BadGzipFile) as problem:
+        raise HistoryError(0, f"cannot read the history: {problem}") from None
     if pending is not None:
         raise _bad_json(*pending)
 
 
+def _buffered(stream: IO[bytes]) -> io.BufferedReader:
+    return io.BufferedReader(stream)  # type: ignore[arg-type]  # any readable binary stream
+
+
+def _exact(line: bytes) -> Any:
+    return json.loads(line, parse_constant=_no_constant)
+
+
+def _no_constant(name: str) -> Any:
+    raise ValueError(f"{name} is not JSON")
+
+
 def _bad_json(number: int, line: bytes) -> HistoryError:
     excerpt = line[:80].decode("utf-8", "replace").rstrip()
-    return HistoryError(number, f"not valid JSON: {excerpt!r}", "each line must be one JSON object")
+    return HistoryError(
+        number,
+        f"not valid JSON: {excerpt!r}",
+        "each line must be one JSON object, nested at most a few hundred levels",
+    )
 
 
 def paired(events: Iterable[Event]) -> Iterator[tuple[Event, Event | None]]:
     """Yield each event with the invoke it completes, checking the discipline of DESIGN.md §4.
 
-    Invokes and nemesis events come with ``None``. A completion must follow an invoke on the same
-    process with the same ``f``, and a process may not have two open operations; a breach raises
-    :class:`HistoryError` naming the line. Operations still open when the events run out are
-    simply never completed: a history cut short is valid input.
+    Invokes and nemesis events come with ``None``. Indexes must rise strictly and times never go
+    back, so that index order is real-time order (on equal times the index decides). A completion
+    must follow an invoke on the same process with the same ``f``, and a process may not have two
+    open operations. A breach raises :class:`HistoryError` naming the line. Operations still open
+    when the events run out are simply never completed: a history cut short is valid input.
     """
     open_ops: dict[Process, Event] = {}
+    last: Event | None = None
     for event in events:
+        if last is not None and (event.index <= last.index or event.time < last.time):
+            raise _disorder(event, last)
+        last = event
         process = event.process
         if process == NEMESIS:
             yield event, None
@@ -102,6 +141,21 @@ def paired(events: Iterable[Event]) -> Iterator[tuple[Event, Event | None]]:
                     "a completion must carry the same f as its invoke",
                 )
             yield event, invoke
+
+
+def _disorder(event: Event, last: Event) -> HistoryError:
+    if event.index <= last.index:
+        problem = f"index {event.index} does not follow index {last.index} (line {last.line})"
+    else:
+        problem = (
+            f"time {event.time} is earlier than time {last.time} of index {last.index} "
+            f"(line {last.line})"
+        )
+    return HistoryError(
+        event.line,
+        problem,
+        "indexes must rise strictly and times never go back, line by line",
+    )
 
 
 def validated(events: Iterable[Event]) -> Iterator[Event]:

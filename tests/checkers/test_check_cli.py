@@ -2,15 +2,23 @@
 
 from __future__ import annotations
 
+import gzip
+import json
+import os
+import re
+import threading
 from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from click.testing import CliRunner
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 import harness.cli.check  # noqa: F401  # registers the command on the group
 from checkers import ANOMALY_NAMES, check_file
+from checkers.registry import REGISTRY
 from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, cli
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples"
@@ -69,6 +77,7 @@ def test_json_output_has_the_documented_shape() -> None:
             "end_index": 20,
             "applied": True,
             "error": None,
+            "parts": [],
         }
     ]
     assert result["sinks"]["store"]["valid"] is False
@@ -145,3 +154,112 @@ def test_check_file_agrees_with_the_command() -> None:
     result = check_file(EXAMPLES / "stale-write.jsonl")
     assert result.valid is False
     assert result.to_json()["anomaly_counts"] == {"stale-write": 1}
+
+
+# -- input from pipes, FIFOs and gzip (issue 10, item 8) ----------------------------------------
+
+
+def test_a_history_on_standard_input_is_checked() -> None:
+    outcome = CliRunner().invoke(
+        cli, ["check", "-"], input=(EXAMPLES / "stale-write.jsonl").read_bytes()
+    )
+    assert outcome.exit_code == EXIT_INVALID
+    assert outcome.stdout.startswith("INVALID  -:")
+
+
+def test_a_fifo_and_a_gzipped_file_are_read(tmp_path: Path) -> None:
+    data = (EXAMPLES / "valid.jsonl").read_bytes()
+    packed = tmp_path / "history.jsonl.gz"
+    packed.write_bytes(gzip.compress(data))
+    assert run(str(packed))[0] == EXIT_VALID
+    fifo = tmp_path / "history.fifo"
+    os.mkfifo(fifo)
+    writer = threading.Thread(target=fifo.write_bytes, args=(gzip.compress(data),))
+    writer.start()
+    code, out, _ = run(str(fifo))
+    writer.join()
+    assert (code, out.startswith("VALID")) == (EXIT_VALID, True)
+
+
+def test_the_help_and_the_sink_table_come_from_the_registry_and_the_coverage() -> None:
+    outcome = CliRunner().invoke(cli, ["check", "--help"])
+    flat = " ".join(outcome.stdout.split())
+    for kind in REGISTRY.values():
+        assert f"{kind.name}: {' '.join(kind.meaning.split())}" in flat
+    _, out, _ = run(str(EXAMPLES / "valid.jsonl"))
+    assert "coverage: store: cross-key staleness not observable" in " ".join(out.split())
+
+
+# -- never a traceback (issue 10, item 12) ------------------------------------------------------
+
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=5),
+    lambda inner: (
+        st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=5), inner, max_size=3)
+    ),
+    max_leaves=8,
+)
+FIELDS = ("index", "time", "process", "node", "type", "f", "value", "error")
+
+
+@st.composite
+def malformed_histories(draw: st.DrawFn) -> tuple[bytes, bool]:
+    """The valid example with one line broken; the flag says whether it is surely malformed."""
+    lines = (EXAMPLES / "stale-write.jsonl").read_bytes().splitlines(keepends=True)
+    at = draw(st.integers(0, len(lines) - 2))  # not the last line: a torn last line is fine
+    how = draw(st.sampled_from(("garbage", "field", "drop", "value-field", "big")))
+    event = orjson.loads(lines[at])
+    sure = True
+    if how == "garbage":
+        lines[at] = draw(st.binary(min_size=1, max_size=20)).replace(b"\n", b"") + b"}\n"
+    elif how == "drop":
+        del event[draw(st.sampled_from(("index", "time", "process", "type", "f")))]
+    elif how == "field":
+        event[draw(st.sampled_from(FIELDS))] = draw(json_values)
+        sure = False
+    elif how == "value-field":
+        value = event.setdefault("value", {})
+        name = draw(
+            st.sampled_from(("epoch", "id", "lock", "sink", "key", "entries", "targets", "seq"))
+        )
+        value[name] = draw(json_values)
+        sure = False
+    else:
+        event[draw(st.sampled_from(("index", "time", "process")))] = -draw(st.integers(1, 2**70))
+    if how != "garbage":
+        lines[at] = json.dumps(event).encode() + b"\n"
+    return b"".join(lines), sure
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(malformed_histories())
+def test_malformed_input_exits_3_with_one_line_and_never_a_traceback(
+    case: tuple[bytes, bool],
+) -> None:
+    data, sure = case
+    outcome = CliRunner().invoke(cli, ["check", "-", "--json"], input=data)
+    assert outcome.exception is None or isinstance(outcome.exception, SystemExit), repr(
+        outcome.exception
+    )
+    assert "Traceback" not in outcome.output
+    assert outcome.exit_code in (EXIT_VALID, EXIT_INVALID, EXIT_UNKNOWN, EXIT_ERROR)
+    if sure:
+        assert outcome.exit_code == EXIT_ERROR
+    if outcome.exit_code == EXIT_ERROR:
+        assert len(outcome.stderr.strip().splitlines()) == 1
+
+
+def test_the_bundled_cross_key_example_is_caught_by_seq_and_unobservable_without_it(
+    tmp_path: Path,
+) -> None:
+    code, out, _ = run(str(EXAMPLES / "stale-write-across-keys.jsonl"), "--ttl", "2s")
+    assert code == EXIT_INVALID
+    flat = " ".join(out.split())
+    assert "fenced store/k2 at seq 5, after w3's write w3-4 (epoch 8) to store/k1 at seq 4" in flat
+    assert "w2 was paused from 12.1 s to 18.4 s; lease TTL 2 s" in flat
+    unsequenced = tmp_path / "history.jsonl"
+    text = (EXAMPLES / "stale-write-across-keys.jsonl").read_text()
+    unsequenced.write_text(re.sub(r',"seq":\d+', "", text))
+    code, out, _ = run(str(unsequenced))
+    assert code == EXIT_VALID
+    assert "coverage: store: cross-key staleness not observable" in " ".join(out.split())

@@ -141,7 +141,7 @@ def test_read_entries_without_ids_are_an_error_naming_the_line() -> None:
     with pytest.raises(HistoryError) as caught:
         check(read_history(stream))
     assert caught.value.line == 2
-    assert caught.value.problem == "read entries must be objects with a string id"
+    assert caught.value.problem == "read entries must be objects with a string id and an epoch"
 
 
 def test_an_ok_acquire_without_an_epoch_is_an_error() -> None:

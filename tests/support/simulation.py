@@ -3,11 +3,14 @@
 Property tests drive it step by step (and then plant one mistake in what it recorded); the
 benchmark drives it at random for millions of events. It is a model, not the product: a lock
 service with leases and an epoch counter, sinks that keep one log per key (fenced ones refuse an
-epoch lower than the highest they have seen for that key), and holders that act like careful
-clients. A holder writes only while its own clock says its lease holds, reads with its epoch (a
-fenced read raises the sink's mark), re-reads after anything uncertain, drops its grant when
-refused, and forgets what it knew of the data when it is granted a new epoch. So the only stale
-writes are the ones a pause lets through, and only unfenced sinks accept them.
+epoch lower than the highest they have seen for the lock, on any key: the property is per sink
+and lock), and holders that act like careful clients. Sinks named in ``sequenced`` number every
+write they accept, across keys, and report it as ``seq`` on read entries and on a write's ``ok``
+value, as etcd's ``mod_revision`` does. A holder writes only while its own clock says its lease
+holds, reads with its epoch (a fenced read raises the sink's mark), re-reads after anything
+uncertain, drops its grant when refused, and forgets what it knew of the data when it is granted
+a new epoch. So the only stale writes are the ones a pause lets through, and only unfenced sinks
+accept them.
 
 Every event goes to ``emit`` as a history-format mapping (DESIGN.md §4) as soon as it happens.
 """
@@ -71,6 +74,7 @@ class FencedSystem:
         step: int = 2 * MS,
         fenced: Iterable[str] = ("store",),
         unfenced: Iterable[str] = (),
+        sequenced: Iterable[str] = (),
     ) -> None:
         self._emit = emit
         self.ttl = ttl
@@ -86,8 +90,10 @@ class FencedSystem:
         self._lease: _Lease | None = None
         self.fenced = frozenset(fenced)
         self.sinks = (*sorted(self.fenced), *sorted(set(unfenced) - self.fenced))
+        self.sequenced = frozenset(sequenced)
         self.logs: dict[_Place, list[dict[str, Any]]] = {}
-        self._highest: dict[_Place, int] = {}
+        self._highest: dict[tuple[str, str], int] = {}  # per sink and lock, across keys
+        self._seq: dict[str, int] = {}
 
     @property
     def events(self) -> int:
@@ -161,7 +167,7 @@ class FencedSystem:
         if value is None:
             return
         self._invoke(holder, "write", value)
-        landed = outcome != "info-lost" and self._apply((sink, key), value)
+        landed = self._apply((sink, key), value) if outcome != "info-lost" else None
         self._written(holder, (sink, key), value, landed, outcome != "ok")
 
     def start_pause(self, number: int, sink: str, key: str, *, rmw: bool = False) -> bool:
@@ -205,7 +211,6 @@ class FencedSystem:
             reader = self.holders[number]
         self._read(reader, place)
         self.logs.pop(place, None)
-        self._highest.pop(place, None)
         for holder in self.holders:
             holder.known.pop(place, None)
 
@@ -250,29 +255,36 @@ class FencedSystem:
         self.logs.setdefault(place, [])
         return value
 
-    def _apply(self, place: _Place, value: dict[str, Any]) -> bool:
+    def _apply(self, place: _Place, value: dict[str, Any]) -> dict[str, Any] | None:
+        """The entry the sink appends, or ``None`` when its fence refuses the write."""
         epoch = value["epoch"]
-        if place[0] in self.fenced:
-            if epoch < self._highest.get(place, epoch):
-                return False
-            self._highest[place] = epoch
-        self.logs.setdefault(place, []).append({"id": value["id"], "epoch": epoch})
-        return True
+        sink = place[0]
+        mark = (sink, value["lock"])
+        if sink in self.fenced:
+            if epoch < self._highest.get(mark, epoch):
+                return None
+            self._highest[mark] = epoch
+        entry: dict[str, Any] = {"id": value["id"], "epoch": epoch}
+        if sink in self.sequenced:
+            entry["seq"] = self._seq[sink] = self._seq.get(sink, 0) + 1
+        self.logs.setdefault(place, []).append(entry)
+        return entry
 
     def _written(
         self,
         holder: _Holder,
         place: _Place,
         value: dict[str, Any],
-        landed: bool,
+        landed: dict[str, Any] | None,
         lost_reply: bool = False,
     ) -> None:
         if lost_reply:
             self._complete(holder, "info", "write", value, error="timeout")
             holder.process += self._stride
             holder.known.pop(place, None)
-        elif landed:
-            self._complete(holder, "ok", "write", value)
+        elif landed is not None:
+            seq = {"seq": landed["seq"]} if "seq" in landed else {}
+            self._complete(holder, "ok", "write", {**value, **seq})
             holder.known[place] = value["id"]
         else:
             self._complete(holder, "fail", "write", value, error="stale-epoch")
@@ -283,10 +295,11 @@ class FencedSystem:
         sink, key = place
         value: dict[str, Any] = {"sink": sink, "key": key}
         if holder.epoch is not None and sink in self.fenced:
-            # A fenced read raises the key's mark, so a delayed write from an older holder
+            # A fenced read raises the lock's mark, so a delayed write from an older holder
             # cannot land after a read that a newer holder will base its update on.
             value.update(lock=self.lock, epoch=holder.epoch)
-            self._highest[place] = max(self._highest.get(place, holder.epoch), holder.epoch)
+            mark = (sink, self.lock)
+            self._highest[mark] = max(self._highest.get(mark, holder.epoch), holder.epoch)
         self._invoke(holder, "read", value)
         entries = list(self.logs.get(place, ()))
         holder.known[place] = entries[-1]["id"] if entries else None

@@ -1,0 +1,310 @@
+"""The rules of issue 10, one hand-built history each: across keys, refusals, ties, divergent reads,
+big numbers, the faults an explanation names, and the anomaly registry."""
+
+from __future__ import annotations
+
+import pytest
+
+from checkers import ANOMALY_NAMES, FaultWindow
+from checkers.explain import describe_fault
+from checkers.registry import REGISTRY
+from harness.history import EXPECTED_WHEN_UNGUARDED, Event, Sink
+from tests.checkers.test_checker_anomalies import MS, HistoryBuilder, judged, only
+
+
+def seq_read(history: HistoryBuilder, key: str, entries: list[tuple[str, int, int]]) -> None:
+    """A read whose entries carry ``(id, epoch, seq)``."""
+    history.event(1, "invoke", "read", {"sink": "store", "key": key}, node="w1")
+    listed = [{"id": wid, "epoch": epoch, "seq": seq} for wid, epoch, seq in entries]
+    history.event(1, "ok", "read", {"sink": "store", "key": key, "entries": listed}, node="w1")
+
+
+# -- 1. stale-write across keys ---------------------------------------------------------------
+
+
+def test_a_write_acknowledged_before_a_lower_epoch_was_sent_makes_it_stale_on_any_key() -> None:
+    history = HistoryBuilder().acquire("w2", 2, 7).acquire("w3", 3, 8)
+    history.write("w3", 3, "new", 8, key="k1").write("w2", 2, "old", 7, key="k2")
+    history.read("w1", 1, [("new", 8)], key="k1").read("w1", 1, [("old", 7)], key="k2")
+    explanation = only(judged(history), "stale-write")
+    assert explanation.startswith(
+        "w2's write old (epoch 7) was accepted by fenced store/k2 although w3's write new "
+        "(epoch 8) to store/k1 was acknowledged at"
+    )
+    anomaly = judged(history).anomalies["stale-write"][0]
+    assert anomaly.details["rule"] == "realtime"
+
+
+def test_other_locks_and_other_sinks_do_not_count_across_keys() -> None:
+    history = HistoryBuilder().acquire("w3", 3, 8, lock="M").acquire("w2", 2, 7)
+    history.write("w3", 3, "new", 8, key="k1", lock="M").write("w3", 3, "x", 9, sink="other")
+    history.write("w2", 2, "old", 7, key="k2")
+    history.read("w1", 1, [("new", 8)], key="k1").read("w1", 1, [("old", 7)], key="k2")
+    history.read("w1", 1, [("x", 9)], sink="other")
+    assert judged(history).valid is True
+
+
+def test_overlapping_writes_are_judged_in_the_sinks_seq_order_across_keys() -> None:
+    # w2's write was sent before its pause, so it overlaps w3's: only seq shows the order.
+    history = HistoryBuilder().acquire("w2", 2, 7).send("w2", 2, "old", 7, key="k2")
+    history.nemesis("start-pause", "w2").acquire("w3", 3, 8).write("w3", 3, "new", 8, key="k1")
+    history.nemesis("stop-pause", "w2").done("w2", 2, "old")
+    seq_read(history, "k1", [("new", 8, 1)])
+    seq_read(history, "k2", [("old", 7, 2)])
+    result = judged(history, inventory={"store": Sink("store", True, seq=True)})
+    explanation = only(result, "stale-write")
+    assert "at seq 2, after w3's write new (epoch 8) to store/k1 at seq 1" in explanation
+    assert "w2 was paused" in explanation
+    assert result.sinks["store"].seq_observable is True
+    assert result.sinks["store"].coverage == ()
+
+
+def test_seq_on_a_writes_ok_value_counts_and_out_of_order_arrival_is_caught() -> None:
+    history = HistoryBuilder().acquire("w2", 2, 7).send("w2", 2, "old", 7, key="k2")
+    history.acquire("w3", 3, 8).send("w3", 3, "new", 8, key="k1")
+    ok = {"lock": "L", "sink": "store", "key": "k2", "id": "old", "epoch": 7, "seq": 5}
+    history.event(2, "ok", "write", ok, node="w2")
+    ok = {"lock": "L", "sink": "store", "key": "k1", "id": "new", "epoch": 8, "seq": 4}
+    history.event(3, "ok", "write", ok, node="w3")
+    history.read("w1", 1, [("new", 8)], key="k1").read("w1", 1, [("old", 7)], key="k2")
+    result = judged(history)
+    assert "at seq 5, after w3's write new (epoch 8) to store/k1 at seq 4" in only(
+        result, "stale-write"
+    )
+
+
+def test_a_sink_without_seq_says_cross_key_staleness_was_not_observable() -> None:
+    history = HistoryBuilder().acquire("w2", 2, 7).send("w2", 2, "old", 7, key="k2")
+    history.acquire("w3", 3, 8).write("w3", 3, "new", 8, key="k1").done("w2", 2, "old")
+    history.read("w1", 1, [("new", 8)], key="k1").read("w1", 1, [("old", 7)], key="k2")
+    result = judged(history)
+    assert result.valid is True
+    verdict = result.sinks["store"]
+    assert verdict.seq_observable is False
+    assert "cross-key staleness not observable" in verdict.coverage[0]
+    assert result.to_json()["sinks"]["store"]["seq_observable"] is False
+    declared = judged(history, inventory={"store": Sink("store", True, seq=True)})
+    assert "yet no write or read entry had one" in declared.sinks["store"].coverage[1]
+
+
+def test_rising_seqs_with_rising_epochs_are_valid() -> None:
+    history = HistoryBuilder().acquire("w2", 2, 7).write("w2", 2, "a", 7, key="k2")
+    history.acquire("w3", 3, 8).write("w3", 3, "b", 8, key="k1")
+    seq_read(history, "k2", [("a", 7, 1)])
+    seq_read(history, "k1", [("b", 8, 2)])
+    assert judged(history).valid is True
+
+
+# -- 2. wrongful-refusal ----------------------------------------------------------------------
+
+
+def test_refusing_an_epoch_nothing_higher_overtook_is_wrongful() -> None:
+    # A store comparing epochs as text: "10" < "9".
+    history = HistoryBuilder().acquire("w1", 1, 9).write("w1", 1, "a", 9).release("w1", 1)
+    history.acquire("w2", 2, 10).write("w2", 2, "b", 10, "fail", error="stale-epoch")
+    history.read("w1", 1, [("a", 9)])
+    explanation = only(judged(history), "wrongful-refusal")
+    assert explanation.startswith("store/k refused w2's write b (epoch 10) as stale at")
+    assert explanation.endswith("the highest epoch of L sent before it was 9")
+
+
+def test_a_refusal_after_a_higher_epoch_was_sent_is_rightful_even_if_its_outcome_is_unknown() -> (
+    None
+):
+    history = HistoryBuilder().acquire("w1", 1, 7).acquire("w2", 2, 8)
+    history.send("w2", 2, "b", 8, key="k2").write("w1", 1, "a", 7, "fail", error="stale-epoch")
+    history.done("w2", 2, "b", "info").read("w1", 1, [("b", 8)], key="k2")
+    assert "wrongful-refusal" not in judged(history).anomaly_types
+
+
+def test_a_fenced_read_refused_without_cause_is_wrongful_and_a_fenced_read_raises_the_mark() -> (
+    None
+):
+    history = HistoryBuilder().acquire("w1", 1, 3).write("w1", 1, "a", 3)
+    fenced = {"sink": "store", "key": "k", "lock": "L", "epoch": 3}
+    history.event(2, "invoke", "read", fenced, node="w2")
+    history.event(2, "fail", "read", fenced, node="w2", error="stale-epoch")
+    history.read("w1", 1, [("a", 3)])
+    assert "fenced read (epoch 3)" in only(judged(history), "wrongful-refusal")
+    rightful = HistoryBuilder().acquire("w1", 1, 3).acquire("w2", 2, 4)
+    raised = {"sink": "store", "key": "k", "lock": "L", "epoch": 4}
+    rightful.event(2, "invoke", "read", raised, node="w2")
+    rightful.event(2, "ok", "read", {**raised, "entries": []}, node="w2")
+    rightful.write("w1", 1, "a", 3, "fail", error="stale-epoch").write("w2", 2, "b", 4)
+    rightful.read("w2", 2, [("b", 4)])
+    assert judged(rightful).valid is True
+
+
+def test_a_failed_higher_write_raised_nothing() -> None:
+    history = HistoryBuilder().acquire("w1", 1, 3).acquire("w2", 2, 4)
+    history.write("w2", 2, "b", 4, "fail", error="unavailable")
+    history.write("w1", 1, "a", 3, "fail", error="stale-epoch").write("w1", 1, "c", 3)
+    history.read("w1", 1, [("c", 3)])
+    assert "wrongful-refusal" in judged(history).anomaly_types
+
+
+# -- 4. divergent reads do not hide other anomalies -------------------------------------------
+
+
+def test_a_divergent_read_is_still_examined_for_stale_writes_and_duplicates() -> None:
+    history = HistoryBuilder().acquire("w1", 1, 7).write("w1", 1, "a", 7)
+    history.acquire("w2", 2, 8).send("w2", 2, "b", 8).send("w1", 1, "c", 7)
+    history.done("w2", 2, "b").done("w1", 1, "c")
+    history.read("w1", 1, [("a", 7), ("b", 8)])
+    history.read("w1", 1, [("a", 7), ("c", 7), ("b", 8), ("c", 7)])
+    history.read("w1", 1, [("a", 7), ("b", 8)])
+    result = judged(history)
+    assert set(result.anomaly_types) >= {"divergent-reads", "duplicate-write"}
+    history2 = HistoryBuilder().acquire("w1", 1, 7).send("w1", 1, "a", 7)
+    history2.acquire("w2", 2, 8).send("w2", 2, "b", 8).done("w1", 1, "a").done("w2", 2, "b")
+    history2.read("w1", 1, [("a", 7), ("b", 8)]).read("w1", 1, [("b", 8), ("a", 7)])
+    history2.read("w1", 1, [("a", 7), ("b", 8)])
+    assert judged(history2).anomaly_types == ["divergent-reads", "stale-write"]
+
+
+# -- 5. ties: on equal times the index decides --------------------------------------------------
+
+
+def test_a_write_completed_at_the_same_time_another_began_precedes_it() -> None:
+    history = HistoryBuilder().acquire("w1", 1, 1).write("w1", 1, "a", 1)
+    history.at(history.events[-1].time // MS - 1).send("w1", 2, "b", 1)
+    assert history.events[-1].time == history.events[-2].time
+    history.done("w1", 2, "b").read("w1", 1, [("b", 1), ("a", 1)])
+    only(judged(history), "realtime-order")
+
+
+def test_equal_times_across_keys_make_a_stale_write() -> None:
+    history = HistoryBuilder().acquire("w2", 2, 7).acquire("w3", 3, 8)
+    history.write("w3", 3, "new", 8, key="k1")
+    history.at(history.events[-1].time // MS - 1).send("w2", 2, "old", 7, key="k2")
+    history.done("w2", 2, "old")
+    history.read("w1", 1, [("new", 8)], key="k1").read("w1", 1, [("old", 7)], key="k2")
+    only(judged(history), "stale-write")
+
+
+# -- 6. numbers of any size ---------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("base", [2**63, 2**64, 10**30])
+def test_epochs_and_times_beyond_64_bits_are_judged_exactly(base: int) -> None:
+    history = HistoryBuilder().at(base // MS).acquire("w1", 1, base).acquire("w2", 2, base + 1)
+    history.write("w2", 2, "b", base + 1).write("w1", 1, "a", base)
+    history.read("w1", 1, [("b", base + 1), ("a", base)])
+    result = judged(history)
+    assert result.anomaly_types == ["stale-write"]
+    assert result.anomalies["stale-write"][0].ops[1].epoch == base
+    valid = HistoryBuilder().at(base // MS).acquire("w1", 1, base).write("w1", 1, "a", base)
+    valid.read("w1", 1, [("a", base)])
+    assert judged(valid).valid is True
+
+
+# -- 10. explanations name only the faults that could have caused the anomaly --------------------
+
+
+def test_faults_after_the_violation_or_on_other_holders_are_not_named() -> None:
+    history = (
+        HistoryBuilder()
+        .acquire("w2", 2, 7)
+        .send("w2", 2, "w2-15", 7)
+        .nemesis("start-pause", "w2")
+        .nemesis("start-pause", "w9")
+        .acquire("w3", 3, 8)
+        .write("w3", 3, "w3-4", 8)
+        .nemesis("stop-pause", "w2")
+        .nemesis("stop-pause", "w9")
+        .done("w2", 2, "w2-15")
+        .nemesis("start-kill", "store")
+        .nemesis("stop-kill", "store")
+        .read("w1", 1, [("w3-4", 8), ("w2-15", 7)])
+    )
+    history.event(9, "invoke", "read", {"sink": "other", "key": "k"}, node="w9")
+    anomaly = judged(history).anomalies["stale-write"][0]
+    assert [(w.kind, w.targets) for w in anomaly.faults] == [("pause", ("w2",))]
+
+
+def test_a_compound_fault_says_each_part() -> None:
+    history = HistoryBuilder().acquire("w2", 2, 7).send("w2", 2, "w2-15", 7)
+    history.at(5899).nemesis("start-restart-while-paused", "w2", restart="store")
+    history.acquire("w3", 3, 8).write("w3", 3, "w3-4", 8)
+    history.at(8999).nemesis(
+        "stop-restart-while-paused", "w2", restart="store", scheduled=8_400_000_000
+    )
+    history.done("w2", 2, "w2-15").read("w1", 1, [("w3-4", 8), ("w2-15", 7)])
+    explanation = only(judged(history), "stale-write")
+    assert explanation.endswith(
+        "w2 was paused from 5.9 s to 9 s; store was killed at 8.4 s and listening again at 9 s"
+    )
+    window = judged(history).faults[0]
+    assert [part.kind for part in window.parts] == ["pause", "restarted"]
+    assert window.to_json()["parts"][1]["targets"] == ["store"]
+
+
+def test_describe_fault_of_a_plain_window_is_unchanged() -> None:
+    window = FaultWindow("pause", ("w2",), 12_100_000_000, 18_400_000_000, 1, 2)
+    assert describe_fault(window) == "w2 was paused from 12.1 s to 18.4 s"
+
+
+# -- 11. the anomaly registry -------------------------------------------------------------------
+
+
+def test_every_anomaly_has_a_meaning_a_renderer_a_detector_and_a_subject() -> None:
+    assert tuple(REGISTRY) == ANOMALY_NAMES
+    assert "wrongful-refusal" in ANOMALY_NAMES
+    for kind in REGISTRY.values():
+        assert kind.meaning and kind.meaning[0].islower() and not kind.meaning.endswith(".")
+        assert callable(kind.render) and kind.render.__doc__
+        assert kind.subject
+        for module in kind.detector.split(", "):
+            source = __import__(module, fromlist=["_"]).__file__
+            assert source is not None
+            with open(source) as text:
+                assert kind.name in text.read(), f"{module} does not report {kind.name}"
+
+
+def test_what_an_unguarded_sink_expects_agrees_with_the_registry() -> None:
+    expected = {kind.name for kind in REGISTRY.values() if kind.expected_when_unguarded}
+    assert expected == EXPECTED_WHEN_UNGUARDED
+
+
+def test_the_sink_constructor_stays_backward_compatible() -> None:
+    sink = Sink("store", True, "none", "a store")
+    assert (sink.seq, sink.description) == (False, "a store")
+    assert Sink("s", fenced=False, mitigation="lock-delay", seq=True).seq is True
+
+
+def test_checkers_import_only_the_history_layer_of_the_harness() -> None:
+    import ast
+    import pathlib
+
+    root = pathlib.Path(__file__).resolve().parents[2] / "checkers"
+    for path in root.glob("*.py"):
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else []
+            )
+            for name in names:
+                top = name.split(".")[0]
+                assert top not in {"nemeses", "systems", "workloads", "tests"}, path
+                if top == "harness":
+                    assert name.startswith("harness.history"), (path, name)
+
+
+def test_event_is_unchanged_for_callers() -> None:
+    assert Event(0, 0, 1, "invoke", "read").node is None
+
+
+def test_the_docs_list_every_anomaly_as_the_registry_defines_it() -> None:
+    import pathlib
+
+    from checkers.registry import markdown_table
+
+    docs = pathlib.Path(__file__).resolve().parents[2] / "docs" / "checker.md"
+    text = docs.read_text()
+    begin = text.index("<!-- anomalies: generated from checkers/registry.py -->\n")
+    end = text.index("\n<!-- end anomalies -->")
+    assert text[begin:end].split("\n", 1)[1] == markdown_table()
