@@ -126,6 +126,9 @@ class FaultWindow:
     event is an instant (``start == end``). ``applied`` is false when the nemesis said the fault
     could not be applied (``"applied": false`` or an ``error`` in its value). ``parts`` are the
     faults a compound window is made of (``restart-while-paused``: the pause, then the restart).
+    ``verb`` is what the history says the fault did to its targets (``"paused"``), and
+    ``part_verbs`` the same for each part: histories carry them, so the checker needs no table
+    of fault kinds and explains kinds it has never heard of.
     """
 
     kind: str
@@ -137,6 +140,8 @@ class FaultWindow:
     applied: bool = True
     error: str | None = None
     parts: tuple[FaultWindow, ...] = ()
+    verb: str | None = None
+    part_verbs: tuple[str, ...] = ()
 
     def overlaps(self, start: int, end: int) -> bool:
         """True if the window was in force at some moment of ``[start, end]``."""
@@ -154,6 +159,7 @@ class FaultWindow:
             "applied": self.applied,
             "error": self.error,
             "parts": [part.to_json() for part in self.parts],
+            "verb": self.verb,
         }
 
 

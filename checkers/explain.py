@@ -29,15 +29,6 @@ __all__ = [
     "wrongful_refusal",
 ]
 
-# The fault kinds of nemeses.protocol.FAULT_KINDS (checkers may not import nemeses), and the
-# parts a compound fault is read into by checkers.faults.
-_FAULT_VERBS: Final[dict[str, str]] = {
-    "pause": "paused",
-    "freeze": "frozen",
-    "throttle": "throttled",
-    "partition": "partitioned",
-    "kill": "killed",
-}
 RESTARTED: Final = "restarted"
 
 
@@ -62,9 +53,9 @@ def describe_fault(window: FaultWindow) -> str:
             f"{who} was killed at {seconds(window.start)} and listening again at "
             f"{seconds(window.end)}"
         )
-    verb = _FAULT_VERBS.get(window.kind)
-    what = f"{who} {'were' if len(window.targets) > 1 else 'was'} {verb}" if verb else None
-    if what is None:
+    if window.verb:
+        what = f"{who} {'were' if len(window.targets) > 1 else 'was'} {window.verb}"
+    else:
         what = f"{window.kind} on {who}"
     if window.end == window.start:
         text = f"{what} at {seconds(window.start)}"

@@ -51,8 +51,8 @@ class FaultTimeline:
                 f"apply{because}"
             )
         targets = _targets(value, event.line)
-        verb, _, kind = event.f.partition("-")
-        if verb == "start" and kind:
+        action, _, kind = event.f.partition("-")
+        if action == "start" and kind:
             self._open.append(
                 FaultWindow(
                     kind,
@@ -63,9 +63,11 @@ class FaultTimeline:
                     None,
                     applied,
                     str(error) if error else None,
+                    verb=_words(value.get("verb"))[0] if _words(value.get("verb")) else None,
+                    part_verbs=_words(value.get("part_verbs")),
                 )
             )
-        elif verb == "stop" and kind:
+        elif action == "stop" and kind:
             self._close(kind, targets, event)
         else:
             self._closed.append(
@@ -85,16 +87,7 @@ class FaultTimeline:
         still_open = []
         for window in self._open:
             if window.kind == kind and (not targets or set(targets) & set(window.targets)):
-                closed = FaultWindow(
-                    window.kind,
-                    window.targets,
-                    window.start,
-                    event.time,
-                    window.start_index,
-                    event.index,
-                    window.applied,
-                    window.error,
-                )
+                closed = replace(window, end=event.time, end_index=event.index)
                 if kind == _RESTART_WHILE_PAUSED:
                     closed = _with_parts(closed, event)
                 self._closed.append(closed)
@@ -152,9 +145,19 @@ def _with_parts(window: FaultWindow, stop: Event) -> FaultWindow:
     killed = stop.value.get("scheduled")
     if not (type(killed) is int and window.start <= killed <= window.end):
         killed = window.end
-    pause = replace(window, kind="pause")
-    restart = replace(window, kind=RESTARTED, targets=(restarted,), start=killed)
+    verbs = (*window.part_verbs, None)
+    pause = replace(window, kind="pause", verb=verbs[0], part_verbs=())
+    restart = replace(window, kind=RESTARTED, targets=(restarted,), start=killed, part_verbs=())
     return replace(window, parts=(pause, restart))
+
+
+def _words(raw: object) -> tuple[str, ...]:
+    """A string or a list of strings from an event's value; anything else is no words."""
+    if isinstance(raw, str):
+        return (raw,)
+    if isinstance(raw, list) and all(isinstance(item, str) for item in raw):
+        return tuple(raw)
+    return ()
 
 
 def _targets(value: Mapping[str, Any], line: int) -> tuple[str, ...]:

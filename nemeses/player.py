@@ -13,7 +13,7 @@ Usage by the runner::
 Each window gives two calls of ``record(f, value)``, from the player's thread (the callback must be
 thread-safe): ``start-<kind>`` once the fault is confirmed, ``stop-<kind>`` once it is confirmed
 undone. ``value`` holds ``id`` (the window index), ``targets`` (node names), ``verb`` (the kind's
-verb for sentences), the fault's parameters
+verb for sentences; ``part_verbs`` for a compound's parts), the fault's parameters
 (``process``, ``cpu``, ``topology``, ``peers``, ``drops``…) and facts observed (``pids``…),
 ``scheduled`` and ``confirmed`` (run clock, ns), ``ttl_multiple``, ``applied``, and ``error`` when
 ``applied`` is false; ``holder`` is ``"lease"`` or ``"fallback"`` for a window aimed at the holder.
@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from harness.node import Node
 from nemeses.protocol import Fault, HealReport, Nemesis, NemesisError, start_f, stop_f
-from nemeses.registry import fault_kind
+from nemeses.registry import fault_words
 from nemeses.schedule import Window, resolve
 
 __all__ = ["Clock", "NemesisPlayer", "Recorder", "ResolveHolder"]
@@ -203,8 +203,8 @@ class NemesisPlayer:
                 "targets": list(window.targets),
                 **window.params,
                 "ttl_multiple": window.ttl_multiple,
-                # Histories explain themselves: a checker renders "w2 was paused" from this.
-                "verb": fault_kind(window.kind).verb,
+                # Histories explain themselves: a checker renders "w2 was paused" from these.
+                **fault_words(window.kind),
             }
             try:
                 holder = self._holder(window, value)

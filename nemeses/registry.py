@@ -8,7 +8,7 @@ schedules, healing, the report's colours, the verbs of explanations) reads this 
 from __future__ import annotations
 
 from collections.abc import Collection, Mapping
-from typing import Final
+from typing import Any, Final
 
 from nemeses import freeze, kill, partition, pause, restart_while_paused, throttle
 from nemeses.composite import CompositeNemesis
@@ -16,7 +16,14 @@ from nemeses.kinds import FaultKind
 from nemeses.processes import Locator, recorded_daemons
 from nemeses.protocol import NemesisError
 
-__all__ = ["FAULT_KINDS", "KINDS", "fault_kind", "healing_order", "standard_nemesis"]
+__all__ = [
+    "FAULT_KINDS",
+    "KINDS",
+    "fault_kind",
+    "fault_words",
+    "healing_order",
+    "standard_nemesis",
+]
 
 KINDS: Final[Mapping[str, FaultKind]] = {
     kind.name: kind
@@ -43,6 +50,16 @@ def fault_kind(name: str) -> FaultKind:
         raise NemesisError(
             f"unknown fault kind {name!r}; choose from {', '.join(FAULT_KINDS)}"
         ) from None
+
+
+def fault_words(name: str) -> dict[str, Any]:
+    """What a fault of kind ``name`` does to its targets, in words (``verb``), and to each part of
+    a compound (``part_verbs``): recorded with its start so that histories explain themselves."""
+    kind = fault_kind(name)
+    words: dict[str, Any] = {"verb": kind.verb}
+    if kind.parts:
+        words["part_verbs"] = [fault_kind(part).verb for part in kind.parts]
+    return words
 
 
 def healing_order(kinds: Collection[str] = FAULT_KINDS) -> list[FaultKind]:

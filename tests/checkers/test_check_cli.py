@@ -78,6 +78,7 @@ def test_json_output_has_the_documented_shape() -> None:
             "applied": True,
             "error": None,
             "parts": [],
+            "verb": "paused",
         }
     ]
     assert result["sinks"]["store"]["valid"] is False

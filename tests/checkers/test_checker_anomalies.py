@@ -6,6 +6,7 @@ from typing import Any
 
 from checkers import CheckResult, check
 from harness.history import NEMESIS, Event, EventType, Sink
+from tests.support.simulation import recorded_words
 
 MS = 1_000_000
 
@@ -112,8 +113,8 @@ class HistoryBuilder:
         return self
 
     def nemesis(self, f: str, *targets: str, **extra: Any) -> HistoryBuilder:
-        """A nemesis event aimed at ``targets``."""
-        self.event(NEMESIS, "info", f, {"targets": list(targets), **extra})
+        """A nemesis event aimed at ``targets``, worded as the player records it."""
+        self.event(NEMESIS, "info", f, {"targets": list(targets), **recorded_words(f), **extra})
         return self
 
 

@@ -239,9 +239,12 @@ def test_a_compound_fault_says_each_part() -> None:
     assert window.to_json()["parts"][1]["targets"] == ["store"]
 
 
-def test_describe_fault_of_a_plain_window_is_unchanged() -> None:
-    window = FaultWindow("pause", ("w2",), 12_100_000_000, 18_400_000_000, 1, 2)
+def test_a_fault_is_described_in_the_words_its_history_recorded() -> None:
+    window = FaultWindow("pause", ("w2",), 12_100_000_000, 18_400_000_000, 1, 2, verb="paused")
     assert describe_fault(window) == "w2 was paused from 12.1 s to 18.4 s"
+    # A kind the checker has never heard of, recorded without words, is still explained.
+    unknown = FaultWindow("clock-skew", ("w1",), 1_000_000_000, 2_000_000_000, 3, 4)
+    assert describe_fault(unknown) == "clock-skew on w1 from 1 s to 2 s"
 
 
 # -- 11. the anomaly registry -------------------------------------------------------------------

@@ -22,6 +22,7 @@ from harness.history import HistoryWriter, Sink
 from harness.run.runner import RunError, RunOutcome
 from harness.run.spec import TestSpec
 from harness.run.store import RunDir, new_run_dir
+from tests.support.simulation import recorded_words
 
 MS = 1_000_000
 TTL_S = 2.0
@@ -111,6 +112,7 @@ class Simulation:
         confirmed = scheduled + int((0.2 + self.rng.random()) * MS)
         value: dict[str, Any] = {
             "targets": targets,
+            **recorded_words(f),
             "scheduled": scheduled,
             "confirmed": confirmed,
             "applied": applied,

@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
+from nemeses.registry import KINDS, fault_words
+
 __all__ = ["MS", "FencedSystem", "Outcome"]
 
 MS: Final = 1_000_000
@@ -323,7 +325,7 @@ class FencedSystem:
         self.now += self.step - self.step // 2
 
     def _nemesis(self, f: str, target: str) -> None:
-        self._event("nemesis", None, "info", f, {"targets": [target]})
+        self._event("nemesis", None, "info", f, {"targets": [target], **recorded_words(f)})
 
     def _event(
         self,
@@ -344,3 +346,9 @@ class FencedSystem:
             event["error"] = error
         self._index += 1
         self._emit(event)
+
+
+def recorded_words(f: str) -> dict[str, Any]:
+    """The words the nemesis player records with a fault's start (see ``fault_words``)."""
+    action, _, kind = f.partition("-")
+    return fault_words(kind) if action == "start" and kind in KINDS else {}
