@@ -277,6 +277,7 @@ def _overhead(writes: int, rounds: int, history: Path) -> dict[str, list[float]]
                     acquire_wait=10.0,
                     work_ms=0,
                     board=HolderBoard(),
+                    lease_ttl=deployment.lease_ttl,
                 )
                 granted = ops.acquire("bench-ops")
                 if not granted.ok:

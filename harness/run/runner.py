@@ -345,6 +345,7 @@ def _holders(
             acquire_wait=3 * deployment.lease_ttl + spec.lock_delay,
             work_ms=spec.work_ms,
             board=board,
+            lease_ttl=deployment.lease_ttl,
         )
         for index, (name, endpoint) in enumerate(sorted(deployment.agents.items()))
     ]
