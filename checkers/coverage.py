@@ -3,10 +3,11 @@
 A ``valid`` verdict is only as strong as the situations the run produced. This module reads the
 history once, in order, and counts them: holders stopped past their lease while holding it (per
 fault kind), stale writes attempted per sink (sent with an epoch lower than one already granted
-for the lock), restarts per role, epochs granted, sinks and keys written, and holder nodes whose
-agent was unreachable for most of the run. It is a pure function of the history, the inventory's
-sink names, the lease TTL and (optionally) the node roles, linear in the history's length, and
-keeps state per node, lock, sink and key only.
+for the lock, or refused by a fence as stale, which proves the same), restarts per role, epochs
+granted, sinks and keys written, and holder nodes whose agent was unreachable for most of the
+run. It is a pure function of the history, the inventory's sink names, the lease TTL and
+(optionally) the node roles, linear in the history's length, and keeps state per node, lock,
+sink and key only.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from harness.history import NEMESIS, Event
+from harness.history import NEMESIS, Event, Process
 from harness.history.vocabulary import ACQUIRE, RELEASE, STALE_EPOCH, UNREACHABLE, WRITE
 
 __all__ = ["MOSTLY_UNREACHABLE", "Coverage", "SinkCoverage", "coverage_of"]
@@ -116,8 +117,8 @@ class Coverage:
 @dataclass(slots=True)
 class _Window:
     kind: str
-    holding: bool
-    expiry: int  # latest lease expiry among the targets that held a lease at the start
+    holding: bool  # a target held a lease when the fault began
+    expiry: int | None  # by when that lease had certainly lapsed (unknown without a TTL)
     stopped: int | None = None
 
 
@@ -127,7 +128,7 @@ class _Tally:
     def __init__(self, ttl_ns: int | None, roles: Mapping[str, str]) -> None:
         self.ttl_ns = ttl_ns
         self.roles = roles
-        self.leases: dict[str, dict[str, int]] = {}  # node -> lock -> expiry bound
+        self.leases: dict[str, set[str]] = {}  # node -> locks it holds
         self.granted: dict[str, int] = {}  # lock -> highest epoch granted so far
         self.epochs: set[tuple[str, int]] = set()
         self.windows: dict[Any, _Window] = {}
@@ -137,6 +138,7 @@ class _Tally:
         self.outage_since: dict[str, int] = {}
         self.outage_total: dict[str, int] = {}
         self.seen: set[str] = set()  # nodes with at least one completed operation
+        self.stale_open: set[Process] = set()  # open writes already counted as stale attempts
         self.first: int | None = None
         self.last = 0
 
@@ -157,12 +159,11 @@ class _Tally:
         if event.f.startswith(_START):
             if value.get("applied") is False:
                 return
-            held = [
-                expiry
-                for target in _names(value.get("targets"))
-                for expiry in self.leases.get(target, {}).values()
-            ]
-            self.windows[key] = _Window(event.f[len(_START) :], bool(held), max(held, default=0))
+            holding = any(self.leases.get(target) for target in _names(value.get("targets")))
+            # The agent renews while it runs, so a lease held at the stop's start lapses at the
+            # latest one TTL later: a stop that lasts longer certainly outlived it.
+            expiry = event.time + self.ttl_ns if self.ttl_ns is not None else None
+            self.windows[key] = _Window(event.f[len(_START) :], holding, expiry)
         elif event.f.startswith(_STOP) and key in self.windows:
             window = self.windows[key]
             window.stopped = event.time
@@ -176,7 +177,7 @@ class _Tally:
     def invoke(self, event: Event) -> None:
         value = event.value
         if event.f == RELEASE and event.node is not None:
-            self.leases.get(event.node, {}).pop(str(value.get("lock")), None)
+            self.leases.get(event.node, set()).discard(str(value.get("lock")))
         elif event.f == WRITE:
             sink = str(value.get("sink"))
             counts = self.writes.setdefault(sink, [0, 0, 0])
@@ -186,6 +187,7 @@ class _Tally:
             newest = self.granted.get(str(value.get("lock")))
             if isinstance(epoch, int) and newest is not None and epoch < newest:
                 counts[2] += 1
+                self.stale_open.add(event.process)
 
     def complete(self, event: Event) -> None:
         value = event.value
@@ -193,17 +195,22 @@ class _Tally:
         if node is not None:
             self.seen.add(node)
             self.outage(node, event)
+        if event.f == WRITE and event.process in self.stale_open:
+            self.stale_open.discard(event.process)
+        elif event.f == WRITE and event.error == STALE_EPOCH:
+            # Sent before the newer grant was seen here, but the fence proves it arrived after.
+            self.writes.setdefault(str(value.get("sink")), [0, 0, 0])[2] += 1
         if event.type != "ok":
             if event.error == STALE_EPOCH and node is not None:
-                self.leases.get(node, {}).pop(str(value.get("lock")), None)
+                self.leases.get(node, set()).discard(str(value.get("lock")))
             return
         if event.f == ACQUIRE and isinstance(value.get("epoch"), int):
             lock = str(value.get("lock"))
             epoch = int(value["epoch"])
             self.epochs.add((lock, epoch))
             self.granted[lock] = max(epoch, self.granted.get(lock, epoch))
-            if node is not None and self.ttl_ns is not None:
-                self.leases.setdefault(node, {})[lock] = event.time + self.ttl_ns
+            if node is not None:
+                self.leases.setdefault(node, set()).add(lock)
         elif event.f == WRITE:
             self.writes.setdefault(str(value.get("sink")), [0, 0, 0])[1] += 1
 
@@ -226,7 +233,7 @@ class _Tally:
         stops: dict[str, int] = {}
         for window in self.windows.values():
             stopped = window.stopped if window.stopped is not None else self.last
-            if window.holding and stopped > window.expiry:
+            if window.holding and window.expiry is not None and stopped > window.expiry:
                 stops[window.kind] = stops.get(window.kind, 0) + 1
         return Coverage(
             stops_past_lease=stops,

@@ -37,10 +37,10 @@ _OUTAGE: Final = frozenset((UNREACHABLE, UNAVAILABLE))
 def backoff_delay(attempt: int, lease_ttl: float, rng: random.Random) -> float:
     """Seconds to wait after the ``attempt``-th outage outcome in a row (1-based).
 
-    Doubles from ``BACKOFF_FIRST``×TTL up to ``BACKOFF_CAP``×TTL, jittered down by up to half so
+    Doubles from ``BACKOFF_FIRST`` x TTL up to ``BACKOFF_CAP`` x TTL, jittered down by up to half so
     that holders cut off together do not retry in lockstep.
     """
-    ceiling = min(BACKOFF_CAP, BACKOFF_FIRST * 2 ** min(attempt - 1, 32)) * lease_ttl
+    ceiling = min(BACKOFF_CAP, BACKOFF_FIRST * 2.0 ** min(attempt - 1, 32)) * lease_ttl
     return ceiling * (0.5 + 0.5 * rng.random())
 
 
