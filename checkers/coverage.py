@@ -70,20 +70,6 @@ class Coverage:
         """Distinct (sink, key) pairs a write was sent to."""
         return sum(sink.keys for sink in self.sinks.values())
 
-    def metric(self, name: str) -> int:
-        """One headline number by name (what ``min_coverage`` in a matrix row refers to)."""
-        numbers = {
-            "stale_attempts": self.stale_attempts,
-            "stops_past_lease": sum(self.stops_past_lease.values()),
-            "restarts": sum(self.restarts.values()),
-            "epochs_granted": self.epochs_granted,
-            "keys_written": self.keys_written,
-            "sinks_written": sum(1 for sink in self.sinks.values() if sink.writes),
-        }
-        if name not in numbers:
-            raise KeyError(f"unknown coverage metric {name!r}; known: {', '.join(sorted(numbers))}")
-        return numbers[name]
-
     def gaps(self) -> list[str]:
         """What weakens a ``valid`` verdict, one sentence each (empty when nothing does)."""
         found: list[str] = []
