@@ -10,6 +10,9 @@ from typing import Any
 
 from checkers.coverage import Coverage, coverage_of
 from harness.history import Event
+from harness.report import publish
+from harness.run.runner import check_run
+from harness.run.store import open_run_dir
 
 S = 1_000_000_000
 ROLES = {"l1": "lock", "s1": "store", "w1": "worker", "w2": "worker"}
@@ -153,17 +156,13 @@ def test_a_node_that_came_back_is_not_named() -> None:
     assert history.coverage().unreachable_nodes == {}
 
 
-def test_check_run_and_analyze_write_and_print_the_coverage(tmp_path: Path) -> None:
+def _stored_run(tmp_path: Path) -> Path:
+    """A checkable run directory: one grant, one accepted write, a final read; no faults."""
     run = tmp_path / "run"
     run.mkdir()
     history = _grant(History(), 0.0, "w1", 1).op(0.1, "w1", "write", _write(1))
-    history.op(
-        0.5,
-        "w1",
-        "read",
-        {"sink": "store", "key": "k1"},
-        done={"entries": [{"id": "store-k1-1", "epoch": 1}]},
-    )
+    entries = [{"id": "store-k1-1", "epoch": 1}]
+    history.op(0.5, "w1", "read", {"sink": "store", "key": "k1"}, done={"entries": entries})
     lines = [
         {
             "index": e.index,
@@ -185,6 +184,11 @@ def test_check_run_and_analyze_write_and_print_the_coverage(tmp_path: Path) -> N
         "topology": [{"name": n, "role": r} for n, r in ROLES.items() if n != "w2"],
     }
     (run / "test.json").write_text(json.dumps(test))
+    return run
+
+
+def test_check_run_and_analyze_write_and_print_the_coverage(tmp_path: Path) -> None:
+    run = _stored_run(tmp_path)
     shown = subprocess.run(
         [sys.executable, "-m", "harness", "analyze", str(run)],
         capture_output=True,
@@ -204,3 +208,16 @@ def test_check_run_and_analyze_write_and_print_the_coverage(tmp_path: Path) -> N
         check=False,
     )
     assert json.loads(as_json.stdout)["coverage"] == coverage
+
+
+def test_the_report_has_a_coverage_section_and_a_weak_pass_says_so(tmp_path: Path) -> None:
+    run = open_run_dir(_stored_run(tmp_path))
+    check_run(run)
+    publish(run)
+    page = run.report.read_text()
+    section = page[page.index('<section id="coverage"') :]
+    section = section[: section.index("</section>")]
+    assert "stale writes attempted" in section
+    assert "no stale write was even attempted, so no fence was tested" in section
+    verdict = page[page.index('id="verdict"') :]
+    assert "But: no stale write was even attempted" in verdict[: verdict.index("</div></div>")]
