@@ -349,7 +349,7 @@ def _holders(
             node=name,
             process=base + index,
             process_stride=len(deployment.agents),
-            link=AgentLink(endpoint.host, endpoint.port),
+            link=AgentLink(endpoint.host, endpoint.port, token=endpoint.token),
             recorder=recorder,
             seed=spec.seed,
             stop=stop,
