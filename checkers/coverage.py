@@ -125,6 +125,7 @@ class _Tally:
         self.outage_total: dict[str, int] = {}
         self.seen: set[str] = set()  # nodes with at least one completed operation
         self.stale_open: set[Process] = set()  # open writes already counted as stale attempts
+        self.invoked: dict[Process, int] = {}  # when each open operation began
         self.first: int | None = None
         self.last = 0
 
@@ -162,6 +163,7 @@ class _Tally:
 
     def invoke(self, event: Event) -> None:
         value = event.value
+        self.invoked[event.process] = event.time
         if event.f == RELEASE and event.node is not None:
             self.leases.get(event.node, set()).discard(str(value.get("lock")))
         elif event.f == WRITE:
@@ -178,9 +180,10 @@ class _Tally:
     def complete(self, event: Event) -> None:
         value = event.value
         node = event.node
+        began = self.invoked.pop(event.process, event.time)
         if node is not None:
             self.seen.add(node)
-            self.outage(node, event)
+            self.outage(node, event, began)
         if event.f == WRITE and event.process in self.stale_open:
             self.stale_open.discard(event.process)
         elif event.f == WRITE and event.error == STALE_EPOCH:
@@ -200,13 +203,14 @@ class _Tally:
         elif event.f == WRITE:
             self.writes.setdefault(str(value.get("sink")), [0, 0, 0])[1] += 1
 
-    def outage(self, node: str, event: Event) -> None:
-        """Unreachable spans run from the first ``unreachable`` outcome to the next other one."""
+    def outage(self, node: str, event: Event, began: int) -> None:
+        """Unreachable spans run from the first ``unreachable`` outcome to the start of the
+        next operation that got through (not its end: an acquire may then wait a while)."""
         if event.error == UNREACHABLE:
             self.outage_since.setdefault(node, event.time)
         elif node in self.outage_since:
             start = self.outage_since.pop(node)
-            self.outage_total[node] = self.outage_total.get(node, 0) + event.time - start
+            self.outage_total[node] = self.outage_total.get(node, 0) + max(0, began - start)
 
     def coverage(self, lease_ttl: float | None) -> Coverage:
         for node, start in self.outage_since.items():
