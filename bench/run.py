@@ -67,6 +67,8 @@ _DIRECT: Final = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 import client
+from harness.nodeside import wire
+wire.use_secret(sys.argv[1] + "/run-secret")  # the run's secret, as the agent uses it
 lock_at, store_at, lock, key = sys.argv[2:6]
 count, warm = int(sys.argv[6]), int(sys.argv[7])
 c = client.Client({"lock": lock_at, "store": store_at, "node": "bench"})
@@ -243,7 +245,7 @@ def _overhead(writes: int, rounds: int, history: Path) -> dict[str, list[float]]
         deployment = system.setup(nodes, SystemConfig(lease_ttl=10.0))
         try:
             endpoint = deployment.agents["w1"]
-            link = AgentLink(endpoint.host, endpoint.port)
+            link = AgentLink(endpoint.host, endpoint.port, token=endpoint.token)
             grant = link.call({"op": "acquire", "lock": "bench-agent", "wait": 10.0}, 20.0)
             if not grant or not grant.get("ok"):
                 raise RuntimeError(f"the agent could not acquire a lease: {grant}")
@@ -269,7 +271,7 @@ def _overhead(writes: int, rounds: int, history: Path) -> dict[str, list[float]]
                     node="w1",
                     process=0,
                     process_stride=1,
-                    link=AgentLink(endpoint.host, endpoint.port),
+                    link=AgentLink(endpoint.host, endpoint.port, token=endpoint.token),
                     recorder=Recorder(writer),
                     seed=0,
                     stop=threading.Event(),
@@ -277,6 +279,7 @@ def _overhead(writes: int, rounds: int, history: Path) -> dict[str, list[float]]
                     acquire_wait=10.0,
                     work_ms=0,
                     board=HolderBoard(),
+                    lease_ttl=deployment.lease_ttl,
                 )
                 granted = ops.acquire("bench-ops")
                 if not granted.ok:

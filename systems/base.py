@@ -85,10 +85,11 @@ class SystemConfig:
 
 @dataclass(frozen=True, slots=True)
 class Endpoint:
-    """A TCP address the controller can reach."""
+    """A TCP address the controller can reach, and the run secret it must send there (if any)."""
 
     host: str
     port: int
+    token: str | None = field(default=None, repr=False, compare=False)
 
     def __str__(self) -> str:
         return f"{self.host}:{self.port}"

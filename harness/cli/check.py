@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import stat
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -131,13 +132,21 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-def render_result(console: Console, result: CheckResult, history: Path) -> None:
-    """Print a verdict for a person: counts, anomaly table, the first few in full, sinks."""
+def render_result(
+    console: Console, result: CheckResult, history: Path, gaps: Sequence[str] = ()
+) -> None:
+    """Print a verdict for a person: counts, anomaly table, the first few in full, sinks.
+
+    ``gaps`` are what the run failed to exercise (the coverage's); a valid verdict carries them
+    on its own line, since a pass that tested nothing must not read as a plain pass.
+    """
     word, colour = _VERDICTS[str(result.valid)]
     counts = result.counts
+    weak = result.valid is True and bool(gaps)
     console.print(
         Text.assemble(
             (f"{word}", f"bold {colour}"),
+            (", but weak: " + "; ".join(gaps), "bold yellow") if weak else "",
             f"  {history}: {counts.events:,} events, {counts.accepted_writes:,} accepted writes, "
             f"{counts.successful_reads:,} reads, {counts.grants:,} grants, "
             f"{len(result.faults)} fault windows",

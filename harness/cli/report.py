@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+from http import HTTPStatus
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any, Final
@@ -49,11 +50,40 @@ def report(store_dir: Path) -> None:
 
 
 class _StoreHandler(SimpleHTTPRequestHandler):
-    """Serves the store's files; never cached, since reports and the index are rewritten."""
+    """Serves the store's files; never cached, since reports and the index are rewritten.
+
+    Two guards a plain file server lacks: a path whose real location (symlinks followed) is
+    outside the store is not found, so a link planted in the store cannot serve ``/etc`` or
+    ``~/.ssh``; and a request whose ``Host`` is not this loopback server is refused, so a web
+    page that rebinds its own DNS name to 127.0.0.1 cannot read the store (DNS rebinding).
+    ``store/latest`` is a symlink inside the store and keeps working.
+    """
 
     def end_headers(self) -> None:
         self.send_header("Cache-Control", "no-store")
         super().end_headers()
+
+    def send_head(self) -> Any:
+        """The usual response head, after the Host and containment checks."""
+        if not self._host_allowed():
+            self.send_error(HTTPStatus.FORBIDDEN, "unexpected Host header (DNS rebinding?)")
+            return None
+        root = Path(self.directory).resolve()
+        if not Path(self.translate_path(self.path)).resolve().is_relative_to(root):
+            self.send_error(HTTPStatus.NOT_FOUND, "outside the store")
+            return None
+        return super().send_head()
+
+    def _host_allowed(self) -> bool:
+        host = self.headers.get("Host", "")
+        name, colon, port = host.rpartition(":")
+        if not colon:
+            name, port = host, ""
+        served = str(getattr(self.server, "server_port", ""))
+        return name.lower() in _LOCAL_NAMES and port in ("", served)
+
+
+_LOCAL_NAMES: Final = frozenset((LOOPBACK, "localhost"))
 
 
 def make_server(root: Path, port: int) -> ThreadingHTTPServer:

@@ -7,6 +7,7 @@ import json
 import sys
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import click
 from rich.console import Console
@@ -15,9 +16,10 @@ from rich.table import Table
 from harness.cli import EXIT_ERROR, cli
 from harness.cli.check import exit_code, render_result
 from harness.report import publish
+from harness.run.exposure import exposing_faults
 from harness.run.runner import RunError, check_run, run_test
 from harness.run.spec import TestSpec, split_names
-from harness.run.store import open_run_dir
+from harness.run.store import RunDir, open_run_dir
 from nemeses.registry import KINDS
 
 __all__ = ["analyze_command", "list_command", "run_command"]
@@ -43,16 +45,16 @@ def _lengths(value: str) -> tuple[float, ...]:
 )
 @click.option(
     "--nemesis",
-    default="pause",
-    show_default=True,
-    help="Fault kinds, comma-separated ('none' for none): "
+    default=None,
+    help="Fault kinds, comma-separated ('none' for none); default: pause, or the fault that "
+    "exposes the planted --bug. "
     + "; ".join(f"{name}: {kind.summary}" for name, kind in KINDS.items()),
 )
 @click.option(
     "--target",
-    default="holder",
-    show_default=True,
-    help="Fault targets, comma-separated: holder, a role (lock, store, worker) or a node name.",
+    default=None,
+    help="Fault targets, comma-separated: holder, a role (lock, store, worker) or a node name. "
+    "Default: holder, or what the planted --bug needs.",
 )
 @click.option(
     "--fault-lengths",
@@ -83,8 +85,8 @@ def run_command(
     system: str,
     bugs: tuple[str, ...],
     workload: str,
-    nemesis: str,
-    target: str,
+    nemesis: str | None,
+    target: str | None,
     fault_lengths: str,
     ttl: float,
     lock_delay: float,
@@ -105,12 +107,15 @@ def run_command(
 
     Exit code: 0 valid, 1 invalid, 2 unknown, 3 error.
     """
+    picked = exposing_faults(bugs) if nemesis is None else None
+    if picked is not None:
+        nemesis, target = ",".join(picked[0]), target or ",".join(picked[1])
     spec = TestSpec(
         system=system,
         bugs=tuple(bugs),
         workload=workload,
-        nemeses=split_names(nemesis),
-        targets=split_names(target) or ("holder",),
+        nemeses=split_names(nemesis or "pause"),
+        targets=split_names(target or "holder") or ("holder",),
         fault_lengths=_lengths(fault_lengths),
         ttl=ttl,
         lock_delay=lock_delay,
@@ -140,11 +145,17 @@ def run_command(
         from harness.report.junit import write_junit
 
         write_junit([outcome.run_dir], junit_xml)
+    coverage = _coverage(outcome.run_dir)
     if as_json:
-        data = outcome.result.to_json()
+        data = {**outcome.result.to_json(), "coverage": coverage}
         click.echo(json.dumps({**data, "run_dir": str(outcome.run_dir.path)}, indent=2))
     else:
-        render_result(Console(highlight=False), outcome.result, outcome.run_dir.history)
+        render_result(
+            Console(highlight=False),
+            outcome.result,
+            outcome.run_dir.history,
+            coverage.get("gaps", ()),
+        )
     console.print(f"report: {outcome.run_dir.report}")
     if outcome.error is not None:
         console.print(f"[red]error:[/] the run broke off: {outcome.error}")
@@ -163,11 +174,18 @@ def analyze_command(run_dir: Path, as_json: bool) -> None:
         publish(run)
     except (FileNotFoundError, ValueError, KeyError) as problem:
         raise click.ClickException(str(problem)) from None
+    coverage = _coverage(run)
     if as_json:
-        click.echo(json.dumps(result.to_json(), indent=2))
+        click.echo(json.dumps({**result.to_json(), "coverage": coverage}, indent=2))
     else:
-        render_result(Console(highlight=False), result, run.history)
+        render_result(Console(highlight=False), result, run.history, coverage.get("gaps", ()))
     raise click.exceptions.Exit(exit_code(result))
+
+
+def _coverage(run: RunDir) -> dict[str, Any]:
+    """The ``coverage`` section ``check_run`` just wrote into ``results.json``."""
+    coverage = (run.read_results() or {}).get("coverage")
+    return coverage if isinstance(coverage, dict) else {}
 
 
 @cli.command("list")

@@ -387,7 +387,9 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"agent {args.node}, client {args.client}, ttl {config.ttl:.3f}s, "
         f"retry-on-reject {config.retry_on_reject}"
     )
-    wire.serve(args.host, args.port, Agent(args.node, client, config).handle, banner)
+    wire.serve(
+        args.host, args.port, Agent(args.node, client, config).handle, banner, args.secret_file
+    )
 
 
 if __name__ == "__main__":

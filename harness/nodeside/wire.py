@@ -6,11 +6,19 @@ per connection so that a request blocked on a lock never holds up another connec
 
 This module is **stdlib-only**: it is copied to nodes as ``/opt/fencecheck/harness/wire.py`` next
 to the programs that import it, where there is no fencecheck installation.
+
+Authentication: the node programs' ports are reachable from the host (the cluster network is a
+host bridge), so any local user could otherwise forge a grant or a write into a run. Each run has
+a secret that the controller writes into every node as a mode-0600 file (``--secret-file``; never
+on a command line, where ``ps`` shows it to every user). A program started with it sends the
+secret as ``auth`` in every request it makes and refuses every request without it, except the
+side-effect-free ``ping`` that readiness probes send. Requests are logged without ``auth``.
 """
 
 from __future__ import annotations
 
 import argparse
+import hmac
 import json
 import select
 import socket
@@ -22,6 +30,8 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = [
+    "AUTH",
+    "UNAUTHORIZED",
     "BadRequest",
     "Connection",
     "Handler",
@@ -36,8 +46,36 @@ __all__ = [
     "parse_address",
     "serve",
     "text",
+    "use_secret",
     "with_listen_options",
 ]
+
+AUTH = "auth"
+"""The request field that carries the run's secret."""
+UNAUTHORIZED = "unauthorized"
+"""The error of a request whose ``auth`` is missing or wrong."""
+_OPEN_OPS = frozenset(("ping",))
+
+
+class _Credential:
+    """This process's secret, set by :func:`use_secret` (a node program serves one run)."""
+
+    token: str | None = None
+
+
+def use_secret(path: str | None) -> str | None:
+    """Read the run's secret from ``path`` and make it this process's default credential:
+    every :class:`Connection` sends it, every :class:`LineServer` requires it. ``None`` (no
+    ``--secret-file``) leaves authentication off, for programs run by hand or in tests."""
+    if path is None:
+        return None
+    with open(path, encoding="ascii") as file:
+        token = file.read().strip()
+    if not token:
+        raise ValueError(f"secret file {path} is empty")
+    _Credential.token = token
+    return token
+
 
 Handler = Callable[[dict[str, Any]], dict[str, Any]]
 """Turns one decoded request into its response; runs on the connection's thread."""
@@ -78,7 +116,8 @@ class Connection:
     it); close it and open another.
     """
 
-    def __init__(self, address: tuple[str, int], timeout: float) -> None:
+    def __init__(self, address: tuple[str, int], timeout: float, token: str | None = None) -> None:
+        self._token = token if token is not None else _Credential.token
         try:
             self._sock = socket.create_connection(address, timeout=timeout)
         except OSError as problem:
@@ -95,6 +134,8 @@ class Connection:
         """
         if timeout is not None:
             self._sock.settimeout(timeout)
+        if self._token is not None:
+            message = {**message, AUTH: self._token}
         self._sock.sendall(json.dumps(message, separators=(",", ":")).encode() + b"\n")
         line = self._reader.readline()
         if not line.endswith(b"\n"):
@@ -133,9 +174,11 @@ class Connection:
         self.close()
 
 
-def call(address: tuple[str, int], message: dict[str, Any], timeout: float) -> dict[str, Any]:
+def call(
+    address: tuple[str, int], message: dict[str, Any], timeout: float, token: str | None = None
+) -> dict[str, Any]:
     """One request on a fresh connection; see :class:`Connection` for the errors."""
-    with Connection(address, timeout) as connection:
+    with Connection(address, timeout, token) as connection:
         return connection.request(message)
 
 
@@ -147,9 +190,10 @@ class Pool:
     so a request abandoned on a timeout never shares a connection with the next one.
     """
 
-    def __init__(self, address: tuple[str, int], timeout: float) -> None:
+    def __init__(self, address: tuple[str, int], timeout: float, token: str | None = None) -> None:
         self.address = address
         self._timeout = timeout
+        self._token = token
         self._local = threading.local()
 
     def call(self, message: dict[str, Any], timeout: float | None = None) -> dict[str, Any]:
@@ -159,7 +203,7 @@ class Pool:
             connection.close()
             connection = None
         if connection is None:
-            connection = Connection(self.address, self._timeout)
+            connection = Connection(self.address, self._timeout, self._token)
             self._local.connection = connection
         try:
             return connection.request(message, self._timeout if timeout is None else timeout)
@@ -177,8 +221,8 @@ class _LineHandler(socketserver.StreamRequestHandler):
         for line in self.rfile:
             if not line.strip():
                 continue
-            response = self.server.respond(line)
-            log(f"{peer} {line.decode('utf-8', 'replace').strip()} -> {_dumps(response)}")
+            shown, response = self.server.answer(line)
+            log(f"{peer} {shown} -> {_dumps(response)}")
             try:
                 self.wfile.write(_dumps(response).encode() + b"\n")
                 self.wfile.flush()
@@ -200,18 +244,43 @@ class LineServer(socketserver.ThreadingTCPServer):
     allow_reuse_address = True
     request_queue_size = 128
 
-    def __init__(self, address: tuple[str, int], handler: Handler) -> None:
+    def __init__(
+        self, address: tuple[str, int], handler: Handler, token: str | None = None
+    ) -> None:
         self.handler = handler
+        self.token = token if token is not None else _Credential.token
         super().__init__(address, _LineHandler)
 
-    def respond(self, line: bytes) -> dict[str, Any]:
-        """The response for one raw request line."""
+    def answer(self, line: bytes) -> tuple[str, dict[str, Any]]:
+        """The request as it may be logged (without its secret) and the response to it."""
         try:
             request = json.loads(line)
         except ValueError:
-            return bad_request("not valid JSON; send one JSON object per line")
+            return line.decode("utf-8", "replace").strip()[:200], bad_request(
+                "not valid JSON; send one JSON object per line"
+            )
         if not isinstance(request, dict):
-            return bad_request("a request must be a JSON object with an 'op' field")
+            return _dumps(request)[:200], bad_request(
+                "a request must be a JSON object with an 'op' field"
+            )
+        offered = request.pop(AUTH, None)
+        return _dumps(request), self._respond(request, offered)
+
+    def _authentic(self, request: dict[str, Any], offered: Any) -> bool:
+        if self.token is None or request.get("op") in _OPEN_OPS:
+            return True
+        # Constant-time: a timing side channel must not leak the secret byte by byte.
+        return isinstance(offered, str) and hmac.compare_digest(
+            offered.encode(), self.token.encode()
+        )
+
+    def _respond(self, request: dict[str, Any], offered: Any) -> dict[str, Any]:
+        if not self._authentic(request, offered):
+            return {
+                "ok": False,
+                "error": UNAUTHORIZED,
+                "message": "missing or wrong run secret: this node belongs to another run",
+            }
         try:
             response = self.handler(request)
         except BadRequest as problem:
@@ -265,11 +334,26 @@ def with_listen_options(description: str) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--host", default="0.0.0.0", help="address to listen on")
     parser.add_argument("--port", type=int, required=True, help="TCP port to listen on")
+    parser.add_argument(
+        "--secret-file",
+        help="file (mode 0600) holding the run's secret: required of every request, sent with ours",
+    )
     return parser
 
 
-def serve(host: str, port: int, handler: Handler, banner: str) -> None:
-    """Listen on ``host:port``, log ``banner`` once listening, and answer requests until killed."""
+def serve(
+    host: str, port: int, handler: Handler, banner: str, secret_file: str | None = None
+) -> None:
+    """Listen on ``host:port``, log ``banner`` once listening, and answer requests until killed.
+
+    With ``secret_file`` every request but ``ping`` must carry the run's secret, and every request
+    this process sends carries it (see the module docstring).
+    """
+    try:
+        use_secret(secret_file)
+    except (OSError, ValueError) as problem:
+        raise SystemExit(f"--secret-file {secret_file}: {problem}") from None
     server = LineServer((host, port), handler)
-    log(f"{banner}, listening on {host}:{port}")
+    auth = "run secret required" if secret_file else "no authentication"
+    log(f"{banner}, listening on {host}:{port}, {auth}")
     server.serve_forever()

@@ -187,6 +187,11 @@ def _verdict(data: ReportData) -> str:
             "cannot check epochs (listed below, not counted against the verdict)."
         )
     details.extend(_e(reason) for reason in summary.unknown_reasons)
+    if verdict == "valid":
+        # A pass that exercised nothing must not read as a plain pass (DESIGN.md §10).
+        details.extend(
+            f'<span class="coverage-gap">But: {_e(gap)}.</span>' for gap in _gaps(data.results)
+        )
     if summary.problem:
         details.append(_e(summary.problem))
     if data.history_problem:
@@ -201,6 +206,60 @@ def _verdict(data: ReportData) -> str:
         "</div>"
     )
     return body + _story(data)
+
+
+def _coverage_of(results: Mapping[str, Any] | None) -> Mapping[str, Any]:
+    coverage = results.get("coverage") if results else None
+    return coverage if isinstance(coverage, Mapping) else {}
+
+
+def _gaps(results: Mapping[str, Any] | None) -> list[str]:
+    gaps = _coverage_of(results).get("gaps")
+    return [str(gap) for gap in gaps] if isinstance(gaps, list) else []
+
+
+def _coverage(data: ReportData) -> str:
+    coverage = _coverage_of(data.results)
+    if not coverage:
+        return _section(
+            "coverage",
+            "Coverage",
+            "<p>No coverage in results.json: re-check with <code>fencecheck analyze</code>.</p>",
+        )
+
+    def per(key: str) -> str:
+        raw = coverage.get(key)
+        if not isinstance(raw, Mapping) or not raw:
+            return "none"
+        return ", ".join(f"{_e(name)} {_e(count)}" for name, count in raw.items())
+
+    sinks = coverage.get("sinks")
+    sink_rows = [
+        [_e(name), *(_e(row.get(k, "")) for k in ("writes", "accepted", "keys", "stale_attempts"))]
+        for name, row in (sinks.items() if isinstance(sinks, Mapping) else ())
+        if isinstance(row, Mapping)
+    ]
+    facts = _table(
+        ("", ""),
+        [
+            ["holders stopped past their lease", per("stops_past_lease")],
+            ["stale writes attempted", _e(coverage.get("stale_attempts", 0))],
+            ["restarts", per("restarts")],
+            ["epochs granted", _e(coverage.get("epochs_granted", 0))],
+            ["keys written", _e(coverage.get("keys_written", 0))],
+            ["unreachable most of the run", per("unreachable_nodes")],
+        ],
+        "coverage-facts",
+    )
+    gaps = "".join(f"<li>{_e(gap)}</li>" for gap in _gaps(data.results))
+    return _section(
+        "coverage",
+        "Coverage",
+        facts
+        + _table(("sink", "writes", "accepted", "keys", "stale attempts"), sink_rows)
+        + (f'<ul class="coverage-gaps">{gaps}</ul>' if gaps else ""),
+        "What this run exercised: a verdict is only as strong as the danger the run created.",
+    )
 
 
 def _story(data: ReportData) -> str:
@@ -648,6 +707,7 @@ def render_report(data: ReportData) -> str:
             ("epochs", "Epochs"),
             ("performance", "Latency"),
             ("inventory", "Inventory"),
+            ("coverage", "Coverage"),
             ("counts", "Counts"),
             ("spec", "Test"),
         )
@@ -660,7 +720,7 @@ def render_report(data: ReportData) -> str:
         '<main id="main">'
         f'<section class="card summary" id="summary">{_verdict(data)}</section>'
         f"{_anomalies(data)}{_timeline(data)}{_epochs()}{_performance()}"
-        f"{_inventory(data)}{_counts(data)}{_spec(data)}"
+        f"{_inventory(data)}{_coverage(data)}{_counts(data)}{_spec(data)}"
         "</main>"
         '<div class="tooltip" id="tooltip" hidden></div>'
         f"<footer>fencecheck {_e(version)} · report written "

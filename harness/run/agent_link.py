@@ -20,11 +20,15 @@ class AgentUnreachable(NotDelivered):
 
 
 class AgentLink:
-    """A reconnecting request/response connection to one agent."""
+    """A reconnecting request/response connection to one agent; ``token`` is the run secret
+    every request carries (see :mod:`harness.nodeside.wire`)."""
 
-    def __init__(self, host: str, port: int, connect_timeout: float = 2.0) -> None:
+    def __init__(
+        self, host: str, port: int, connect_timeout: float = 2.0, token: str | None = None
+    ) -> None:
         self.host = host
         self.port = port
+        self._token = token
         self._connect_timeout = connect_timeout
         self._connection: Connection | None = None
 
@@ -35,7 +39,9 @@ class AgentLink:
         """
         if self._connection is None:
             try:
-                self._connection = Connection((self.host, self.port), self._connect_timeout)
+                self._connection = Connection(
+                    (self.host, self.port), self._connect_timeout, self._token
+                )
             except NotDelivered as problem:
                 raise AgentUnreachable(str(problem)) from None
         try:

@@ -5,6 +5,12 @@ node. Each call records ``invoke``, sends one request to the agent, and records 
 ``ok``, ``fail`` (the agent says it definitely did not happen, or it was never sent) or ``info``
 (no answer in time). After an ``info`` the holder continues under a new process number, as the
 history format requires, because the old operation may still land.
+
+When the agent or the service behind it cannot be reached (``unreachable``, ``unavailable``), the
+next call would fail the same way within microseconds: a dead agent once produced half a million
+events in 30 s. So such an outcome is followed by a seeded, exponentially growing wait capped at a
+fraction of the lease TTL (short enough that a holder is back within one lease of a recovery, long
+enough that an outage costs a few events per TTL), cut short when the run stops.
 """
 
 from __future__ import annotations
@@ -12,13 +18,30 @@ from __future__ import annotations
 import itertools
 import random
 import threading
-from typing import Any
+from typing import Any, Final
 
+from harness.history.vocabulary import UNAVAILABLE, UNREACHABLE
 from harness.run.agent_link import AgentLink, AgentUnreachable
 from harness.run.recorder import Recorder
 from workloads.base import Completion
 
-__all__ = ["HolderBoard", "HolderOps"]
+__all__ = ["BACKOFF_CAP", "BACKOFF_FIRST", "HolderBoard", "HolderOps", "backoff_delay"]
+
+BACKOFF_FIRST: Final = 0.05
+"""The first wait after an unreachable outcome, as a fraction of the lease TTL."""
+BACKOFF_CAP: Final = 0.5
+"""The longest wait, as a fraction of the lease TTL: never more than half a lease lost."""
+_OUTAGE: Final = frozenset((UNREACHABLE, UNAVAILABLE))
+
+
+def backoff_delay(attempt: int, lease_ttl: float, rng: random.Random) -> float:
+    """Seconds to wait after the ``attempt``-th outage outcome in a row (1-based).
+
+    Doubles from ``BACKOFF_FIRST`` x TTL up to ``BACKOFF_CAP`` x TTL, jittered down by up to half so
+    that holders cut off together do not retry in lockstep.
+    """
+    ceiling = min(BACKOFF_CAP, BACKOFF_FIRST * 2.0 ** min(attempt - 1, 32)) * lease_ttl
+    return ceiling * (0.5 + 0.5 * rng.random())
 
 
 class HolderBoard:
@@ -62,6 +85,7 @@ class HolderOps:
         acquire_wait: float,
         work_ms: int,
         board: HolderBoard,
+        lease_ttl: float,
     ) -> None:
         self._node = node
         self._process = process
@@ -75,6 +99,10 @@ class HolderOps:
         self._work_ms = work_ms
         self._board = board
         self._ids = itertools.count(1)
+        self._lease_ttl = lease_ttl
+        # Its own stream, so how often the system was down never shifts the workload's choices.
+        self._backoff_rng = random.Random(f"{seed}:{node}:backoff")
+        self._outages = 0
 
     @property
     def node(self) -> str:
@@ -157,6 +185,21 @@ class HolderOps:
         value: dict[str, Any],
         request: dict[str, Any],
         timeout: float | None = None,
+    ) -> Completion:
+        done = self._send(f, value, request, timeout)
+        if done.error is not None and done.error.partition(":")[0] in _OUTAGE:
+            self._outages += 1
+            self._stop.wait(backoff_delay(self._outages, self._lease_ttl, self._backoff_rng))
+        else:
+            self._outages = 0
+        return done
+
+    def _send(
+        self,
+        f: str,
+        value: dict[str, Any],
+        request: dict[str, Any],
+        timeout: float | None,
     ) -> Completion:
         record = self._recorder.record
         record(self._process, "invoke", f, value, node=self._node)

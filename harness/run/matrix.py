@@ -14,11 +14,15 @@ switch plants, and fails when it comes out valid. A matrix file is JSON or TOML:
       "cross": {"system": ["reference"], "nemeses": [["pause"], ["kill"]], "expect": "valid"}
     }
 
-Every key of a run other than ``expect``/``expect_anomalies`` is a field of
+Every key of a run other than ``expect``/``expect_anomalies``/``min_coverage`` is a field of
 :class:`~harness.run.spec.TestSpec` (``bugs``, ``nemeses`` and ``targets`` take a list or a
-comma-separated string). ``defaults`` apply to every run. ``cross`` adds one run per combination
-of its list-valued keys. A run with no ``expect`` is expected to be valid, as in Jepsen's
-``test-all``; ``"any"`` accepts every verdict (only a crash fails it).
+comma-separated string). A run that plants bugs but names no ``nemeses`` gets the fault that
+exposes them, as ``fencecheck run`` does. ``"min_coverage": {"stale_attempts": 1}`` makes a run
+that exercised less than that (see :data:`COVERAGE_METRICS`) a surprise whatever its verdict:
+a valid run that attempted no stale write proves nothing. ``defaults`` apply to every run.
+``cross`` adds one run per combination of its list-valued keys. A run with no ``expect`` is
+expected to be valid, as in Jepsen's ``test-all``; ``"any"`` accepts every verdict (only a crash
+fails it).
 """
 
 from __future__ import annotations
@@ -34,10 +38,12 @@ from typing import Any, Final, Literal, cast
 
 from checkers import ANOMALY_NAMES
 from checkers.exit_codes import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
+from harness.run.exposure import exposing_faults
 from harness.run.spec import TestSpec, spec_from_dict, split_names
 from harness.run.summary import RunSummary
 
 __all__ = [
+    "COVERAGE_METRICS",
     "EXPECTABLE",
     "Expectation",
     "MatrixEntry",
@@ -51,7 +57,16 @@ __all__ = [
 Expected = Literal["valid", "invalid", "unknown", "any"]
 EXPECTABLE: Final[tuple[Expected, ...]] = ("valid", "invalid", "unknown", "any")
 _LIST_FIELDS: Final = frozenset(("bugs", "nemeses", "targets"))
-_EXPECT_KEYS: Final = frozenset(("expect", "expect_anomalies"))
+_EXPECT_KEYS: Final = frozenset(("expect", "expect_anomalies", "min_coverage"))
+COVERAGE_METRICS: Final = (
+    "stale_attempts",
+    "stops_past_lease",
+    "restarts",
+    "epochs_granted",
+    "keys_written",
+)
+"""Headline numbers of ``results.json``'s ``coverage`` that ``min_coverage`` may require
+(a per-kind or per-role count is summed)."""
 
 
 class MatrixError(ValueError):
@@ -64,6 +79,7 @@ class Expectation:
 
     verdict: Expected = "valid"
     anomalies: tuple[str, ...] = ()
+    min_coverage: tuple[tuple[str, int], ...] = ()
 
     def __str__(self) -> str:
         if self.anomalies:
@@ -81,7 +97,22 @@ class Expectation:
             return f"expected {', '.join(missing)} among the anomalies, got " + (
                 ", ".join(summary.anomaly_types) or "none"
             )
-        return None
+        return self._short_coverage(summary) if self.min_coverage else None
+
+    def _short_coverage(self, summary: RunSummary) -> str | None:
+        try:
+            coverage = (summary.run.read_results() or {}).get("coverage")
+        except (OSError, ValueError):
+            coverage = None
+        if not isinstance(coverage, Mapping):
+            return "min_coverage asked for, but results.json has no coverage section"
+        short = []
+        for name, minimum in self.min_coverage:
+            raw = coverage.get(name, 0)
+            got = sum(raw.values()) if isinstance(raw, Mapping) else raw
+            if not isinstance(got, int) or got < minimum:
+                short.append(f"{name} {got} < {minimum}")
+        return "too little coverage: " + ", ".join(short) if short else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -180,7 +211,26 @@ def _expectation(raw: Mapping[str, Any], where: str) -> Expectation:
         )
     if anomalies and verdict == "valid":
         raise MatrixError(f"{where}: a valid run reports no anomalies; expect invalid or any")
-    return Expectation(cast(Expected, verdict), anomalies)
+    return Expectation(cast(Expected, verdict), anomalies, _min_coverage(raw, where))
+
+
+def _min_coverage(raw: Mapping[str, Any], where: str) -> tuple[tuple[str, int], ...]:
+    wanted = raw.get("min_coverage", {})
+    if not isinstance(wanted, Mapping):
+        raise MatrixError(
+            f'{where}: min_coverage must be an object such as {{"stale_attempts": 1}}'
+        )
+    pairs = []
+    for name, minimum in wanted.items():
+        if name not in COVERAGE_METRICS:
+            raise MatrixError(
+                f"{where}: unknown coverage metric {name!r} in min_coverage; "
+                f"known: {', '.join(COVERAGE_METRICS)}"
+            )
+        if not isinstance(minimum, int) or isinstance(minimum, bool) or minimum < 0:
+            raise MatrixError(f"{where}: min_coverage {name} must be a whole number >= 0")
+        pairs.append((str(name), minimum))
+    return tuple(pairs)
 
 
 def _entry(
@@ -193,9 +243,13 @@ def _entry(
     if unknown:
         raise MatrixError(
             f"{where}: unknown key(s) {', '.join(unknown)}; use spec fields "
-            f"({', '.join(_FIELD_TYPES)}) and expect, expect_anomalies"
+            f"({', '.join(_FIELD_TYPES)}) and expect, expect_anomalies, min_coverage"
         )
     values = {k: _check_value(k, v, where) for k, v in merged.items() if k not in _EXPECT_KEYS}
+    picked = exposing_faults(values.get("bugs", ())) if "nemeses" not in values else None
+    if picked is not None:
+        values.setdefault("targets", list(picked[1]))
+        values["nemeses"] = list(picked[0])
     return MatrixEntry(spec_from_dict(values), _expectation(merged, where))
 
 

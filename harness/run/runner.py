@@ -22,13 +22,15 @@ from typing import Any, Final
 from rich.console import Console
 
 from checkers import CheckResult, check_file
-from harness.history import HistoryWriter
+from checkers.coverage import coverage_of
+from harness.history import HistoryWriter, read_history
 from harness.node import Node
 from harness.node.docker.cluster import Cluster, default_topology, new_run_id
 from harness.node.docker.engine import EngineError
 from harness.node.docker.images import ImageError, image_exists, node_image, node_tag
 from harness.node.interrupts import Interrupted, interrupts_deferred, sigterm_interrupts
 from harness.run.agent_link import AgentLink
+from harness.run.exposure import unexposed
 from harness.run.holder_ops import HolderBoard, HolderOps
 from harness.run.progress import RunProgress
 from harness.run.recorder import Recorder
@@ -104,6 +106,9 @@ def run_test(
     roles = {node.name: node.role for node in topology}
     ttl = system.lease_ttl(config)
     schedule = _schedule(spec, roles, ttl)
+    shortfall = unexposed(spec, schedule, roles)
+    if shortfall is not None:
+        raise RunError(shortfall)
     try:
         # Before the run directory exists: no engine or no image is a setup problem, not a run.
         if not image_exists(node_tag()):
@@ -158,14 +163,30 @@ def run_test(
 
 
 def check_run(run_dir: RunDir, test: Mapping[str, Any] | None = None) -> CheckResult:
-    """Check a run directory's history with its inventory and TTL and write ``results.json``.
+    """Check a run directory's history with its inventory and TTL and write ``results.json``,
+    with what the run exercised under ``coverage`` (:mod:`checkers.coverage`).
 
     The report and the store's index are the caller's to write (:func:`harness.report.publish`).
     """
     test = test if test is not None else run_dir.read_test()
-    inventory = {s["sink"]: (bool(s["fenced"]), str(s["mitigation"])) for s in test["inventory"]}
+    inventory = {
+        row["sink"]: Sink(
+            row["sink"],
+            bool(row["fenced"]),
+            row["mitigation"],
+            str(row.get("description", "")),
+            seq=bool(row.get("seq", False)),
+        )
+        for row in test["inventory"]
+    }
     result = check_file(run_dir.history, inventory=inventory, lease_ttl=test.get("lease_ttl"))
     data = result.to_json()
+    data["coverage"] = coverage_of(
+        read_history(run_dir.history),
+        sinks=inventory,
+        lease_ttl=test.get("lease_ttl"),
+        roles={node["name"]: node["role"] for node in test.get("topology", ())},
+    ).to_json()
     if test.get("error"):
         data["run_error"] = test["error"]
     run_dir.write_json(run_dir.results, data)
@@ -337,7 +358,7 @@ def _holders(
             node=name,
             process=base + index,
             process_stride=len(deployment.agents),
-            link=AgentLink(endpoint.host, endpoint.port),
+            link=AgentLink(endpoint.host, endpoint.port, token=endpoint.token),
             recorder=recorder,
             seed=spec.seed,
             stop=stop,
@@ -345,6 +366,7 @@ def _holders(
             acquire_wait=3 * deployment.lease_ttl + spec.lock_delay,
             work_ms=spec.work_ms,
             board=board,
+            lease_ttl=deployment.lease_ttl,
         )
         for index, (name, endpoint) in enumerate(sorted(deployment.agents.items()))
     ]
@@ -378,6 +400,7 @@ def _sink_json(sink: Sink) -> dict[str, Any]:
         "fenced": sink.fenced,
         "mitigation": sink.mitigation,
         "description": sink.description,
+        "seq": sink.seq,
     }
 
 

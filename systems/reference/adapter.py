@@ -8,6 +8,7 @@ and agents reach the lock server and store by those addresses.
 
 from __future__ import annotations
 
+import secrets
 import types
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -202,13 +203,16 @@ class ReferenceSystem:
         store_at = Endpoint(store_node.ip, self.ports.store)
         ttl = self.lease_ttl(config)
         delay = self._lock_delay(config)
+        # One secret per run: nothing outside it (another user's process) can write into it.
+        token = secrets.token_hex(32)
 
         def start_lock(node: Node) -> Daemon:
             data = f"{self.data_dir}/lock"
             argv = [*self._server(lock_server, lock_at, data), "--lock-delay", repr(delay)]
             if "epoch-in-memory" in config.bugs:
                 argv += ["--bug", lock_server.EPOCH_IN_MEMORY]
-            return self._launch(node, self._program(lock_server), data, _LOCK_DAEMON, argv, lock_at)
+            files = self._program(lock_server)
+            return self._launch(node, files, data, _LOCK_DAEMON, argv, lock_at, token)
 
         def start_store(node: Node) -> Daemon:
             data = f"{self.data_dir}/store"
@@ -216,7 +220,7 @@ class ReferenceSystem:
             for bug in sorted({_STORE_BUGS[b] for b in config.bugs if b in _STORE_BUGS}):
                 argv += ["--bug", bug]
             files = self._program(store_server)
-            return self._launch(node, files, data, _STORE_DAEMON, argv, store_at)
+            return self._launch(node, files, data, _STORE_DAEMON, argv, store_at, token)
 
         def start_agent(node: Node) -> Daemon:
             listen = Endpoint(node.ip, self.ports.agent)
@@ -230,7 +234,7 @@ class ReferenceSystem:
                 "retry-on-reject" in config.bugs,
                 {"lock": str(lock_at), "store": str(store_at), "timeout": self.client_timeout},
             )
-            return self._launch(node, files, None, deploy.AGENT_DAEMON, argv, listen)
+            return self._launch(node, files, None, deploy.AGENT_DAEMON, argv, listen, token)
 
         starters = {"lock": start_lock, "store": start_store, "worker": start_agent}
         every = [lock_node, store_node, *workers]
@@ -243,7 +247,7 @@ class ReferenceSystem:
             system=self.name,
             config=config,
             lease_ttl=ttl,
-            agents={node.name: Endpoint(node.ip, self.ports.agent) for node in workers},
+            agents={node.name: Endpoint(node.ip, self.ports.agent, token) for node in workers},
             targets=(
                 ProcessTarget("lock", lock_node.name, _LOCK_DAEMON, self.ports.lock),
                 ProcessTarget("store", store_node.name, _STORE_DAEMON, self.ports.store),
@@ -274,8 +278,13 @@ class ReferenceSystem:
         name: str,
         argv: list[str],
         listen: Endpoint,
+        token: str,
     ) -> Daemon:
         deploy.install(node, {**files, **deploy.wire_files(self.install_dir)})
+        # A file readable by root only, so the secret never shows in a command line (ps).
+        secret_file = f"{self.install_dir}/run-secret"
+        node.put_file(secret_file, token.encode(), mode=0o600)
+        argv = [*argv, "--secret-file", secret_file]
         if data is not None:
             deploy.fresh_dir(node, data)
         return deploy.start_and_wait(node, name, argv, listen, self.ready_timeout)

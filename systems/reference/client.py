@@ -28,8 +28,11 @@ class Client:
     def __init__(self, config: dict[str, Any]) -> None:
         self._owner = str(config.get("node", "?"))
         self._timeout = float(config.get("timeout", 10.0))
-        self._lock = wire.Pool(wire.parse_address(str(config["lock"])), self._timeout)
-        self._store = wire.Pool(wire.parse_address(str(config["store"])), self._timeout)
+        # On a node the run secret is the process's (wire.use_secret); elsewhere it is passed.
+        token = config.get("token")
+        token = str(token) if token is not None else None
+        self._lock = wire.Pool(wire.parse_address(str(config["lock"])), self._timeout, token)
+        self._store = wire.Pool(wire.parse_address(str(config["store"])), self._timeout, token)
 
     def acquire(self, lock: str, ttl: float, wait: float) -> tuple[int, float] | str:
         """A new epoch for ``lock`` with a ``ttl``-second lease, waiting up to ``wait`` seconds,

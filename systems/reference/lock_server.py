@@ -229,7 +229,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         f"lock server, data {args.data_dir}, lock-delay {args.lock_delay:.3f}s, "
         f"bugs {sorted(args.bug) or 'none'}"
     )
-    wire.serve(args.host, args.port, service.handle, banner)
+    wire.serve(args.host, args.port, service.handle, banner, args.secret_file)
 
 
 if __name__ == "__main__":

@@ -252,7 +252,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     args = parser.parse_args(argv)
     store = Store(args.data_dir, frozenset(args.bug))
     banner = f"store, data {args.data_dir}, bugs {sorted(args.bug) or 'none'}"
-    wire.serve(args.host, args.port, store.handle, banner)
+    wire.serve(args.host, args.port, store.handle, banner, args.secret_file)
 
 
 if __name__ == "__main__":

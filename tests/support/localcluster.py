@@ -173,7 +173,7 @@ class LocalCluster:
     def agent(self, name: str, request: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
         """One request to the agent on worker ``name``."""
         endpoint = self.deployment.agents[name]
-        return wire.call((endpoint.host, endpoint.port), request, timeout)
+        return wire.call((endpoint.host, endpoint.port), request, timeout, endpoint.token)
 
     def client(self, owner: str = "test") -> Client:
         """A reference client talking straight to the lock server and store."""
@@ -185,6 +185,7 @@ class LocalCluster:
                 "store": f"{self.nodes[store.node].ip}:{store.port}",
                 "node": owner,
                 "timeout": 30.0,
+                "token": self.token,
             }
         )
 
@@ -192,7 +193,12 @@ class LocalCluster:
         """The lock server's view of ``lock``."""
         target = self.deployment.targets_for("lock")[0]
         address = (self.nodes[target.node].ip, target.port)
-        return wire.call(address, {"op": "status", "lock": lock}, 30.0)
+        return wire.call(address, {"op": "status", "lock": lock}, 30.0, self.token)
+
+    @property
+    def token(self) -> str | None:
+        """The run secret every request to the nodes' programs must carry."""
+        return next(iter(self.deployment.agents.values())).token
 
     def target(self, node: str) -> ProcessTarget:
         """The process target on ``node``."""

@@ -290,7 +290,9 @@ def test_malformed_requests_get_a_reason_and_keep_the_connection(
     endpoint = cluster.deployment.agents["w1"]
     with socket.create_connection((endpoint.host, endpoint.port), timeout=30) as conn:
         stream = conn.makefile("rwb")
-        for line in (b"not json\n", b"[1]\n", b'{"op":"fly"}\n', b'{"op":"write","lock":"L"}\n'):
+        auth = f'"auth":"{endpoint.token}"'.encode()
+        fly, half = b'{"op":"fly",' + auth + b"}\n", b'{"op":"write","lock":"L",' + auth + b"}\n"
+        for line in (b"not json\n", b"[1]\n", fly, half):
             stream.write(line)
             stream.flush()
             assert b'"error":"bad-request"' in stream.readline()

@@ -38,7 +38,7 @@ def running(node_image: str) -> Iterator[tuple[Cluster, ReferenceSystem, Deploym
 
 def ask(deployment: Deployment, worker: str, request: dict[str, Any]) -> dict[str, Any]:
     endpoint = deployment.agents[worker]
-    return wire.call((endpoint.host, endpoint.port), request, 60.0)
+    return wire.call((endpoint.host, endpoint.port), request, 60.0, endpoint.token)
 
 
 def test_a_paused_holder_is_fenced_off_and_epochs_survive_a_restart(

@@ -1,0 +1,273 @@
+"""What a run exercised (DESIGN.md §10): the danger it created, beside the verdict.
+
+A ``valid`` verdict is only as strong as the situations the run produced. This module reads the
+history once, in order, and counts them: holders stopped past their lease while holding it (per
+fault kind), stale writes attempted per sink (sent with an epoch lower than one already granted
+for the lock, or refused by a fence as stale, which proves the same), restarts per role, epochs
+granted, sinks and keys written, and holder nodes whose agent was unreachable for most of the
+run. It is a pure function of the history, the inventory's sink names, the lease TTL and
+(optionally) the node roles, linear in the history's length, and keeps state per node, lock,
+sink and key only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from harness.history import NEMESIS, Event, Process
+from harness.history.vocabulary import ACQUIRE, RELEASE, STALE_EPOCH, UNREACHABLE, WRITE
+
+__all__ = ["MOSTLY_UNREACHABLE", "Coverage", "SinkCoverage", "coverage_of"]
+
+MOSTLY_UNREACHABLE: Final = 0.5
+"""A holder node unreachable for more than this share of the run is named in the coverage."""
+
+_START: Final = "start-"
+_STOP: Final = "stop-"
+# Faults after whose stop a restarted process serves again; the value's key names the node.
+_RESTARTS: Final[Mapping[str, str | None]] = {"kill": None, "restart-while-paused": "restart"}
+
+
+@dataclass(frozen=True, slots=True)
+class SinkCoverage:
+    """What one sink received: writes sent and accepted, distinct keys, stale attempts."""
+
+    writes: int = 0
+    accepted: int = 0
+    keys: int = 0
+    stale_attempts: int = 0
+
+    def to_json(self) -> dict[str, int]:
+        """The counts as JSON data."""
+        return {
+            "writes": self.writes,
+            "accepted": self.accepted,
+            "keys": self.keys,
+            "stale_attempts": self.stale_attempts,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class Coverage:
+    """The situations a run created; see the module docstring for each count's meaning."""
+
+    stops_past_lease: dict[str, int] = field(default_factory=dict)
+    restarts: dict[str, int] = field(default_factory=dict)
+    epochs_granted: int = 0
+    sinks: dict[str, SinkCoverage] = field(default_factory=dict)
+    unreachable_nodes: dict[str, float] = field(default_factory=dict)
+    lease_ttl: float | None = None
+
+    @property
+    def stale_attempts(self) -> int:
+        """Stale writes attempted on every sink together."""
+        return sum(sink.stale_attempts for sink in self.sinks.values())
+
+    @property
+    def keys_written(self) -> int:
+        """Distinct (sink, key) pairs a write was sent to."""
+        return sum(sink.keys for sink in self.sinks.values())
+
+    def gaps(self) -> list[str]:
+        """What weakens a ``valid`` verdict, one sentence each (empty when nothing does)."""
+        found: list[str] = []
+        if not self.stale_attempts:
+            found.append("no stale write was even attempted, so no fence was tested")
+        if self.lease_ttl is not None and not self.stops_past_lease:
+            found.append("no holder was stopped past its lease while holding it")
+        for node, share in sorted(self.unreachable_nodes.items()):
+            found.append(f"{node} was unreachable for {share:.0%} of the run")
+        return found
+
+    def to_json(self) -> dict[str, Any]:
+        """The coverage as the ``coverage`` section of ``results.json``."""
+        return {
+            "stops_past_lease": dict(sorted(self.stops_past_lease.items())),
+            "stale_attempts": self.stale_attempts,
+            "stale_attempts_per_sink": {
+                name: sink.stale_attempts for name, sink in sorted(self.sinks.items())
+            },
+            "restarts": dict(sorted(self.restarts.items())),
+            "epochs_granted": self.epochs_granted,
+            "keys_written": self.keys_written,
+            "sinks": {name: sink.to_json() for name, sink in sorted(self.sinks.items())},
+            "unreachable_nodes": {
+                node: round(share, 3) for node, share in sorted(self.unreachable_nodes.items())
+            },
+            "gaps": self.gaps(),
+        }
+
+
+@dataclass(slots=True)
+class _Window:
+    kind: str
+    holding: bool  # a target held a lease when the fault began
+    expiry: int | None  # by when that lease had certainly lapsed (unknown without a TTL)
+    stopped: int | None = None
+
+
+class _Tally:
+    """The single pass's state: per node, lock, sink and key, never per operation."""
+
+    def __init__(self, ttl_ns: int | None, roles: Mapping[str, str]) -> None:
+        self.ttl_ns = ttl_ns
+        self.roles = roles
+        self.leases: dict[str, set[str]] = {}  # node -> locks it holds
+        self.granted: dict[str, int] = {}  # lock -> highest epoch granted so far
+        self.epochs: set[tuple[str, int]] = set()
+        self.windows: dict[Any, _Window] = {}
+        self.restarts: dict[str, int] = {}
+        self.writes: dict[str, list[int]] = {}  # sink -> [writes, accepted, stale attempts]
+        self.keys: dict[str, set[str]] = {}
+        self.outage_since: dict[str, int] = {}
+        self.outage_total: dict[str, int] = {}
+        self.seen: set[str] = set()  # nodes with at least one completed operation
+        self.stale_open: set[Process] = set()  # open writes already counted as stale attempts
+        self.invoked: dict[Process, int] = {}  # when each open operation began
+        self.first: int | None = None
+        self.last = 0
+
+    def event(self, event: Event) -> None:
+        if self.first is None:
+            self.first = event.time
+        self.last = max(self.last, event.time)
+        if event.process == NEMESIS:
+            self.nemesis(event)
+        elif event.type == "invoke":
+            self.invoke(event)
+        else:
+            self.complete(event)
+
+    def nemesis(self, event: Event) -> None:
+        value = event.value
+        key = value.get("id", event.f.partition("-")[2])
+        if event.f.startswith(_START):
+            if value.get("applied") is False:
+                return
+            holding = any(self.leases.get(target) for target in _names(value.get("targets")))
+            # The agent renews while it runs, so a lease held at the stop's start lapses at the
+            # latest one TTL later: a stop that lasts longer certainly outlived it.
+            expiry = event.time + self.ttl_ns if self.ttl_ns is not None else None
+            self.windows[key] = _Window(event.f[len(_START) :], holding, expiry)
+        elif event.f.startswith(_STOP) and key in self.windows:
+            window = self.windows[key]
+            window.stopped = event.time
+            if value.get("applied") is not False and window.kind in _RESTARTS:
+                field_name = _RESTARTS[window.kind]
+                nodes = _names(value.get(field_name) if field_name else value.get("targets"))
+                for node in nodes:
+                    role = self.roles.get(node, node)
+                    self.restarts[role] = self.restarts.get(role, 0) + 1
+
+    def invoke(self, event: Event) -> None:
+        value = event.value
+        self.invoked[event.process] = event.time
+        if event.f == RELEASE and event.node is not None:
+            self.leases.get(event.node, set()).discard(str(value.get("lock")))
+        elif event.f == WRITE:
+            sink = str(value.get("sink"))
+            counts = self.writes.setdefault(sink, [0, 0, 0])
+            counts[0] += 1
+            self.keys.setdefault(sink, set()).add(str(value.get("key")))
+            epoch = value.get("epoch")
+            newest = self.granted.get(str(value.get("lock")))
+            if isinstance(epoch, int) and newest is not None and epoch < newest:
+                counts[2] += 1
+                self.stale_open.add(event.process)
+
+    def complete(self, event: Event) -> None:
+        value = event.value
+        node = event.node
+        began = self.invoked.pop(event.process, event.time)
+        if node is not None:
+            self.seen.add(node)
+            self.outage(node, event, began)
+        if event.f == WRITE and event.process in self.stale_open:
+            self.stale_open.discard(event.process)
+        elif event.f == WRITE and event.error == STALE_EPOCH:
+            # Sent before the newer grant was seen here, but the fence proves it arrived after.
+            self.writes.setdefault(str(value.get("sink")), [0, 0, 0])[2] += 1
+        if event.type != "ok":
+            if event.error == STALE_EPOCH and node is not None:
+                self.leases.get(node, set()).discard(str(value.get("lock")))
+            return
+        if event.f == ACQUIRE and isinstance(value.get("epoch"), int):
+            lock = str(value.get("lock"))
+            epoch = int(value["epoch"])
+            self.epochs.add((lock, epoch))
+            self.granted[lock] = max(epoch, self.granted.get(lock, epoch))
+            if node is not None:
+                self.leases.setdefault(node, set()).add(lock)
+        elif event.f == WRITE:
+            self.writes.setdefault(str(value.get("sink")), [0, 0, 0])[1] += 1
+
+    def outage(self, node: str, event: Event, began: int) -> None:
+        """Unreachable spans run from the first ``unreachable`` outcome to the start of the
+        next operation that got through (not its end: an acquire may then wait a while)."""
+        if event.error == UNREACHABLE:
+            self.outage_since.setdefault(node, event.time)
+        elif node in self.outage_since:
+            start = self.outage_since.pop(node)
+            self.outage_total[node] = self.outage_total.get(node, 0) + max(0, began - start)
+
+    def coverage(self, lease_ttl: float | None) -> Coverage:
+        for node, start in self.outage_since.items():
+            self.outage_total[node] = self.outage_total.get(node, 0) + self.last - start
+        span = self.last - (self.first or 0)
+        for node, role in self.roles.items():
+            # A worker that never completed an operation was out of the run from the start.
+            if role == "worker" and node not in self.seen:
+                self.outage_total[node] = span
+        stops: dict[str, int] = {}
+        for window in self.windows.values():
+            stopped = window.stopped if window.stopped is not None else self.last
+            if window.holding and window.expiry is not None and stopped > window.expiry:
+                stops[window.kind] = stops.get(window.kind, 0) + 1
+        return Coverage(
+            stops_past_lease=stops,
+            restarts=dict(self.restarts),
+            epochs_granted=len(self.epochs),
+            sinks={
+                sink: SinkCoverage(counts[0], counts[1], len(self.keys.get(sink, ())), counts[2])
+                for sink, counts in self.writes.items()
+            },
+            unreachable_nodes={
+                node: total / span
+                for node, total in self.outage_total.items()
+                if span and total / span > MOSTLY_UNREACHABLE
+            },
+            lease_ttl=lease_ttl,
+        )
+
+
+def coverage_of(
+    events: Iterable[Event],
+    *,
+    sinks: Iterable[str] = (),
+    lease_ttl: float | None = None,
+    roles: Mapping[str, str] | None = None,
+) -> Coverage:
+    """The coverage of a history, in one pass.
+
+    ``sinks`` (the inventory's names) appear with zero counts when nothing was written to them;
+    ``lease_ttl`` (seconds) is needed to tell a stop past the lease from a short one (without it
+    none is counted); ``roles`` maps node names to roles, so restarts are counted per role and a
+    worker that never answered counts as unreachable for the whole run.
+    """
+    ttl_ns = round(lease_ttl * 1e9) if lease_ttl is not None else None
+    tally = _Tally(ttl_ns, roles or {})
+    for event in events:
+        tally.event(event)
+    for sink in sinks:
+        tally.writes.setdefault(sink, [0, 0, 0])
+    return tally.coverage(lease_ttl)
+
+
+def _names(raw: Any) -> list[str]:
+    if isinstance(raw, str):
+        return [raw]
+    if isinstance(raw, list | tuple):
+        return [str(name) for name in raw]
+    return []
