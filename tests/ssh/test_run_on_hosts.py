@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from harness.node.ssh import connect, load_hosts
-from tests.ssh.conftest import SshHosts
+from harness.node.ssh.containers import SshdHosts
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 
@@ -24,7 +24,7 @@ pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 _FAULTS = ["--nemesis", "pause,throttle,partition,kill", "--fault-lengths", "0.8,3"]
 
 
-def _run(hosts: SshHosts, store: Path, *extra: str) -> list[str]:
+def _run(hosts: SshdHosts, store: Path, *extra: str) -> list[str]:
     return [
         sys.executable,
         "-m",
@@ -49,7 +49,7 @@ def _run(hosts: SshHosts, store: Path, *extra: str) -> list[str]:
     ("bugs", "expected"), [((), 0), (("--bug", "no-store-check"), 1)], ids=["correct", "bug"]
 )
 def test_a_run_on_real_hosts_finds_exactly_the_planted_bug(
-    test_hosts: SshHosts, tmp_path: Path, bugs: tuple[str, ...], expected: int
+    test_hosts: SshdHosts, tmp_path: Path, bugs: tuple[str, ...], expected: int
 ) -> None:
     done = subprocess.run(
         _run(test_hosts, tmp_path / "store", *bugs), capture_output=True, text=True, check=False
@@ -79,7 +79,7 @@ def _fault_in_force(history: Path) -> bool:
     return False
 
 
-def test_an_interrupted_run_heals_every_host(test_hosts: SshHosts, tmp_path: Path) -> None:
+def test_an_interrupted_run_heals_every_host(test_hosts: SshdHosts, tmp_path: Path) -> None:
     store = tmp_path / "store"
     argv = _run(test_hosts, store)[: -len(_FAULTS)]
     argv += ["--nemesis", "pause,throttle,partition", "--fault-lengths", "8"]

@@ -13,17 +13,17 @@ import pytest
 
 from harness.node import Freezable, NetnsRunner, NodeError, Throttleable
 from harness.node.ssh import SshCluster, SshNode, load_hosts
+from harness.node.ssh.containers import SshdHosts, write_hosts_file
 from harness.node.ssh.doctor import CHECKS
 from nemeses.partition import PartitionNemesis
 from nemeses.protocol import Fault
 from nemeses.topology import partition_fault
-from tests.ssh.conftest import SshHosts, write_hosts_file
 
 pytestmark = pytest.mark.docker
 
 
 @pytest.fixture(scope="module")
-def cluster(test_hosts: SshHosts) -> Iterator[SshCluster]:
+def cluster(test_hosts: SshdHosts) -> Iterator[SshCluster]:
     with SshCluster(load_hosts(test_hosts.hosts_file)) as connected:
         yield connected
 
@@ -40,7 +40,7 @@ def test_commands_env_stdin_and_timeouts(cluster: SshCluster) -> None:
         node.run(["sleep", "10"], timeout=0.5)
 
 
-def test_files_go_through_sftp_and_teardown_removes_them(test_hosts: SshHosts) -> None:
+def test_files_go_through_sftp_and_teardown_removes_them(test_hosts: SshdHosts) -> None:
     hosts = load_hosts(test_hosts.hosts_file)
     with SshCluster(hosts) as connected:
         node = connected.nodes["s1"]
@@ -57,14 +57,14 @@ def test_files_go_through_sftp_and_teardown_removes_them(test_hosts: SshHosts) -
 
 
 def test_a_login_user_other_than_root_goes_through_sudo(
-    test_hosts: SshHosts, tmp_path: Path
+    test_hosts: SshdHosts, tmp_path: Path
 ) -> None:
     path = write_hosts_file(
         tmp_path / "fence.toml",
         test_hosts.ips[:1],
+        ("worker",),
         test_hosts.key,
         test_hosts.known_hosts,
-        roles=("worker",),
         user="fence",
     )
     with SshCluster(load_hosts(path)) as connected:
@@ -146,7 +146,7 @@ def test_a_partition_never_cuts_the_control_connection(cluster: SshCluster) -> N
     assert _reaches(nodes["w2"], nodes["w1"].ip)
 
 
-def test_hosts_check_reports_every_row(test_hosts: SshHosts, tmp_path: Path) -> None:
+def test_hosts_check_reports_every_row(test_hosts: SshdHosts, tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "harness", "hosts", "check", str(test_hosts.hosts_file)],
         capture_output=True,
@@ -163,9 +163,9 @@ def test_hosts_check_reports_every_row(test_hosts: SshHosts, tmp_path: Path) -> 
     broken = write_hosts_file(
         tmp_path / "broken.toml",
         test_hosts.ips[:1],
+        ("worker",),
         test_hosts.key,
         test_hosts.known_hosts,
-        roles=("worker",),
         port=2,
     )
     failed = subprocess.run(
