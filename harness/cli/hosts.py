@@ -13,6 +13,7 @@ from harness.node import NodeError
 from harness.node.ssh import (
     HostsError,
     HostsFile,
+    HostSpec,
     SshNode,
     check_hosts,
     clean_node,
@@ -21,6 +22,7 @@ from harness.node.ssh import (
     load_hosts,
     on_hosts,
 )
+from harness.node.ssh.packages import install_packages
 from nemeses.partition import remove_rules
 from nemeses.protocol import NemesisError
 
@@ -58,6 +60,22 @@ def check_command(file: Path) -> None:
     raise click.exceptions.Exit(EXIT_ERROR if failed else EXIT_VALID)
 
 
+@hosts_group.command("install")
+@click.argument("file", type=click.Path(path_type=Path))
+def install_command(file: Path) -> None:
+    """Install what the harness needs on FILE's hosts with apt-get (python3, iptables…)."""
+    hosts = load_hosts_option(file)
+
+    def install(spec: HostSpec) -> list[str]:
+        node = connect(hosts, spec)
+        try:
+            return install_packages(node)
+        finally:
+            node.close()
+
+    _report(hosts, on_hosts(list(hosts.hosts), install), "installed", "everything present")
+
+
 @hosts_group.command("heal")
 @click.argument("file", type=click.Path(path_type=Path))
 @click.option(
@@ -67,23 +85,30 @@ def heal_command(file: Path, clean: bool) -> None:
     """Undo every fault fencecheck may have left on FILE's hosts (after a crashed controller):
     partition rules, frozen or CPU-capped daemons, stopped processes (exit 0/3)."""
     hosts = load_hosts_option(file)
-    console = Console(highlight=False)
 
-    def heal(index: int) -> list[str]:
-        node = connect(hosts, hosts.hosts[index])
+    def heal(spec: HostSpec) -> list[str]:
+        node = connect(hosts, spec)
         try:
             return _heal(node, clean)
         finally:
             node.close()
 
-    results = on_hosts(list(range(len(hosts.hosts))), heal)
+    _report(hosts, on_hosts(list(hosts.hosts), heal), "", "nothing to undo")
+
+
+def _report(
+    hosts: HostsFile, results: list[list[str] | NodeError], verb: str, nothing: str
+) -> None:
+    """One line per host (what was done, or why it failed); exit 0, or 3 if any host failed."""
+    console = Console(highlight=False)
     failed = 0
     for spec, result in zip(hosts.hosts, results, strict=True):
         if isinstance(result, NodeError):
             failed += 1
             console.print(f"[red]FAIL[/] {spec.name}: {result}")
         else:
-            console.print(f"[green]ok[/] {spec.name}: {'; '.join(result) or 'nothing to undo'}")
+            done = f"{verb} {', '.join(result)}".strip() if verb else "; ".join(result)
+            console.print(f"[green]ok[/] {spec.name}: {done if result else nothing}")
     raise click.exceptions.Exit(EXIT_ERROR if failed else EXIT_VALID)
 
 

@@ -12,9 +12,10 @@ from pathlib import Path
 import pytest
 
 from harness.node import Freezable, NetnsRunner, NodeError, Throttleable
-from harness.node.ssh import SshCluster, SshNode, load_hosts
+from harness.node.ssh import SshCluster, SshNode, connect, load_hosts
 from harness.node.ssh.containers import SshdHosts, write_hosts_file
 from harness.node.ssh.doctor import CHECKS
+from harness.node.ssh.packages import missing_packages
 from nemeses.partition import PartitionNemesis
 from nemeses.protocol import Fault
 from nemeses.topology import partition_fault
@@ -178,3 +179,48 @@ def test_hosts_check_reports_every_row(test_hosts: SshdHosts, tmp_path: Path) ->
     assert failed.returncode == 3
     assert failed.stdout.count("FAIL") == len(CHECKS)
     assert "cannot connect" in failed.stdout
+
+
+def test_a_host_missing_a_tool_is_refused_with_the_fix(test_hosts: SshdHosts) -> None:
+    hosts = load_hosts(test_hosts.hosts_file)
+    node = connect(hosts, hosts.hosts[3])
+    node.run("mv /usr/bin/tar /usr/bin/tar.away", check=True)
+    try:
+        assert missing_packages(node) == ["tar"]
+        with (
+            pytest.raises(NodeError, match="missing tar; install them with `fencecheck hosts"),
+            SshCluster(hosts),
+        ):
+            pass
+    finally:
+        node.run("mv /usr/bin/tar.away /usr/bin/tar", check=True)
+        node.close()
+    assert missing_packages(connect(hosts, hosts.hosts[3])) == []
+
+
+def test_hosts_heal_undoes_what_a_crashed_controller_left(
+    cluster: SshCluster, test_hosts: SshdHosts
+) -> None:
+    node = cluster.nodes["w1"]
+    daemon = node.start_daemon("left-over", ["sleep", "300"])
+    nemesis = PartitionNemesis()
+    nemesis.setup(cluster.nodes)
+    nemesis.invoke("start-partition", partition_fault("isolate", ["w1"], list(cluster.nodes)))
+    node.signal(daemon, signal.SIGSTOP)
+    node.freeze()
+    node.set_cpu_quota(1_000, 50_000)
+    healed = subprocess.run(
+        [sys.executable, "-m", "harness", "hosts", "heal", str(test_hosts.hosts_file)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert healed.returncode == 0, healed.stdout + healed.stderr
+    assert "w1: removed our iptables rules; thawed; CPU cap removed; continued pids" in (
+        healed.stdout.replace("\n", " ")
+    )
+    assert "FENCECHECK" not in node.run("iptables -S").stdout
+    assert node.process_state(daemon) not in ("T", None)
+    assert "THAWED" in node.run(f"cat {node.cgroups.freezer}/freezer.state").stdout
+    assert node.run(f"cat {node.cgroups.cpu}/cpu.cfs_quota_us").stdout.strip() == "-1"
+    node.signal(daemon, signal.SIGKILL)

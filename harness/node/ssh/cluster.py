@@ -20,6 +20,7 @@ from harness.node.interrupts import interrupts_deferred
 from harness.node.ssh.connection import SshConnection
 from harness.node.ssh.hosts import HostsFile, HostSpec
 from harness.node.ssh.node import DAEMON_LOG_DIR, PID_DIR, SshNode
+from harness.node.ssh.packages import missing_packages
 
 __all__ = ["SshCluster", "clean_node", "connect", "heal_node", "on_hosts"]
 
@@ -140,7 +141,14 @@ class SshCluster:
 
 
 def _prepare(node: SshNode) -> None:
-    """Clear what an earlier controller left, then create our cgroups afresh."""
+    """Check the host has what the harness runs, clear what an earlier controller left, then
+    create our cgroups afresh."""
+    missing = missing_packages(node)
+    if missing:
+        raise NodeError(
+            f"{node.name}: missing {', '.join(missing)}; install them with "
+            "`fencecheck hosts install FILE` (apt-get) or the host's package manager"
+        )
     heal_node(node)
     clean_node(node)
     node.run(node.cgroups.prepare_script(), check=True)

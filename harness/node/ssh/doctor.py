@@ -18,6 +18,7 @@ from harness.node import NodeError
 from harness.node.ssh.cluster import connect, on_hosts
 from harness.node.ssh.hosts import HostsFile, HostSpec
 from harness.node.ssh.node import SshNode
+from harness.node.ssh.packages import REQUIRED, missing_packages
 
 __all__ = ["CHECKS", "HostCheck", "check_hosts"]
 
@@ -32,6 +33,7 @@ CHECKS: Final = (
     "iptables",
     "cgroups",
     "python3",
+    "packages",
     "clock offset",
     "free disk",
     "control exempt",
@@ -131,6 +133,13 @@ def _python(node: SshNode) -> tuple[str, str]:
     return "python3 is missing", "install it (`apt-get install python3`)"
 
 
+def _packages(node: SshNode) -> tuple[str, str]:
+    missing = missing_packages(node)
+    if missing:
+        return f"missing {', '.join(missing)}", "fencecheck hosts install FILE (uses apt-get)"
+    return f"every tool the harness runs is there ({', '.join(sorted(REQUIRED))})", ""
+
+
 def _clock(node: SshNode) -> tuple[str, str]:
     before = time.time()
     result = node.run("date +%s.%N", check=True)
@@ -169,6 +178,7 @@ _PROBES: Final[tuple[tuple[str, Callable[[SshNode], tuple[str, str]]], ...]] = (
     ("iptables", _iptables),
     ("cgroups", _cgroups),
     ("python3", _python),
+    ("packages", _packages),
     ("clock offset", _clock),
     ("free disk", _disk),
     ("control exempt", _control),
