@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 # The sibling bench's timing and table code (run as a script, bench/ is on sys.path).
-from nemesis import _Case, _row, _time_case  # type: ignore[import-not-found]
+from nemesis import _Case, measure  # type: ignore[import-not-found]
 
 from harness.node import Node
 from harness.node.ssh import SshCluster, load_hosts
@@ -72,22 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         nemesis = standard_nemesis()
         nemesis.setup(nodes)
         cluster.nodes["w1"].start_daemon("sleeper", ["sleep", "infinity"])
-        print(
-            f"{'fault':<18} {'n':>5} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'target':>7}"
-            f" {'ratio':>7}"
-        )
-        met = True
-        try:
-            for case in _CASES:
-                reps = max(5, round(args.reps * case.share))
-                starts, stops = _time_case(nemesis, case.fault(list(nodes)), reps)
-                for label, values in ((f"start-{case.name}", starts), (f"stop-{case.name}", stops)):
-                    line, ok = _row(label, values, case.target_ms)
-                    print(line, flush=True)
-                    met &= ok
-        finally:
-            nemesis.teardown()
-    print("every target met" if met else "some targets missed")
+        met = measure(nemesis, list(nodes), _CASES, args.reps)
     return 0 if met else 1
 
 

@@ -267,25 +267,22 @@ def _build_base(tag: str, progress: Progress) -> None:
 
 def node_image(progress: Progress | None = None) -> str:
     """The tag of the current node image, built (with its base) if absent."""
-    tag = node_tag()
-    if image_exists(tag):
-        return tag
-    base = base_image(progress)
-    with _build_lock():
-        if not image_exists(tag):
-            _build_recipe("node", tag, base, progress or _quiet)
-    return tag
+    return _ensure("node", node_tag(), lambda: base_image(progress), progress)
 
 
 def sshd_image(progress: Progress | None = None) -> str:
     """The tag of the current sshd test-host image, built (with the node image) if absent."""
-    tag = sshd_tag()
+    return _ensure("sshd", sshd_tag(), lambda: node_image(progress), progress)
+
+
+def _ensure(recipe: str, tag: str, parent: Callable[[], str], progress: Progress | None) -> str:
+    """``tag``, built from ``docker/<recipe>/`` on ``parent()`` (built first) if absent."""
     if image_exists(tag):
         return tag
-    parent = node_image(progress)
+    base = parent()
     with _build_lock():
         if not image_exists(tag):
-            _build_recipe("sshd", tag, parent, progress or _quiet)
+            _build_recipe(recipe, tag, base, progress or _quiet)
     return tag
 
 

@@ -12,7 +12,6 @@ channel.
 from __future__ import annotations
 
 import io
-import os
 import secrets
 import shlex
 import tarfile
@@ -24,6 +23,7 @@ from pathlib import Path
 from typing import Final
 
 from harness.node import CommandResult, Daemon, NodeError, NodeIdentity
+from harness.node.commands import absolute_file, failure, shown, text
 from harness.node.ssh.cgroups import PROBE, CgroupLayout, parse_probe
 from harness.node.ssh.connection import ControlEndpoint, SshConnection
 
@@ -96,12 +96,12 @@ class SshNode(NodeIdentity):
             command, stdin=stdin, timeout=(timeout + 5) if timeout else _GUARD_S
         )
         result = CommandResult(
-            out.exit_code, _text(out.stdout), _text(out.stderr), time.perf_counter() - started
+            out.exit_code, text(out.stdout), text(out.stderr), time.perf_counter() - started
         )
         if timeout is not None and out.exit_code == _TIMEOUT_EXIT:
-            raise NodeError(f"{self._name}: {_shown(argv)} timed out after {timeout:g} s")
+            raise NodeError(f"{self._name}: {shown(argv)} timed out after {timeout:g} s")
         if check and not result.ok:
-            raise NodeError(_failure(self._name, argv, result))
+            raise NodeError(failure(self._name, argv, result))
         return result
 
     def _checked(self, command: str, what: str, stdin: bytes | None = None) -> bytes:
@@ -109,7 +109,7 @@ class SshNode(NodeIdentity):
         if out.exit_code != 0:
             raise NodeError(
                 f"{self._name}: cannot {what} (exit {out.exit_code}): "
-                f"{_text(out.stderr or out.stdout).strip()[-500:]}; "
+                f"{text(out.stderr or out.stdout).strip()[-500:]}; "
                 f"check with `fencecheck hosts check`"
             )
         return out.stdout
@@ -149,11 +149,11 @@ class SshNode(NodeIdentity):
             'echo "$pid ${20}"\n'
         )
         out = self.connection.exec(script, timeout=_GUARD_S)
-        fields = _text(out.stdout).split()
+        fields = text(out.stdout).split()
         if out.exit_code != 0 or len(fields) != 2 or not fields[0].isdigit():
             raise NodeError(
                 f"{self._name}: daemon {name!r} did not start (exit {out.exit_code}): "
-                f"{_text(out.stderr or out.stdout).strip() or 'no output'}; "
+                f"{text(out.stderr or out.stdout).strip() or 'no output'}; "
                 f"is {cwd or '/'} a directory and are the cgroups writable (`fencecheck hosts "
                 "check`)?"
             )
@@ -201,7 +201,7 @@ class SshNode(NodeIdentity):
             )
         raise NodeError(
             f"{self._name}: cannot signal daemon {daemon.name!r} (pid {daemon.pid}): "
-            f"{_text(out.stderr or out.stdout).strip()}; see its log {daemon.log_path}"
+            f"{text(out.stderr or out.stdout).strip()}; see its log {daemon.log_path}"
         )
 
     def process_state(self, daemon: Daemon) -> str | None:
@@ -212,8 +212,8 @@ class SshNode(NodeIdentity):
         )
         if out.exit_code != 0:
             return None
-        text = _text(out.stdout)
-        fields = text[text.rfind(")") + 2 :].split()
+        stat = text(out.stdout)
+        fields = stat[stat.rfind(")") + 2 :].split()
         ticks = self._ticks(daemon)
         if len(fields) < 20 or (ticks is not None and fields[19] != ticks):
             return None
@@ -227,7 +227,7 @@ class SshNode(NodeIdentity):
         SFTP writes as the login user, so the file goes to ``/tmp`` first and is moved into
         place with ``install`` (through ``sudo -n`` when not root).
         """
-        target = _absolute(self._name, path)
+        target = absolute_file(self._name, path)
         staging = f"/tmp/.fencecheck-upload-{secrets.token_hex(8)}"
         try:
             self.connection.sftp().putfo(io.BytesIO(data), staging, confirm=False)
@@ -243,7 +243,7 @@ class SshNode(NodeIdentity):
 
     def get_file(self, path: str) -> bytes:
         """Read the regular file ``path`` from the host (SFTP as root, else ``sudo -n cat``)."""
-        target = _absolute(self._name, path)
+        target = absolute_file(self._name, path)
         if not self.connection.sudo:
             try:
                 with self.connection.sftp().open(target, "rb") as handle:
@@ -252,7 +252,7 @@ class SshNode(NodeIdentity):
                 raise NodeError(f"{self._name}: cannot read {target}: {problem}") from None
         out = self.connection.exec(f"cat {shlex.quote(target)}", timeout=_GUARD_S)
         if out.exit_code != 0:
-            raise NodeError(f"{self._name}: no file {target}: {_text(out.stderr).strip()}")
+            raise NodeError(f"{self._name}: no file {target}: {text(out.stderr).strip()}")
         return out.stdout
 
     def logs(self) -> dict[str, bytes]:
@@ -307,7 +307,7 @@ class SshNode(NodeIdentity):
                 f"{self._name}: no writable cgroup CPU controller ({self.cgroups.describe()}); "
                 "enable the cpu controller, or use the pause nemesis"
             )
-        shown = _text(self._checked(script, "set the CPU quota")).split()
+        shown = text(self._checked(script, "set the CPU quota")).split()
         quotas = {str(quota_us)} if quota_us is not None else {"max", "-1"}
         if len(shown) != 2 or shown[0] not in quotas or shown[1] != str(period_us):
             raise NodeError(
@@ -367,25 +367,3 @@ def _env_prefix(env: Mapping[str, str]) -> str:
     if not env:
         return ""
     return "env " + " ".join(shlex.quote(f"{key}={value}") for key, value in env.items())
-
-
-def _text(data: bytes) -> str:
-    return data.decode("utf-8", errors="replace") if data else ""
-
-
-def _shown(argv: Sequence[str] | str) -> str:
-    return argv if isinstance(argv, str) else shlex.join(argv)
-
-
-def _absolute(node: str, path: str) -> str:
-    if not path.startswith("/") or path.endswith("/"):
-        raise NodeError(f"{node}: {path!r} must be an absolute path to a file, e.g. /etc/x.conf")
-    return os.path.normpath(path)
-
-
-def _failure(node: str, argv: Sequence[str] | str, result: CommandResult) -> str:
-    lines = [f"{node}: {_shown(argv)} exited {result.exit_code}"]
-    for label, text in (("stdout", result.stdout), ("stderr", result.stderr)):
-        if text.strip():
-            lines.append(f"--- {label} ---\n{text.rstrip()[-4000:]}")
-    return "\n".join(lines)
