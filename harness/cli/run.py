@@ -78,7 +78,8 @@ def _lengths(value: str) -> tuple[float, ...]:
     "--hosts",
     "hosts_file",
     type=click.Path(path_type=Path),
-    help="Run on the real hosts of this TOML hosts file over SSH instead of containers.",
+    help="Run on the real hosts of this TOML hosts file over SSH instead of containers "
+    "(its roles replace --workers).",
 )
 @click.option("--keep-cluster", is_flag=True, help="Leave the containers running afterwards.")
 @click.option("--no-progress", is_flag=True, help="No live display (CI logs).")

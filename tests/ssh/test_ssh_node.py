@@ -224,3 +224,52 @@ def test_hosts_heal_undoes_what_a_crashed_controller_left(
     assert "THAWED" in node.run(f"cat {node.cgroups.freezer}/freezer.state").stdout
     assert node.run(f"cat {node.cgroups.cpu}/cpu.cfs_quota_us").stdout.strip() == "-1"
     node.signal(daemon, signal.SIGKILL)
+
+
+def test_unknown_host_keys_are_refused_unless_accepted(
+    test_hosts: SshdHosts, tmp_path: Path
+) -> None:
+    strict = tmp_path / "strict.toml"
+    write_hosts_file(strict, test_hosts.ips[:1], ("worker",), test_hosts.key, tmp_path / "empty")
+    strict.write_text(strict.read_text().replace("accept_new = true", "accept_new = false"))
+    hosts = load_hosts(strict)
+    with pytest.raises(NodeError, match=r"host key unknown .*ssh-keyscan"):
+        connect(hosts, hosts.hosts[0])
+    # Recorded on first contact when accepted, then verified from the file alone.
+    accepting = write_hosts_file(
+        tmp_path / "accept.toml", test_hosts.ips[:1], ("worker",), test_hosts.key, tmp_path / "kh"
+    )
+    connect(load_hosts(accepting), load_hosts(accepting).hosts[0]).close()
+    assert test_hosts.ips[0] in (tmp_path / "kh").read_text()
+    strict.write_text(strict.read_text().replace(str(tmp_path / "empty"), str(tmp_path / "kh")))
+    connect(load_hosts(strict), load_hosts(strict).hosts[0]).close()
+
+
+def test_a_run_on_unreachable_hosts_is_an_error_naming_the_host(
+    test_hosts: SshdHosts, tmp_path: Path
+) -> None:
+    broken = write_hosts_file(
+        tmp_path / "down.toml",
+        test_hosts.ips,
+        ("lock", "store", "worker", "worker"),
+        test_hosts.key,
+        test_hosts.known_hosts,
+        port=2,
+    )
+    argv = [sys.executable, "-m", "harness", "run", "--hosts", str(broken), "--time-limit", "2"]
+    done = subprocess.run(
+        [*argv, "--store", str(tmp_path / "store"), "--no-progress"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 3, done.stderr
+    assert "Traceback" not in done.stderr
+    assert "cannot connect" in done.stderr and "l1" in done.stderr
+    bad = subprocess.run(
+        [sys.executable, "-m", "harness", "run", "--hosts", str(tmp_path / "none.toml")],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bad.returncode == 3 and "cannot read hosts file" in bad.stderr
