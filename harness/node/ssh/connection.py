@@ -133,28 +133,29 @@ class SshConnection:
     def _on_channel(self, command: str, stdin: bytes | None, timeout: float | None) -> Output:
         wrapped = f"sudo -n sh -c {shlex.quote(command)}" if self.sudo else command
         try:
-            channel = self._transport.open_session()
+            with self._transport.open_session() as channel:
+                channel.exec_command(wrapped)
+                if stdin:
+                    channel.sendall(stdin)
+                channel.shutdown_write()
+                stdout, stderr = _drain(channel, timeout, self.where)
+                code = channel.recv_exit_status()
         except (paramiko.SSHException, OSError, EOFError) as problem:
             raise NodeError(
-                f"{self.where}: the SSH connection is gone ({problem}); check the host is up"
+                f"{self.where}: the SSH connection failed ({problem}); check the host is up"
             ) from None
-        with channel:
-            channel.exec_command(wrapped)
-            if stdin:
-                channel.sendall(stdin)
-            channel.shutdown_write()
-            stdout, stderr = _drain(channel, timeout, self.where)
-            code = channel.recv_exit_status()
         return Output(code, stdout, stderr)
 
     def control_endpoint(self) -> ControlEndpoint | None:
         """Where this connection comes from and goes to, as the host sees it (None if unknown)."""
         # Asked of the login shell itself: `sudo` would drop $SSH_CONNECTION.
-        channel = self._transport.open_session()
-        with channel:
-            channel.exec_command('echo "$SSH_CONNECTION"')
-            channel.shutdown_write()
-            out, _ = _drain(channel, _CONNECT_TIMEOUT_S, self.where)
+        try:
+            with self._transport.open_session() as channel:
+                channel.exec_command('echo "$SSH_CONNECTION"')
+                channel.shutdown_write()
+                out, _ = _drain(channel, _CONNECT_TIMEOUT_S, self.where)
+        except (paramiko.SSHException, OSError, EOFError):
+            return None
         fields = out.decode(errors="replace").split()
         if len(fields) != 4 or not fields[3].isdigit():
             return None
@@ -164,7 +165,13 @@ class SshConnection:
         """The connection's SFTP session (opened on first use)."""
         with self._sftp_lock:
             if self._sftp is None:
-                self._sftp = self._client.open_sftp()
+                try:
+                    self._sftp = self._client.open_sftp()
+                except (paramiko.SSHException, OSError, EOFError) as problem:
+                    raise NodeError(
+                        f"{self.where}: cannot open SFTP ({problem}); sshd needs its sftp "
+                        "subsystem enabled"
+                    ) from None
             return self._sftp
 
     @property
@@ -238,6 +245,8 @@ class _Shell:
         answer, _, self._buffer = self._buffer.partition(end)
         stdout, _, rest = answer.partition(token.encode())
         code, _, stderr = rest.partition(b"\n")
+        if not code.isdigit():
+            raise NodeError(f"{self._where}: the remote shell answered garbage: {answer[-200:]!r}")
         return Output(int(code), stdout, stderr)
 
     def close(self) -> None:
