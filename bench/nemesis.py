@@ -14,7 +14,7 @@ import argparse
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from harness.node import Node
@@ -24,7 +24,7 @@ from nemeses import standard_nemesis
 from nemeses.protocol import Fault, Nemesis, start_f, stop_f
 from nemeses.topology import partition_fault
 
-__all__ = ["main"]
+__all__ = ["main", "measure"]
 
 
 @dataclass(frozen=True)
@@ -87,23 +87,30 @@ def main(argv: list[str] | None = None) -> int:
         nemesis = standard_nemesis()
         nemesis.setup(nodes)
         c.node("w1").start_daemon("sleeper", ["sleep", "infinity"])
-        print(
-            f"{'fault':<18} {'n':>5} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'target':>7}"
-            f" {'ratio':>7}"
-        )
-        met = True
-        try:
-            for case in _CASES:
-                reps = max(5, round(args.reps * case.share))
-                starts, stops = _time_case(nemesis, case.fault(list(nodes)), reps)
-                for label, values in ((f"start-{case.name}", starts), (f"stop-{case.name}", stops)):
-                    line, ok = _row(label, values, case.target_ms)
-                    print(line, flush=True)
-                    met &= ok
-        finally:
-            nemesis.teardown()
-    print("every target met" if met else "some targets missed")
+        met = measure(nemesis, list(nodes), _CASES, args.reps)
     return 0 if met else 1
+
+
+def measure(nemesis: Nemesis, nodes: list[str], cases: Sequence[_Case], reps: int) -> bool:
+    """Time every case through ``nemesis`` (set up on ``nodes``), print the table, tear the
+    nemesis down; returns whether every target was met."""
+    print(
+        f"{'fault':<18} {'n':>5} {'p50 ms':>9} {'p99 ms':>9} {'max ms':>9} {'target':>7}"
+        f" {'ratio':>7}"
+    )
+    met = True
+    try:
+        for case in cases:
+            count = max(5, round(reps * case.share))
+            starts, stops = _time_case(nemesis, case.fault(nodes), count)
+            for label, values in ((f"start-{case.name}", starts), (f"stop-{case.name}", stops)):
+                line, ok = _row(label, values, case.target_ms)
+                print(line, flush=True)
+                met &= ok
+    finally:
+        nemesis.teardown()
+    print("every target met" if met else "some targets missed")
+    return met
 
 
 if __name__ == "__main__":

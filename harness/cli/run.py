@@ -15,6 +15,7 @@ from rich.table import Table
 
 from harness.cli import EXIT_ERROR, cli
 from harness.cli.check import exit_code, render_result
+from harness.cli.hosts import load_hosts_option
 from harness.report import publish
 from harness.run.exposure import exposing_faults
 from harness.run.runner import RunError, check_run, run_test
@@ -77,6 +78,13 @@ def _lengths(value: str) -> tuple[float, ...]:
 )
 @click.option("--seed", type=int, default=None, help="Same seed, same faults and choices.")
 @click.option("--store", type=click.Path(path_type=Path), default=Path("store"), show_default=True)
+@click.option(
+    "--hosts",
+    "hosts_file",
+    type=click.Path(path_type=Path),
+    help="Run on the real hosts of this TOML hosts file over SSH instead of containers "
+    "(its roles replace --workers).",
+)
 @click.option("--keep-cluster", is_flag=True, help="Leave the containers running afterwards.")
 @click.option("--no-progress", is_flag=True, help="No live display (CI logs).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
@@ -98,6 +106,7 @@ def run_command(
     work_ms: int,
     seed: int | None,
     store: Path,
+    hosts_file: Path | None,
     keep_cluster: bool,
     no_progress: bool,
     as_json: bool,
@@ -130,6 +139,7 @@ def run_command(
     if seed is not None:
         spec = replace(spec, seed=seed)
     console = Console(stderr=True)
+    hosts = load_hosts_option(hosts_file) if hosts_file is not None else None
     try:
         outcome = run_test(
             spec,
@@ -137,6 +147,7 @@ def run_command(
             progress=not no_progress and console.is_terminal,
             keep_cluster=keep_cluster,
             command=["fencecheck", *sys.argv[1:]] if sys.argv[1:2] == ["run"] else None,
+            hosts=hosts,
         )
     except RunError as problem:
         raise click.ClickException(str(problem)) from None

@@ -13,7 +13,7 @@ import platform
 import shlex
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -25,10 +25,17 @@ from checkers import CheckResult, check_file
 from checkers.coverage import coverage_of
 from harness.history import HistoryWriter, read_history
 from harness.node import Node
-from harness.node.docker.cluster import Cluster, default_topology, new_run_id
+from harness.node.docker.cluster import (
+    Cluster,
+    ClusterError,
+    NodeSpec,
+    default_topology,
+    new_run_id,
+)
 from harness.node.docker.engine import EngineError
 from harness.node.docker.images import ImageError, image_exists, node_image, node_tag
 from harness.node.interrupts import Interrupted, interrupts_deferred, sigterm_interrupts
+from harness.node.ssh import HostsFile, SshCluster
 from harness.run.agent_link import AgentLink
 from harness.run.exposure import unexposed
 from harness.run.holder_ops import HolderBoard, HolderOps
@@ -88,8 +95,10 @@ def run_test(
     progress: bool = True,
     keep_cluster: bool = False,
     command: Sequence[str] | None = None,
+    hosts: HostsFile | None = None,
 ) -> RunOutcome:
-    """Carry out ``spec`` on a fresh Docker cluster and return the checked outcome.
+    """Carry out ``spec`` on a fresh Docker cluster (or on ``hosts``) and return the checked
+    outcome.
 
     Raises :class:`RunError` for a spec that cannot run (nothing is started then). Once the run
     directory exists, failures and interruptions still end in a checked history.
@@ -102,20 +111,14 @@ def run_test(
         system.validate(config)
     except ValueError as problem:
         raise RunError(str(problem)) from None
-    topology = default_topology(spec.workers)
+    topology = _topology(spec, hosts)
     roles = {node.name: node.role for node in topology}
     ttl = system.lease_ttl(config)
     schedule = _schedule(spec, roles, ttl)
     shortfall = unexposed(spec, schedule, roles)
     if shortfall is not None:
         raise RunError(shortfall)
-    try:
-        # Before the run directory exists: no engine or no image is a setup problem, not a run.
-        if not image_exists(node_tag()):
-            console.print("building the node images (once, about a minute; no registry needed)")
-        image = node_image()
-    except (EngineError, ImageError) as problem:
-        raise RunError(str(problem)) from None
+    image = _image(console) if hosts is None else None
     run_dir = new_run_dir(spec.test_name, spec.store)
     run_id = new_run_id()
     test: dict[str, Any] = {
@@ -135,15 +138,15 @@ def run_test(
     with sigterm_interrupts(), HistoryWriter(run_dir.history) as writer:
         recorder = Recorder(writer)
         try:
-            with Cluster(run_id, topology, image=image, keep=keep_cluster) as cluster:
-                console.print(f"cluster {run_id} up: {', '.join(cluster.nodes)}")
+            with _nodes(run_id, topology, image, keep_cluster, hosts) as nodes:
+                console.print(f"cluster {run_id} up: {', '.join(nodes)}")
                 interrupted = _exercise(
                     spec,
                     system,
                     config,
                     workload,
                     schedule,
-                    cluster.nodes,
+                    nodes,
                     recorder,
                     run_dir,
                     test,
@@ -191,6 +194,44 @@ def check_run(run_dir: RunDir, test: Mapping[str, Any] | None = None) -> CheckRe
         data["run_error"] = test["error"]
     run_dir.write_json(run_dir.results, data)
     return result
+
+
+def _topology(spec: TestSpec, hosts: HostsFile | None) -> list[NodeSpec]:
+    """The nodes and roles of the run: the hosts file's, or the standard Docker topology."""
+    if hosts is None:
+        return default_topology(spec.workers)
+    try:
+        return [NodeSpec(name, role) for name, role in hosts.roles().items()]
+    except ClusterError as problem:
+        raise RunError(f"{hosts.path}: {problem}") from None
+
+
+def _image(console: Console) -> str:
+    """The node image, built if missing (a setup problem, not a run, if that fails)."""
+    try:
+        if not image_exists(node_tag()):
+            console.print("building the node images (once, about a minute; no registry needed)")
+        return node_image()
+    except (EngineError, ImageError) as problem:
+        raise RunError(str(problem)) from None
+
+
+@contextlib.contextmanager
+def _nodes(
+    run_id: str,
+    topology: Sequence[NodeSpec],
+    image: str | None,
+    keep: bool,
+    hosts: HostsFile | None,
+) -> Iterator[Mapping[str, Node]]:
+    """The run's nodes: a fresh Docker cluster, or the hosts of a hosts file; either is healed
+    and cleaned up when the block ends."""
+    if hosts is None:
+        with Cluster(run_id, topology, image=image, keep=keep) as cluster:
+            yield cluster.nodes
+    else:
+        with SshCluster(hosts, keep=keep) as connected:
+            yield connected.nodes
 
 
 def _load(spec: TestSpec) -> System:

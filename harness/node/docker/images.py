@@ -2,7 +2,8 @@
 
 The base image is a ``debootstrap --variant=minbase`` tree imported into the engine (nothing is
 pulled from a registry); the node image is built on it from ``docker/node/Dockerfile`` with the
-packages of ``docker/node/packages.txt``. A tag is the first 12 hex digits of a hash over the
+packages of ``docker/node/packages.txt``; the sshd image (test hosts for the SSH backend) is built
+on the node image from ``docker/sshd/``. A tag is the first 12 hex digits of a hash over the
 recipe, so an image is rebuilt exactly when its recipe changes and reused otherwise.
 """
 
@@ -41,6 +42,8 @@ __all__ = [
     "image_exists",
     "node_image",
     "node_tag",
+    "sshd_image",
+    "sshd_tag",
 ]
 
 Progress = Callable[[str], None]
@@ -48,9 +51,10 @@ Progress = Callable[[str], None]
 
 BASE_REPOSITORY: Final = "fencecheck-base"
 NODE_REPOSITORY: Final = "fencecheck-node"
+SSHD_REPOSITORY: Final = "fencecheck-sshd"
 RECIPES: Final = Path(str(resources.files(__package__ or __name__) / "recipes"))
-"""The folder of image recipes (``base.json``, ``node/``): the checkout's ``docker/``, shipped in
-the wheel as package data."""
+"""The folder of image recipes (``base.json``, ``node/``, ``sshd/``): the checkout's ``docker/``,
+shipped in the wheel as package data."""
 # Bump when the build procedure below changes in a way that changes the base image's contents.
 _BASE_PROCEDURE: Final = 1
 _MIRROR_ENV: Final = "FENCECHECK_DEBIAN_MIRROR"
@@ -107,11 +111,21 @@ def base_tag() -> str:
 
 def node_tag() -> str:
     """The tag the node image has for the current recipe (which includes the base's tag)."""
-    folder = RECIPES / "node"
-    parts = [base_tag().encode()]
+    return _recipe_tag("node", NODE_REPOSITORY, base_tag())
+
+
+def sshd_tag() -> str:
+    """The tag the sshd test-host image has for the current recipe (which includes the node's)."""
+    return _recipe_tag("sshd", SSHD_REPOSITORY, node_tag())
+
+
+def _recipe_tag(recipe: str, repository: str, parent: str) -> str:
+    """``repository:hash`` over the parent image's tag and every file of ``docker/<recipe>/``."""
+    folder = RECIPES / recipe
+    parts = [parent.encode()]
     for path in sorted(p for p in folder.rglob("*") if p.is_file()):
         parts += [str(path.relative_to(folder)).encode(), path.read_bytes()]
-    return f"{NODE_REPOSITORY}:{_digest(parts)}"
+    return f"{repository}:{_digest(parts)}"
 
 
 def image_exists(tag: str) -> bool:
@@ -255,22 +269,32 @@ def _build_base(tag: str, progress: Progress) -> None:
 
 def node_image(progress: Progress | None = None) -> str:
     """The tag of the current node image, built (with its base) if absent."""
-    tag = node_tag()
+    return _ensure("node", node_tag(), lambda: base_image(progress), progress)
+
+
+def sshd_image(progress: Progress | None = None) -> str:
+    """The tag of the current sshd test-host image, built (with the node image) if absent."""
+    return _ensure("sshd", sshd_tag(), lambda: node_image(progress), progress)
+
+
+def _ensure(recipe: str, tag: str, parent: Callable[[], str], progress: Progress | None) -> str:
+    """``tag``, built from ``docker/<recipe>/`` on ``parent()`` (built first) if absent."""
     if image_exists(tag):
         return tag
-    base = base_image(progress)
+    base = parent()
     with _build_lock():
         if not image_exists(tag):
-            _build_node(tag, base, progress or _quiet)
+            _build_recipe(recipe, tag, base, progress or _quiet)
     return tag
 
 
-def _build_node(tag: str, base: str, progress: Progress) -> None:
+def _build_recipe(recipe: str, tag: str, base: str, progress: Progress) -> None:
+    """Build ``docker/<recipe>/`` as ``tag`` with ``base`` as its BASE build argument."""
     progress(f"building {tag} on {base}")
     output: list[str] = []
     try:
         for chunk in engine().api.build(
-            path=str(RECIPES / "node"),
+            path=str(RECIPES / recipe),
             tag=tag,
             buildargs={"BASE": base},
             rm=True,
@@ -282,7 +306,7 @@ def _build_node(tag: str, base: str, progress: Progress) -> None:
                 tail = "".join(output[-30:])
                 raise ImageError(
                     f"building {tag} failed: {chunk['error'].strip()}\n{tail}\n"
-                    "check docker/node/packages.txt for a misspelt package and that the "
+                    f"check docker/{recipe}/packages.txt for a misspelt package and that the "
                     "Debian mirror answers"
                 )
             for line in str(chunk.get("stream", "")).splitlines(keepends=True):

@@ -30,6 +30,7 @@ from docker.models.containers import Container
 from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
 
 from harness.node import CommandResult, Daemon, NodeError, NodeIdentity
+from harness.node.commands import absolute_file, failure, shown, text
 
 __all__ = ["DAEMON_LOG_DIR", "CallStats", "DockerNode", "HostView"]
 
@@ -261,9 +262,9 @@ class DockerNode(NodeIdentity):
             code, out, err = self._exec(command, env=env, stdin=stdin)
         result = CommandResult(code, out, err, time.perf_counter() - start)
         if timeout is not None and code == _TIMEOUT_EXIT:
-            raise NodeError(f"{self._name}: {_shown(argv)} timed out after {timeout:g} s")
+            raise NodeError(f"{self._name}: {shown(argv)} timed out after {timeout:g} s")
         if check and not result.ok:
-            raise NodeError(_failure(self._name, argv, result))
+            raise NodeError(failure(self._name, argv, result))
         return result
 
     def _exec(
@@ -287,10 +288,10 @@ class DockerNode(NodeIdentity):
             code = self._api.exec_inspect(exec_id)["ExitCode"]
         except docker.errors.APIError as problem:
             raise NodeError(
-                f"{self._name}: cannot run {_shown(command)}: {problem.explanation or problem}; "
+                f"{self._name}: cannot run {shown(command)}: {problem.explanation or problem}; "
                 f"check the container with `fencecheck cluster status`"
             ) from problem
-        return int(code), _text(out), _text(err)
+        return int(code), text(out), text(err)
 
     def _exec_with_stdin(self, exec_id: str, stdin: bytes) -> tuple[bytes | None, bytes | None]:
         stream = self._api.exec_start(exec_id, socket=True)
@@ -436,7 +437,7 @@ class DockerNode(NodeIdentity):
 
     def put_file(self, path: str, data: bytes, mode: int = 0o644) -> None:
         """Write ``data`` to the absolute ``path`` on the node, creating parent directories."""
-        target = _absolute(self._name, path)
+        target = absolute_file(self._name, path)
         buffer = io.BytesIO()
         with tarfile.open(fileobj=buffer, mode="w") as archive:
             info = tarfile.TarInfo(target.lstrip("/"))
@@ -455,7 +456,7 @@ class DockerNode(NodeIdentity):
 
     def get_file(self, path: str) -> bytes:
         """Read the regular file ``path`` from the node."""
-        target = _absolute(self._name, path)
+        target = absolute_file(self._name, path)
         with self.stats.timed("get_file"):
             members = self._get_tree(target)
         if members is None:
@@ -557,8 +558,8 @@ class DockerNode(NodeIdentity):
             )
         return CommandResult(
             done.returncode,
-            _text(done.stdout),
-            _text(done.stderr),
+            text(done.stdout),
+            text(done.stderr),
             time.perf_counter() - start,
         )
 
@@ -570,25 +571,3 @@ class DockerNode(NodeIdentity):
         for handles in tracked:
             if handles.pidfd is not None:
                 os.close(handles.pidfd)
-
-
-def _text(data: Any) -> str:
-    return data.decode("utf-8", errors="replace") if data else ""
-
-
-def _shown(argv: Sequence[str] | str) -> str:
-    return argv if isinstance(argv, str) else shlex.join(argv)
-
-
-def _absolute(node: str, path: str) -> str:
-    if not path.startswith("/") or path.endswith("/"):
-        raise NodeError(f"{node}: {path!r} must be an absolute path to a file, e.g. /etc/x.conf")
-    return os.path.normpath(path)
-
-
-def _failure(node: str, argv: Sequence[str] | str, result: CommandResult) -> str:
-    lines = [f"{node}: {_shown(argv)} exited {result.exit_code}"]
-    for label, text in (("stdout", result.stdout), ("stderr", result.stderr)):
-        if text.strip():
-            lines.append(f"--- {label} ---\n{text.rstrip()[-4000:]}")
-    return "\n".join(lines)

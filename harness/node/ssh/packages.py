@@ -1,0 +1,61 @@
+"""What a host needs installed for fencecheck, checked and (on Debian-like hosts) installed.
+
+The harness itself runs only standard tools on a host: python3 for the node-side programs (the
+systems' agents and servers are stdlib-only Python), iptables for partitions, coreutils and
+util-linux to start and time commands, tar to fetch logs. Each command maps to the Debian package
+that provides it; installing goes through ``apt-get`` over SSH.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Mapping
+from typing import Final
+
+from harness.node import NodeError
+from harness.node.ssh.node import SshNode
+
+__all__ = ["REQUIRED", "install_packages", "missing_packages"]
+
+REQUIRED: Final[Mapping[str, str]] = {
+    "python3": "python3",
+    "iptables": "iptables",
+    "iptables-restore": "iptables",
+    "timeout": "coreutils",
+    "nohup": "coreutils",
+    "setsid": "util-linux",
+    "tar": "tar",
+    "awk": "mawk",
+}
+"""Command the harness runs on hosts -> the Debian package that provides it."""
+
+_APT_TIMEOUT_S: Final = 600.0
+
+
+def missing_packages(node: SshNode) -> list[str]:
+    """The Debian packages providing commands ``node`` lacks (empty when all are there)."""
+    commands = " ".join(shlex.quote(c) for c in REQUIRED)
+    result = node.run(f"for c in {commands}; do command -v $c >/dev/null || echo $c; done")
+    return sorted({REQUIRED[c] for c in result.stdout.split() if c in REQUIRED})
+
+
+def install_packages(node: SshNode) -> list[str]:
+    """Install what :func:`missing_packages` lists with ``apt-get``; returns what was installed."""
+    wanted = missing_packages(node)
+    if not wanted:
+        return []
+    if not node.run("command -v apt-get").ok:
+        raise NodeError(
+            f"{node.name}: missing {', '.join(wanted)} and the host has no apt-get; "
+            "install them with the host's package manager"
+        )
+    node.run(
+        "apt-get update -q && apt-get install -y -q --no-install-recommends " + " ".join(wanted),
+        env={"DEBIAN_FRONTEND": "noninteractive"},
+        timeout=_APT_TIMEOUT_S,
+        check=True,
+    )
+    still = missing_packages(node)
+    if still:
+        raise NodeError(f"{node.name}: {', '.join(still)} still missing after apt-get install")
+    return wanted
