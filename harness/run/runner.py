@@ -140,16 +140,16 @@ def run_test(
         "versions": _versions(),
     }
     state = _RunState(run_dir, test, console)
-    state.save()
-    console.print(f"[bold]run[/] {spec.test_name}  seed {spec.seed}  → {run_dir.path}")
     with interrupts_once() as interruption:
         try:
+            state.save()
+            console.print(f"[bold]run[/] {spec.test_name}  seed {spec.seed}  → {run_dir.path}")
             with HistoryWriter(run_dir.history) as writer:
                 recorder = Recorder(writer)
                 state.recorder = recorder
                 with Cluster(run_id, topology, image=image, keep=keep_cluster) as cluster:
-                    console.print(f"cluster {run_id} up: {', '.join(cluster.nodes)}")
                     state.phase = "system setup"
+                    console.print(f"cluster {run_id} up: {', '.join(cluster.nodes)}")
                     _exercise(
                         spec, system, config, workload, schedule, cluster.nodes, state, progress
                     )
@@ -215,8 +215,9 @@ class _RunState:
 
 
 def _disk_problem(problem: OSError) -> str:
+    where = f" ({problem.filename})" if problem.filename else ""
     return (
-        f"cannot write the run's files: {why_unwritable(problem)} ({problem.filename or ''}); "
+        f"cannot write the run's files: {why_unwritable(problem)}{where}; "
         "free space on the store's disk or pass --store a folder on a larger one"
     )
 
@@ -227,15 +228,24 @@ def check_run(
     """Check a run directory's history with its inventory and TTL and write ``results.json``
     (unless ``write`` is false).
 
-    An interrupted run says so, with the signal and the time, first among the unknown reasons.
-    The report and the store's index are the caller's to write (:func:`harness.report.publish`).
+    A run cut short (interrupted: which signal, when, in which phase; or broken off by an error)
+    says so first among the unknown reasons. The report and the store's index are the caller's
+    to write (:func:`harness.report.publish`).
     """
     test = test if test is not None else run_dir.read_test()
     inventory = {s["sink"]: (bool(s["fenced"]), str(s["mitigation"])) for s in test["inventory"]}
     result = check_file(run_dir.history, inventory=inventory, lease_ttl=test.get("lease_ttl"))
     stopped = test.get("interrupted")
+    cut_short = None
     if stopped:
-        result = replace(result, unknown_reasons=_interrupted_reasons(stopped, result))
+        cut_short = (
+            f"the run was interrupted by {stopped.get('signal')} at {stopped.get('at')} during "
+            f"{stopped.get('phase')}"
+        )
+    elif test.get("error"):
+        cut_short = f"the run broke off: {test['error']}"
+    if cut_short is not None:
+        result = replace(result, unknown_reasons=_cut_short_reasons(cut_short, result))
     data = result.to_json()
     if stopped:
         data["interrupted"] = stopped
@@ -246,15 +256,11 @@ def check_run(
     return result
 
 
-def _interrupted_reasons(stopped: Mapping[str, Any], result: CheckResult) -> tuple[str, ...]:
-    """The unknown reasons of an interrupted run: the interruption first, and no advice to add a
-    final read (the workload had one; the signal came before it)."""
-    note = (
-        f"the run was interrupted by {stopped.get('signal')} at {stopped.get('at')} during "
-        f"{stopped.get('phase')}, before its final reads"
-    )
+def _cut_short_reasons(note: str, result: CheckResult) -> tuple[str, ...]:
+    """The unknown reasons of a run cut short: why first, and no advice to add a final read (the
+    workload has one; the run ended before it)."""
     reasons = [
-        reason.removesuffix(_FINAL_READ_ADVICE) + ": the interruption came before the final reads"
+        reason.removesuffix(_FINAL_READ_ADVICE) + ": the run ended before its final reads"
         if reason.endswith(_FINAL_READ_ADVICE)
         else reason
         for reason in result.unknown_reasons

@@ -157,11 +157,14 @@ class RunDir:
 
 
 def new_run_dir(test_name: str, root: Path = DEFAULT_STORE, now: datetime | None = None) -> RunDir:
-    """Create ``root/<test_name>/<timestamp>/`` and point ``root/latest`` at it."""
+    """Create ``root/<test_name>/<timestamp>/`` with an empty history; point ``root/latest`` at
+    it."""
     stamp = (now or datetime.now(UTC)).strftime(_STAMP_FORMAT)
     path = root / _SAFE.sub("_", test_name) / stamp
     path.mkdir(parents=True, exist_ok=False)
     (path / "logs").mkdir()
+    # An empty history from the start: a run stopped at once is still a run that can be checked.
+    RunDir(path).history.touch()
     latest = root / "latest"
     tmp = unique_tmp(latest)
     tmp.symlink_to(path.relative_to(root))

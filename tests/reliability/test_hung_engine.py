@@ -43,9 +43,7 @@ def hung_engine(tmp_path: Path) -> Iterator[str]:
             connection.close()
 
 
-def test_run_against_a_hung_engine_answers_within_seconds(
-    hung_engine: str, tmp_path: Path
-) -> None:
+def test_run_against_a_hung_engine_answers_within_seconds(hung_engine: str, tmp_path: Path) -> None:
     env = {**os.environ, "DOCKER_HOST": hung_engine}
     # The 600 s API timeout must not apply to the first contact: a hang fails by this timeout.
     done = subprocess.run(

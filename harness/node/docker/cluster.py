@@ -218,17 +218,23 @@ class Cluster:
         labels = {LABEL_RUN: self.run_id, LABEL_OWNER: _owner_label()}
         if self.keep:
             labels[LABEL_KEEP] = "1"
+        created = False
         try:
-            client.networks.create(
-                self.network_name, driver="bridge", labels=labels, check_duplicate=True
-            )
-        except docker.errors.APIError as problem:
-            raise ClusterError(
-                f"cannot create network {self.network_name}: {problem.explanation or problem}; "
-                f"if a run with this id is left over, `fencecheck cluster down {self.run_id}`"
-            ) from problem
-        # From here on this run owns the network: any failure or interrupt removes what exists.
-        try:
+            # A signal while the engine creates the network would leave it behind unrecorded:
+            # it is delivered once ``created`` says whether there is something to remove.
+            with interrupts_deferred():
+                try:
+                    client.networks.create(
+                        self.network_name, driver="bridge", labels=labels, check_duplicate=True
+                    )
+                except docker.errors.APIError as problem:
+                    raise ClusterError(
+                        f"cannot create network {self.network_name}: "
+                        f"{problem.explanation or problem}; if a run with this id is left over, "
+                        f"`fencecheck cluster down {self.run_id}`"
+                    ) from problem
+                created = True
+            # From here on this run owns the network: any failure or interrupt removes what exists.
             with ThreadPoolExecutor(len(self.specs), thread_name_prefix="cluster-up") as pool:
                 futures = [
                     pool.submit(self._start_node, image, index, spec, labels)
@@ -238,7 +244,8 @@ class Cluster:
             self.nodes = {node.name: node for node in started}
             wait_all([(node, _WARM_UP) for node in started])
         except BaseException:
-            self.down()
+            if created:
+                self.down()
             raise
 
     def _start_node(
