@@ -1,6 +1,7 @@
 """``fencecheck nemesis``: apply a fault by hand to a running cluster, Blockade-style.
 
-Each command attaches to a cluster (``--run RUN_ID``, default the latest), applies one fault and
+Each command attaches to a cluster (``--run RUN_ID``; by default the newest cluster this user kept
+with ``cluster up`` or ``run --keep-cluster`` and that no run drives), applies one fault and
 confirms it. With ``--for DURATION`` it waits, undoes the fault and heals (also on Ctrl-C or
 SIGTERM); without, the fault stays in force until ``fencecheck nemesis heal``. This process did not
 start the nodes' daemons, so pause and kill find them on the node (by daemon name, or a command-line
@@ -64,7 +65,10 @@ class _Duration(click.ParamType[float]):
 
 
 _run_option = click.option(
-    "--run", "run_id", default=None, help="Run id of the cluster (default: the latest)."
+    "--run",
+    "run_id",
+    default=None,
+    help="Run id of the cluster (default: your newest kept cluster no run is driving).",
 )
 _for_option = click.option(
     "--for",
@@ -210,7 +214,10 @@ def partition(
 @_run_option
 def heal(run_id: str | None) -> None:
     """Undo every fault on the cluster: thaw, uncap, remove our rules, continue, restart."""
-    cluster = _attach(run_id)
+    # A node whose main process was killed (`kill --process sleep`) stopped: heal starts it.
+    cluster = _attach(run_id, start_stopped=True)
+    for name in cluster.restarted:
+        click.echo(f"started node {name} again (its container had stopped)")
     ledger = _Ledger(cluster.run_id)
     frozen, killed = ledger.load()
     report = heal_nodes(dict(cluster.nodes), frozen=frozen, killed=killed)
@@ -277,9 +284,9 @@ def _step(nemesis: Nemesis, f: str, fault: Fault) -> None:
 # -- the cluster -------------------------------------------------------------------------------
 
 
-def _attach(run_id: str | None) -> Cluster:
+def _attach(run_id: str | None, *, start_stopped: bool = False) -> Cluster:
     try:
-        return Cluster.attach(run_id)
+        return Cluster.attach(run_id, start_stopped=start_stopped)
     except (NodeError, EngineError) as problem:
         raise click.ClickException(str(problem)) from problem
 
