@@ -144,6 +144,11 @@ def down(run_id: str | None, everything: bool, yes: bool) -> None:
     click.echo(f"removed {removed} containers and networks")
 
 
+def _on_terminal() -> bool:
+    """Whether someone can answer a question (scripts and CI get no prompt)."""
+    return sys.stdin.isatty()
+
+
 def _down_targets(run_id: str | None, everything: bool, yes: bool) -> list[str]:
     if run_id is not None:
         return [run_id]
@@ -166,7 +171,7 @@ def _down_targets(run_id: str | None, everything: bool, yes: bool) -> list[str]:
             err=True,
         )
     names = [run.run_id for run in chosen]
-    if names and not yes and sys.stdin.isatty():
+    if names and not yes and _on_terminal():
         click.confirm(f"remove {len(names)} run(s): {', '.join(names)}?", abort=True)
     return names
 
