@@ -14,6 +14,7 @@ from rich.table import Table
 
 from harness.cli import EXIT_ERROR, cli
 from harness.cli.check import exit_code, render_result
+from harness.node.interrupts import interrupts_once
 from harness.report import publish
 from harness.run.runner import RunError, RunOutcome, check_run, run_test
 from harness.run.spec import SpecError, TestSpec, split_names, store_path
@@ -156,7 +157,8 @@ def run_command(
         )
     except (RunError, StoreError) as problem:
         raise click.ClickException(str(problem)) from None
-    written = _publish(outcome, junit_xml, console)
+    with interrupts_once(already=True):
+        written = _publish(outcome, junit_xml, console)
     if as_json:
         data = outcome.result.to_json()
         click.echo(json.dumps({**data, "run_dir": str(outcome.run_dir.path)}, indent=2))

@@ -78,12 +78,18 @@ def sigterm_interrupts() -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def _say(text: str) -> None:
+    print(text, file=sys.stderr)
+
+
 @contextmanager
 def interrupts_once(
-    announce: Callable[[str], None] = lambda text: print(text, file=sys.stderr),
+    announce: Callable[[str], None] = _say, *, already: bool = False
 ) -> Iterator[list[Interrupted]]:
     """The first stop signal raises :class:`Interrupted`; later ones are only announced, so what
     follows the interruption (heal, teardown, checking and writing the history) runs to its end.
+    With ``already``, every signal counts as a later one (the run is over; its report is being
+    written).
 
     Yields the list that holds the first interruption once it happened.
     """
@@ -93,10 +99,10 @@ def interrupts_once(
         return
 
     def interrupt(signum: int, frame: FrameType | None) -> None:
-        if seen:
+        if seen or already:
             announce(
-                f"{signal.Signals(signum).name}: still healing and checking what was recorded; "
-                "it ends on its own in a moment"
+                f"{signal.Signals(signum).name}: finishing first: the heal, the check of what "
+                "was recorded and the report; it ends on its own in a moment"
             )
             return
         seen.append(Interrupted(signum))

@@ -383,19 +383,7 @@ def _exercise(
             # Let expired leases lapse and restarted processes settle before the final reads.
             time.sleep(deployment.lease_ttl)
             reads = workload.final_reads(options)
-            readers = [
-                ops
-                for copy in range(min(_READERS_PER_AGENT, len(reads)))
-                for ops in _holders(
-                    deployment,
-                    recorder,
-                    spec,
-                    threading.Event(),
-                    op_timeout,
-                    HolderBoard(),
-                    _READER_BASE * (copy + 1),
-                )
-            ]
+            readers = _final_readers(deployment, recorder, spec, op_timeout, len(reads))
             _final_reads(readers, reads, recorder.stopped)
     except KeyboardInterrupt:
         pass
@@ -456,6 +444,25 @@ def _holders(
             board=board,
         )
         for index, (name, endpoint) in enumerate(sorted(deployment.agents.items()))
+    ]
+
+
+def _final_readers(
+    deployment: Deployment, recorder: Recorder, spec: TestSpec, op_timeout: float, reads: int
+) -> list[HolderOps]:
+    """Up to :data:`_READERS_PER_AGENT` readers per agent, each its own process and connection."""
+    return [
+        ops
+        for copy in range(min(_READERS_PER_AGENT, reads))
+        for ops in _holders(
+            deployment,
+            recorder,
+            spec,
+            threading.Event(),
+            op_timeout,
+            HolderBoard(),
+            _READER_BASE * (copy + 1),
+        )
     ]
 
 
