@@ -3,9 +3,7 @@ starts: never a traceback, never exit 1 (which CI reads as "invalid history").""
 
 from __future__ import annotations
 
-import os
-import subprocess
-from collections.abc import Iterator
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -66,20 +64,6 @@ def test_a_bad_number_is_refused_naming_its_option(
     assert not store.exists()
 
 
-@pytest.fixture
-def read_only_folder(tmp_path: Path) -> Iterator[Path]:
-    """A read-only tmpfs (root can write into any chmod-ed folder, but not a read-only mount)."""
-    if os.geteuid() != 0:
-        pytest.skip("mounting a read-only tmpfs needs root")
-    folder = tmp_path / "ro"
-    folder.mkdir()
-    subprocess.run(["mount", "-t", "tmpfs", "-o", "ro,size=64k", "tmpfs", str(folder)], check=True)
-    try:
-        yield folder
-    finally:
-        subprocess.run(["umount", str(folder)], check=True)
-
-
 def _bad_paths(tmp_path: Path, read_only: Path) -> list[tuple[list[str], str]]:
     a_file = tmp_path / "a-file"
     a_file.write_text("not a folder\n")
@@ -98,9 +82,9 @@ def _bad_paths(tmp_path: Path, read_only: Path) -> list[tuple[list[str], str]]:
 
 
 def test_a_bad_path_is_refused_before_anything_starts(
-    tmp_path: Path, read_only_folder: Path, capsys: pytest.CaptureFixture[str]
+    tmp_path: Path, tmpfs: Callable[[str], Path], capsys: pytest.CaptureFixture[str]
 ) -> None:
-    for args, says in _bad_paths(tmp_path, read_only_folder):
+    for args, says in _bad_paths(tmp_path, tmpfs("ro")):
         store = [] if "--store" in args else ["--store", str(tmp_path / "store")]
         # --ttl 0 would be refused too: only a path problem found first proves paths are checked
         # before numbers need to be right, i.e. before the run; a good spec shows the order.

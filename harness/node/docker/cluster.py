@@ -441,7 +441,10 @@ class RunInfo:
 
 def _containers(run_id: str | None = None) -> list[Container]:
     label = LABEL_RUN if run_id is None else f"{LABEL_RUN}={run_id}"
-    found: list[Container] = engine().containers.list(all=True, filters={"label": label})
+    # On a shared engine another user's container may go between the listing and its inspection.
+    found: list[Container] = engine().containers.list(
+        all=True, filters={"label": label}, ignore_removed=True
+    )
     return found
 
 
