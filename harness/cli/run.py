@@ -161,7 +161,10 @@ def run_command(
         written = _publish(outcome, junit_xml, console)
     if as_json:
         data = outcome.result.to_json()
-        click.echo(json.dumps({**data, "run_dir": str(outcome.run_dir.path)}, indent=2))
+        extra = {"interrupted": outcome.interrupted, "run_dir": str(outcome.run_dir.path)}
+        if outcome.error is not None:
+            extra["run_error"] = outcome.error
+        click.echo(json.dumps({**data, **extra}, indent=2))
     else:
         render_result(Console(highlight=False), outcome.result, outcome.run_dir.history)
     if written:
