@@ -7,9 +7,12 @@ imported; :func:`main` imports them all. Exit codes follow DESIGN.md §8: 0 vali
 
 from __future__ import annotations
 
+import errno
 import importlib
+import os
 import pkgutil
 import sys
+import traceback
 
 import click
 
@@ -44,4 +47,21 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         code = EXIT_ERROR
+    except Exception as problem:  # the last resort: exit 1 would read as "invalid history" in CI
+        code = _unexpected(problem)
     sys.exit(code if isinstance(code, int) else EXIT_VALID)
+
+
+def _unexpected(problem: Exception) -> int:
+    """One line for an error nothing else caught; the traceback only when asked for."""
+    if os.environ.get("FENCECHECK_TRACEBACK"):
+        traceback.print_exception(problem)
+    if isinstance(problem, OSError) and problem.errno in (errno.ENOSPC, errno.EDQUOT):
+        cause = "the disk is full (no space left on device); free space and retry"
+    else:
+        cause = (
+            f"{type(problem).__name__}: {problem}; this is a fencecheck bug: please report it "
+            "with the command (FENCECHECK_TRACEBACK=1 shows where it happened)"
+        )
+    click.echo(f"error: {cause}. A run's recorded history is kept in its store folder.", err=True)
+    return EXIT_ERROR

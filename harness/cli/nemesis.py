@@ -1,6 +1,7 @@
 """``fencecheck nemesis``: apply a fault by hand to a running cluster, Blockade-style.
 
-Each command attaches to a cluster (``--run RUN_ID``, default the latest), applies one fault and
+Each command attaches to a cluster (``--run RUN_ID``; by default the newest cluster this user kept
+with ``cluster up`` or ``run --keep-cluster`` and that no run drives), applies one fault and
 confirms it. With ``--for DURATION`` it waits, undoes the fault and heals (also on Ctrl-C or
 SIGTERM); without, the fault stays in force until ``fencecheck nemesis heal``. This process did not
 start the nodes' daemons, so pause and kill find them on the node (by daemon name, or a command-line
@@ -54,7 +55,9 @@ class _Duration(click.ParamType[float]):
 
 
 _RUN_OPTION = click.Option(
-    ["--run", "run_id"], default=None, help="Run id of the cluster (default: the latest)."
+    ["--run", "run_id"],
+    default=None,
+    help="Run id of the cluster (default: your newest kept cluster no run is driving).",
 )
 _FOR_OPTION = click.Option(
     ["--for", "hold"],
@@ -122,7 +125,10 @@ for _kind in KINDS.values():
 @nemesis_group.command("heal", params=[_RUN_OPTION])
 def heal(run_id: str | None) -> None:
     """Undo every fault on the cluster: thaw, uncap, remove our rules, continue, restart."""
-    cluster = _attach(run_id)
+    # A node whose main process was killed (`kill --process sleep`) stopped: heal starts it.
+    cluster = _attach(run_id, start_stopped=True)
+    for name in cluster.restarted:
+        click.echo(f"started node {name} again (its container had stopped)")
     ledger = _Ledger(cluster.run_id)
     frozen, killed = ledger.load()
     report = heal_nodes(dict(cluster.nodes), frozen=frozen, killed=killed)
@@ -189,9 +195,9 @@ def _step(nemesis: Nemesis, f: str, fault: Fault) -> None:
 # -- the cluster -------------------------------------------------------------------------------
 
 
-def _attach(run_id: str | None) -> Cluster:
+def _attach(run_id: str | None, *, start_stopped: bool = False) -> Cluster:
     try:
-        return Cluster.attach(run_id)
+        return Cluster.attach(run_id, start_stopped=start_stopped)
     except (NodeError, EngineError) as problem:
         raise click.ClickException(str(problem)) from problem
 

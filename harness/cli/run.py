@@ -16,14 +16,21 @@ from rich.table import Table
 from harness.cli import EXIT_ERROR, cli
 from harness.cli.check import exit_code, render_result
 from harness.cli.hosts import load_hosts_option
+from harness.node.interrupts import interrupts_once
 from harness.report import publish
 from harness.run.exposure import exposing_faults
-from harness.run.runner import RunError, check_run, run_test
-from harness.run.spec import TestSpec, split_names
-from harness.run.store import RunDir, open_run_dir
+from harness.run.runner import RunError, RunOutcome, check_run, run_test
+from harness.run.spec import SpecError, TestSpec, split_names, store_path
+from harness.run.store import (
+    RunDir,
+    StoreError,
+    check_output_file,
+    open_run_dir,
+    why_unwritable,
+)
 from nemeses.registry import KINDS
 
-__all__ = ["analyze_command", "list_command", "run_command"]
+__all__ = ["analyze_command", "list_command", "run_command", "store_option"]
 
 
 def _lengths(value: str) -> tuple[float, ...]:
@@ -33,6 +40,23 @@ def _lengths(value: str) -> tuple[float, ...]:
         raise click.BadParameter(
             f"{value!r}: give TTL multiples such as 0.8,3,8", param_hint="--fault-lengths"
         ) from None
+
+
+def _store(value: str) -> Path:
+    try:
+        return store_path(value)
+    except SpecError as problem:
+        raise click.BadParameter(str(problem), param_hint="--store") from None
+
+
+store_option = click.option(
+    "--store",
+    default="store",
+    show_default=True,
+    callback=lambda ctx, param, value: _store(value),
+    help="Folder of stored runs (checked writable before anything starts).",
+)
+"""The ``--store`` option of the commands that run tests: an empty name is refused."""
 
 
 @cli.command("run")
@@ -77,7 +101,7 @@ def _lengths(value: str) -> tuple[float, ...]:
     help="Critical-section time between the lease check and the write.",
 )
 @click.option("--seed", type=int, default=None, help="Same seed, same faults and choices.")
-@click.option("--store", type=click.Path(path_type=Path), default=Path("store"), show_default=True)
+@store_option
 @click.option(
     "--hosts",
     "hosts_file",
@@ -88,7 +112,11 @@ def _lengths(value: str) -> tuple[float, ...]:
 @click.option("--keep-cluster", is_flag=True, help="Leave the containers running afterwards.")
 @click.option("--no-progress", is_flag=True, help="No live display (CI logs).")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON on stdout.")
-@click.option("--junit-xml", type=click.Path(path_type=Path), help="Write a JUnit XML report.")
+@click.option(
+    "--junit-xml",
+    type=click.Path(path_type=Path),
+    help="Write a JUnit XML report (checked writable before the run).",
+)
 def run_command(
     system: str,
     bugs: tuple[str, ...],
@@ -141,6 +169,8 @@ def run_command(
     console = Console(stderr=True)
     hosts = load_hosts_option(hosts_file) if hosts_file is not None else None
     try:
+        if junit_xml is not None:
+            check_output_file(junit_xml, "--junit-xml")
         outcome = run_test(
             spec,
             console=console,
@@ -149,17 +179,17 @@ def run_command(
             command=["fencecheck", *sys.argv[1:]] if sys.argv[1:2] == ["run"] else None,
             hosts=hosts,
         )
-    except RunError as problem:
+    except (RunError, StoreError) as problem:
         raise click.ClickException(str(problem)) from None
-    publish(outcome.run_dir)
-    if junit_xml is not None:
-        from harness.report.junit import write_junit
-
-        write_junit([outcome.run_dir], junit_xml)
+    with interrupts_once(already=True):
+        written = _publish(outcome, junit_xml, console)
     coverage = _coverage(outcome.run_dir)
     if as_json:
         data = {**outcome.result.to_json(), "coverage": coverage}
-        click.echo(json.dumps({**data, "run_dir": str(outcome.run_dir.path)}, indent=2))
+        extra = {"interrupted": outcome.interrupted, "run_dir": str(outcome.run_dir.path)}
+        if outcome.error is not None:
+            extra["run_error"] = outcome.error
+        click.echo(json.dumps({**data, **extra}, indent=2))
     else:
         render_result(
             Console(highlight=False),
@@ -167,11 +197,32 @@ def run_command(
             outcome.run_dir.history,
             coverage.get("gaps", ()),
         )
-    console.print(f"report: {outcome.run_dir.report}")
+    if written:
+        console.print(f"report: {outcome.run_dir.report}")
     if outcome.error is not None:
         console.print(f"[red]error:[/] the run broke off: {outcome.error}")
         raise click.exceptions.Exit(EXIT_ERROR)
+    if not written:
+        raise click.exceptions.Exit(EXIT_ERROR)
     raise click.exceptions.Exit(exit_code(outcome.result))
+
+
+def _publish(outcome: RunOutcome, junit_xml: Path | None, console: Console) -> bool:
+    """Write the report, the store's index and the JUnit file; False (said why) if one failed."""
+    try:
+        publish(outcome.run_dir)
+        if junit_xml is not None:
+            from harness.report.junit import write_junit
+
+            write_junit([outcome.run_dir], junit_xml)
+    except OSError as problem:
+        where = problem.filename or outcome.run_dir.path
+        console.print(
+            f"[red]error:[/] cannot write {where}: {why_unwritable(problem)}; free space or fix "
+            f"the permissions, then `fencecheck analyze {outcome.run_dir.path}`"
+        )
+        return False
+    return True
 
 
 @cli.command("analyze")
@@ -183,7 +234,7 @@ def analyze_command(run_dir: Path, as_json: bool) -> None:
         run = open_run_dir(run_dir)
         result = check_run(run)
         publish(run)
-    except (FileNotFoundError, ValueError, KeyError) as problem:
+    except (OSError, ValueError, KeyError) as problem:
         raise click.ClickException(str(problem)) from None
     coverage = _coverage(run)
     if as_json:

@@ -18,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from harness.cli import cli
+from harness.cli.run import store_option
 from harness.report import publish
 from harness.report.junit import error_case, junit_case, write_cases
 from harness.run.matrix import (
@@ -31,7 +32,7 @@ from harness.run.matrix import (
 )
 from harness.run.runner import RunError, RunOutcome, run_test
 from harness.run.spec import TestSpec
-from harness.run.store import DEFAULT_STORE
+from harness.run.store import StoreError, check_output_file, check_store
 from harness.run.summary import summarize
 
 __all__ = ["Runner", "run_all", "run_matrix"]
@@ -219,8 +220,12 @@ def _entries(
 @click.option("--time-limit", type=float, help="Override every run's time limit (seconds).")
 @click.option("--workers", type=click.IntRange(1, 16), help="Override every run's workers.")
 @click.option("--seed", type=int, help="Override every run's seed.")
-@click.option("--store", type=click.Path(path_type=Path), default=DEFAULT_STORE, show_default=True)
-@click.option("--junit-xml", type=click.Path(path_type=Path), help="Write a JUnit XML report.")
+@store_option
+@click.option(
+    "--junit-xml",
+    type=click.Path(path_type=Path),
+    help="Write a JUnit XML report (checked writable before the runs).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 @click.option("--no-progress", is_flag=True, help="No live display (CI logs).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first unexpected result.")
@@ -259,13 +264,18 @@ def run_all(
     overrides["store"] = str(store)
     try:
         entries = _entries(matrix, systems, bug_sets, nemesis_sets, expect, overrides)
-    except MatrixError as problem:
+        if dry_run:
+            for number, entry in enumerate(entries, 1):
+                seed = entry.spec.seed
+                click.echo(f"{number}. {entry.label}  seed {seed}  expect {entry.expect}")
+            return
+        if junit_xml is not None:
+            check_output_file(junit_xml, "--junit-xml")
+        for entry in entries:
+            check_store(entry.spec.store, entry.spec.test_name)
+    except (MatrixError, StoreError) as problem:
         raise click.ClickException(str(problem)) from None
     console = Console(stderr=True)
-    if dry_run:
-        for number, entry in enumerate(entries, 1):
-            click.echo(f"{number}. {entry.label}  seed {entry.spec.seed}  expect {entry.expect}")
-        return
     show_progress = not no_progress and console.is_terminal
 
     def runner(spec: TestSpec) -> RunOutcome:

@@ -9,12 +9,13 @@ escaped so that no string in it can close the element.
 from __future__ import annotations
 
 import html
-import os
 from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
 import orjson
+
+from harness.run.store import atomic_write
 
 __all__ = ["DATA_ELEMENT_ID", "asset", "embed_json", "page", "write_file"]
 
@@ -78,7 +79,5 @@ def page(
 
 def write_file(path: Path, text: str) -> Path:
     """Write ``text`` to ``path`` atomically, so a browser or CI never reads half a file."""
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, path)
+    atomic_write(path, text.encode("utf-8"))
     return path

@@ -39,7 +39,7 @@ from typing import Any, Final, Literal, cast
 from checkers import ANOMALY_NAMES
 from checkers.exit_codes import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 from harness.run.exposure import exposing_faults
-from harness.run.spec import TestSpec, spec_from_dict, split_names
+from harness.run.spec import SpecError, TestSpec, spec_from_dict, split_names, store_path
 from harness.run.summary import RunSummary
 
 __all__ = [
@@ -184,7 +184,12 @@ def _check_value(key: str, value: Any, where: str) -> Any:
         return [_check_value_float(key, item, where) for item in value]
     if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
         return value
-    if kind in ("str", "Path") and isinstance(value, str):
+    if kind == "Path" and isinstance(value, str):
+        try:
+            return str(store_path(value))
+        except SpecError as problem:
+            raise MatrixError(f"{where}: {key}: {problem}") from None
+    if kind == "str" and isinstance(value, str):
         return value
     raise MatrixError(f"{where}: {key} must be a {kind}, not {value!r}")
 
@@ -250,7 +255,12 @@ def _entry(
     if picked is not None:
         values.setdefault("targets", list(picked[1]))
         values["nemeses"] = list(picked[0])
-    return MatrixEntry(spec_from_dict(values), _expectation(merged, where))
+    spec = spec_from_dict(values)
+    try:
+        spec.check()
+    except SpecError as problem:
+        raise MatrixError(f"{where}: {problem}") from None
+    return MatrixEntry(spec, _expectation(merged, where))
 
 
 def entries_from(
@@ -304,9 +314,14 @@ def load_matrix(
     """Read a matrix file (``.toml``, else JSON) into its runs (see :func:`entries_from`)."""
     file = Path(path)
     try:
-        text = file.read_text()
+        text = file.read_text(encoding="utf-8")
     except OSError as problem:
         raise MatrixError(f"cannot read matrix {file}: {problem.strerror}") from None
+    except UnicodeDecodeError as problem:
+        raise MatrixError(
+            f"matrix {file} is not UTF-8 text ({problem.reason} at byte {problem.start}); "
+            "save it as UTF-8"
+        ) from None
     try:
         data = tomllib.loads(text) if file.suffix == ".toml" else json.loads(text)
     except (ValueError, tomllib.TOMLDecodeError) as problem:

@@ -2,6 +2,10 @@
 
 Time is taken and the index assigned under one lock, so index order is time order even with many
 worker threads and the nemesis thread recording at once. Live counters feed the progress display.
+
+When the history cannot be written (a full disk), the recorder keeps the first error, records
+nothing more (a line after a failed one could land mid-file) and sets :attr:`Recorder.stopped`,
+which ends the workload; the threads that record carry on quietly until they see it.
 """
 
 from __future__ import annotations
@@ -36,6 +40,10 @@ class Recorder:
         self._lock = threading.Lock()
         self._t0 = time.monotonic_ns()
         self.counters = RunCounters()
+        self.stopped = threading.Event()
+        """Set when the run must end: the history can no longer be written."""
+        self.failure: OSError | None = None
+        """The error that stopped the history, if one did."""
 
     def begin(self) -> None:
         """Start the run clock now: the fault schedule counts from the workload's start, not
@@ -60,19 +68,26 @@ class Recorder:
         node: str | None = None,
         error: str | None = None,
     ) -> Event:
-        """Append one event stamped with the current time."""
+        """Append one event stamped with the current time (not written after a write failed)."""
         with self._lock:
-            event = self._writer.append(
-                time=self.now(),
-                process=process,
-                type=type,
-                f=f,
-                value=value,
-                node=node,
-                error=error,
-            )
-            self._count(event)
-        return event
+            if self.failure is None:
+                try:
+                    event = self._writer.append(
+                        time=self.now(),
+                        process=process,
+                        type=type,
+                        f=f,
+                        value=value,
+                        node=node,
+                        error=error,
+                    )
+                except OSError as problem:
+                    self.failure = problem
+                    self.stopped.set()
+                else:
+                    self._count(event)
+                    return event
+        return Event(-1, self.now(), process, type, f, value, node, error)
 
     def record_nemesis(self, f: str, value: dict[str, Any]) -> None:
         """Record a fault event (``process: "nemesis"``, ``type: "info"``)."""

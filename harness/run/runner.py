@@ -10,11 +10,13 @@ from __future__ import annotations
 
 import contextlib
 import platform
+import queue
 import shlex
 import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib.metadata import version
 from typing import Any, Final
@@ -34,15 +36,15 @@ from harness.node.docker.cluster import (
 )
 from harness.node.docker.engine import EngineError
 from harness.node.docker.images import ImageError, image_exists, node_image, node_tag
-from harness.node.interrupts import Interrupted, interrupts_deferred, sigterm_interrupts
+from harness.node.interrupts import Interrupted, interrupts_deferred, interrupts_once
 from harness.node.ssh import HostsFile, SshCluster
 from harness.run.agent_link import AgentLink
 from harness.run.exposure import unexposed
 from harness.run.holder_ops import HolderBoard, HolderOps
 from harness.run.progress import RunProgress
 from harness.run.recorder import Recorder
-from harness.run.spec import TestSpec
-from harness.run.store import RunDir, new_run_dir
+from harness.run.spec import SpecError, TestSpec
+from harness.run.store import RunDir, StoreError, check_store, new_run_dir, why_unwritable
 from nemeses import (
     DEFAULT_TTL_MULTIPLES,
     NemesisPlayer,
@@ -71,6 +73,11 @@ HOLDER_FLAWS: Final[dict[str, str]] = {
 """Bug switches that live in the holder's logic (the workload), not in a server."""
 
 _FINAL_READ_TRIES: Final = 3
+_READERS_PER_AGENT: Final = 8
+"""Final reads run this many connections per agent at once (a run may have 100,000 keys)."""
+_READER_BASE: Final = 1_000_000
+"""Process numbers of the final readers start here, a block per copy, clear of the holders'."""
+_FINAL_READ_ADVICE: Final = ": end the workload with a final read of every key"
 
 
 class RunError(RuntimeError):
@@ -101,9 +108,13 @@ def run_test(
     outcome.
 
     Raises :class:`RunError` for a spec that cannot run (nothing is started then). Once the run
-    directory exists, failures and interruptions still end in a checked history.
+    directory exists, failures, interruptions and a full disk still end in a checked history.
     """
     console = console or Console(stderr=True)
+    try:
+        spec.check()
+    except SpecError as problem:
+        raise RunError(str(problem)) from None
     system = _load(spec)
     workload = get_workload(spec.workload)
     config = SystemConfig(lease_ttl=spec.ttl, lock_delay=spec.lock_delay, bugs=frozenset(spec.bugs))
@@ -118,8 +129,15 @@ def run_test(
     shortfall = unexposed(spec, schedule, roles)
     if shortfall is not None:
         raise RunError(shortfall)
+    try:
+        check_store(spec.store, spec.test_name)
+    except StoreError as problem:
+        raise RunError(str(problem)) from None
     image = _image(console) if hosts is None else None
-    run_dir = new_run_dir(spec.test_name, spec.store)
+    try:
+        run_dir = new_run_dir(spec.test_name, spec.store)
+    except OSError as problem:
+        raise RunError(f"cannot create the run folder: {why_unwritable(problem)}") from None
     run_id = new_run_id()
     test: dict[str, Any] = {
         "spec": spec.to_json(),
@@ -132,44 +150,96 @@ def run_test(
         "topology": [{"name": n.name, "role": n.role} for n in topology],
         "versions": _versions(),
     }
-    run_dir.write_json(run_dir.test_json, test)
-    console.print(f"[bold]run[/] {spec.test_name}  seed {spec.seed}  → {run_dir.path}")
-    interrupted = False
-    with sigterm_interrupts(), HistoryWriter(run_dir.history) as writer:
-        recorder = Recorder(writer)
+    state = _RunState(run_dir, test, console)
+    with interrupts_once() as interruption:
         try:
-            with _nodes(run_id, topology, image, keep_cluster, hosts) as nodes:
-                console.print(f"cluster {run_id} up: {', '.join(nodes)}")
-                interrupted = _exercise(
-                    spec,
-                    system,
-                    config,
-                    workload,
-                    schedule,
-                    nodes,
-                    recorder,
-                    run_dir,
-                    test,
-                    console,
-                    progress,
-                )
-        except Interrupted:
-            interrupted = True
-            console.print("[yellow]interrupted: faults healed, cluster removed[/]")
-        except Exception as problem:
-            test["error"] = f"{type(problem).__name__}: {problem}"
-            run_dir.write_json(run_dir.test_json, test)
-            console.print(f"[red]run failed:[/] {problem}")
-            console.print(f"the history recorded so far is kept in {run_dir.history}")
-    result = check_run(run_dir, test)
-    return RunOutcome(run_dir, result, interrupted, test.get("error"))
+            state.save()
+            console.print(f"[bold]run[/] {spec.test_name}  seed {spec.seed}  → {run_dir.path}")
+            with HistoryWriter(run_dir.history) as writer:
+                recorder = Recorder(writer)
+                state.recorder = recorder
+                with _nodes(run_id, topology, image, keep_cluster, hosts) as nodes:
+                    state.phase = "system setup"
+                    console.print(f"cluster {run_id} up: {', '.join(nodes)}")
+                    _exercise(spec, system, config, workload, schedule, nodes, state, progress)
+        except KeyboardInterrupt:
+            pass
+        except Exception as problem:  # kept and checked: whatever broke, the history stands
+            state.fail(problem)
+        if interruption:
+            state.interrupted(interruption[0])
+            console.print("[yellow]interrupted: faults healed, cluster removed; checking[/]")
+        if state.recorder is not None and state.recorder.failure is not None:
+            state.fail(state.recorder.failure)
+        result = state.check()
+    return RunOutcome(run_dir, result, bool(interruption), test.get("error"))
 
 
-def check_run(run_dir: RunDir, test: Mapping[str, Any] | None = None) -> CheckResult:
-    """Check a run directory's history with its inventory and TTL and write ``results.json``,
-    with what the run exercised under ``coverage`` (:mod:`checkers.coverage`).
+@dataclass
+class _RunState:
+    """What the runner knows about a run in progress: where it is, how it is going and what went
+    wrong, kept so that an interruption or a full disk still ends in a checked history."""
 
-    The report and the store's index are the caller's to write (:func:`harness.report.publish`).
+    run_dir: RunDir
+    test: dict[str, Any]
+    console: Console
+    recorder: Recorder | None = None
+    phase: str = "cluster start"
+
+    def save(self) -> None:
+        """Rewrite ``test.json``; a full disk is noted (the run stops), never raised."""
+        try:
+            self.run_dir.write_json(self.run_dir.test_json, self.test)
+        except OSError as problem:
+            self.test.setdefault("error", _disk_problem(problem))
+
+    def fail(self, problem: BaseException) -> None:
+        """Record why the run broke off (the first reason wins)."""
+        if "error" in self.test:
+            return
+        if isinstance(problem, OSError):
+            self.test["error"] = _disk_problem(problem)
+        else:
+            self.test["error"] = f"{type(problem).__name__}: {problem}"
+        self.save()
+        self.console.print(f"[red]run failed:[/] {self.test['error']}")
+        self.console.print(f"the history recorded so far is kept in {self.run_dir.history}")
+
+    def interrupted(self, signal: Interrupted) -> None:
+        """Note which signal stopped the run, when, and in which phase."""
+        self.test["interrupted"] = {
+            "signal": signal.signal,
+            "at": signal.at.isoformat(),
+            "phase": self.phase,
+        }
+        self.save()
+
+    def check(self) -> CheckResult:
+        """Check what was recorded; a results file that cannot be written is a run error."""
+        try:
+            return check_run(self.run_dir, self.test)
+        except OSError as problem:
+            self.fail(problem)
+            return check_run(self.run_dir, self.test, write=False)
+
+
+def _disk_problem(problem: OSError) -> str:
+    where = f" ({problem.filename})" if problem.filename else ""
+    return (
+        f"cannot write the run's files: {why_unwritable(problem)}{where}; "
+        "free space on the store's disk or pass --store a folder on a larger one"
+    )
+
+
+def check_run(
+    run_dir: RunDir, test: Mapping[str, Any] | None = None, *, write: bool = True
+) -> CheckResult:
+    """Check a run directory's history with its inventory and TTL and write ``results.json``
+    (unless ``write`` is false).
+
+    A run cut short (interrupted: which signal, when, in which phase; or broken off by an error)
+    says so first among the unknown reasons. The report and the store's index are the caller's
+    to write (:func:`harness.report.publish`).
     """
     test = test if test is not None else run_dir.read_test()
     inventory = {
@@ -183,6 +253,17 @@ def check_run(run_dir: RunDir, test: Mapping[str, Any] | None = None) -> CheckRe
         for row in test["inventory"]
     }
     result = check_file(run_dir.history, inventory=inventory, lease_ttl=test.get("lease_ttl"))
+    stopped = test.get("interrupted")
+    cut_short = None
+    if stopped:
+        cut_short = (
+            f"the run was interrupted by {stopped.get('signal')} at {stopped.get('at')} during "
+            f"{stopped.get('phase')}"
+        )
+    elif test.get("error"):
+        cut_short = f"the run broke off: {test['error']}"
+    if cut_short is not None:
+        result = replace(result, unknown_reasons=_cut_short_reasons(cut_short, result))
     data = result.to_json()
     data["coverage"] = coverage_of(
         read_history(run_dir.history),
@@ -190,9 +271,12 @@ def check_run(run_dir: RunDir, test: Mapping[str, Any] | None = None) -> CheckRe
         lease_ttl=test.get("lease_ttl"),
         roles={node["name"]: node["role"] for node in test.get("topology", ())},
     ).to_json()
+    if stopped:
+        data["interrupted"] = stopped
     if test.get("error"):
         data["run_error"] = test["error"]
-    run_dir.write_json(run_dir.results, data)
+    if write:
+        run_dir.write_json(run_dir.results, data)
     return result
 
 
@@ -232,6 +316,18 @@ def _nodes(
     else:
         with SshCluster(hosts, keep=keep) as connected:
             yield connected.nodes
+
+
+def _cut_short_reasons(note: str, result: CheckResult) -> tuple[str, ...]:
+    """The unknown reasons of a run cut short: why first, and no advice to add a final read (the
+    workload has one; the run ended before it)."""
+    reasons = [
+        reason.removesuffix(_FINAL_READ_ADVICE) + ": the run ended before its final reads"
+        if reason.endswith(_FINAL_READ_ADVICE)
+        else reason
+        for reason in result.unknown_reasons
+    ]
+    return (note, *reasons)
 
 
 def _load(spec: TestSpec) -> System:
@@ -284,16 +380,15 @@ def _exercise(
     workload: Workload,
     schedule: Schedule,
     nodes: Mapping[str, Node],
-    recorder: Recorder,
-    run_dir: RunDir,
-    test: dict[str, Any],
-    console: Console,
+    state: _RunState,
     progress: bool,
-) -> bool:
+) -> None:
     """Set the system up, run holders and faults, heal, read back, collect logs.
 
-    Returns whether the run was interrupted; an interruption still heals and collects.
+    An interruption or a full disk still heals and collects; the final reads need neither.
     """
+    recorder, run_dir, test = state.recorder, state.run_dir, state.test
+    assert recorder is not None
     deployment = system.setup(nodes, config)
     interrupted = False
     try:
@@ -302,7 +397,7 @@ def _exercise(
             spec, {n.name: n.role for n in nodes.values()}, deployment.lease_ttl, processes
         )
         test["schedule"] = schedule.to_json()
-        run_dir.write_json(run_dir.test_json, test)
+        state.save()
         options = _options(spec, deployment)
         nemesis: Nemesis = standard_nemesis(spec.nemeses) if spec.nemeses else NoopNemesis()
         board = HolderBoard()
@@ -324,38 +419,40 @@ def _exercise(
             resolve_holder=board.current,
         )
         try:
+            state.phase = "the workload"
             recorder.begin()
-            with RunProgress(recorder, spec.time_limit, console, progress) as display:
+            with RunProgress(recorder, spec.time_limit, state.console, progress) as display:
                 for thread in threads:
                     thread.start()
                 player.start()
                 deadline = time.monotonic() + spec.time_limit
-                while time.monotonic() < deadline:
+                while time.monotonic() < deadline and not recorder.stopped.is_set():
                     time.sleep(0.25)
                     display.refresh()
         except KeyboardInterrupt:
             interrupted = True
         finally:
             stop.set()
+            state.phase = "healing"
             with interrupts_deferred():
                 report = player.close()
             if not report.ok:
                 test["heal_errors"] = [str(e) for e in report.errors]
-                run_dir.write_json(run_dir.test_json, test)
+                state.save()
             _join(threads, op_timeout + 5)
-        if not interrupted:
+        if not interrupted and recorder.failure is None:
+            state.phase = "the final reads"
             # Let expired leases lapse and restarted processes settle before the final reads.
             time.sleep(deployment.lease_ttl)
-            readers = _holders(
-                deployment, recorder, spec, threading.Event(), op_timeout, HolderBoard(), 1000
-            )
-            _final_reads(readers, workload.final_reads(options))
+            reads = workload.final_reads(options)
+            readers = _final_readers(deployment, recorder, spec, op_timeout, len(reads))
+            _final_reads(readers, reads, recorder.stopped)
     except KeyboardInterrupt:
-        interrupted = True
+        pass
     finally:
+        state.phase = "teardown"
         _collect_logs(system, nodes, run_dir)
         system.teardown(nodes)
-    return interrupted
 
 
 def _options(spec: TestSpec, deployment: Deployment) -> WorkloadOptions:
@@ -413,12 +510,47 @@ def _holders(
     ]
 
 
-def _final_reads(readers: Sequence[HolderOps], reads: Sequence[tuple[str, str]]) -> None:
-    """Read every (sink, key) once after healing, trying each agent in turn until one answers."""
+def _final_readers(
+    deployment: Deployment, recorder: Recorder, spec: TestSpec, op_timeout: float, reads: int
+) -> list[HolderOps]:
+    """Up to :data:`_READERS_PER_AGENT` readers per agent, each its own process and connection."""
+    return [
+        ops
+        for copy in range(min(_READERS_PER_AGENT, reads))
+        for ops in _holders(
+            deployment,
+            recorder,
+            spec,
+            threading.Event(),
+            op_timeout,
+            HolderBoard(),
+            _READER_BASE * (copy + 1),
+        )
+    ]
+
+
+def _final_reads(
+    readers: Sequence[HolderOps], reads: Sequence[tuple[str, str]], stop: threading.Event
+) -> None:
+    """Read every (sink, key) once after healing, the readers in parallel (each its own process
+    and connection); a failed read goes back to the queue for another reader, a few times each."""
+    pending: queue.SimpleQueue[tuple[str, str, int]] = queue.SimpleQueue()
     for sink, key in reads:
-        for attempt in range(_FINAL_READ_TRIES * len(readers)):
-            if readers[attempt % len(readers)].read(sink, key).ok:
-                break
+        pending.put((sink, key, 0))
+    tries = _FINAL_READ_TRIES * len({reader.node for reader in readers})
+
+    def read_from_queue(reader: HolderOps) -> None:
+        while not stop.is_set():
+            try:
+                sink, key, attempt = pending.get_nowait()
+            except queue.Empty:
+                return
+            if not reader.read(sink, key).ok and attempt + 1 < tries:
+                pending.put((sink, key, attempt + 1))
+
+    with ThreadPoolExecutor(len(readers), thread_name_prefix="final-read") as pool:
+        for done in [pool.submit(read_from_queue, reader) for reader in readers]:
+            done.result()
 
 
 def _collect_logs(system: System, nodes: Mapping[str, Node], run_dir: RunDir) -> None:

@@ -2,12 +2,69 @@
 
 from __future__ import annotations
 
+import math
 import secrets
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["TestSpec", "spec_from_dict", "split_names"]
+__all__ = [
+    "LIMITS",
+    "Limit",
+    "SpecError",
+    "TestSpec",
+    "spec_from_dict",
+    "split_names",
+    "store_path",
+]
+
+
+class SpecError(ValueError):
+    """A spec value out of bounds; the message names the option, the limit and an example."""
+
+
+@dataclass(frozen=True, slots=True)
+class Limit:
+    """The accepted range of one numeric spec field, and the command-line option that sets it."""
+
+    option: str
+    low: float
+    high: float
+    example: str
+    low_open: bool = False
+    """True when ``low`` itself is refused (a TTL of 0 means nothing)."""
+
+    def problem(self, value: float) -> str | None:
+        """Why ``value`` is refused, or ``None`` when it is within the limit."""
+        too_low = value <= self.low if self.low_open else value < self.low
+        if math.isfinite(value) and not too_low and value <= self.high:
+            return None
+        low = f"above {self.low:g}" if self.low_open else f"at least {self.low:g}"
+        return (
+            f"{self.option} must be a finite number {low} and at most {self.high:g}, "
+            f"not {value:g}; e.g. {self.option} {self.example}"
+        )
+
+
+LIMITS: Final[dict[str, Limit]] = {
+    "ttl": Limit("--ttl", 0.05, 3600.0, "1"),
+    "lock_delay": Limit("--lock-delay", 0.0, 3600.0, "0.5"),
+    "time_limit": Limit("--time-limit", 0.0, 86400.0, "30", low_open=True),
+    "fault_lengths": Limit("--fault-lengths", 0.0, 1000.0, "0.8,3,8", low_open=True),
+    "workers": Limit("--workers", 1, 16, "3"),
+    "keys": Limit("--keys", 1, 100_000, "3"),
+    "locks": Limit("--locks", 1, 1000, "1"),
+    "rate": Limit("--rate", 0.0, 100_000.0, "50"),
+    "work_ms": Limit("--work-ms", 0, 60_000, "50"),
+    "read_ratio": Limit("read_ratio", 0.0, 1.0, "0.1"),
+    "writes_per_lease": Limit("writes_per_lease", 1, 1_000_000, "20"),
+    "op_timeout": Limit("op_timeout", 0.0, 3600.0, "10"),
+}
+"""Bounds of the numeric spec fields (README "Limits"): beyond them a run hangs, exhausts memory
+or cannot mean anything (a lease longer than the run never lapses)."""
+
+_MAX_TTLS_PER_RUN: Final = 100_000
+"""At most this many TTLs in one run: it bounds the fault schedule (a window per ~4 TTLs)."""
 
 
 @dataclass(frozen=True)
@@ -49,6 +106,29 @@ class TestSpec:
             parts.append("+".join(self.bugs))
         return "-".join(parts)
 
+    def check(self) -> None:
+        """Raise :class:`SpecError` naming the first value out of :data:`LIMITS`.
+
+        The command line and matrix files both pass through here, so a matrix row is held to the
+        same bounds as ``fencecheck run``'s options.
+        """
+        for name, limit in LIMITS.items():
+            raw = getattr(self, name)
+            for value in raw if isinstance(raw, tuple) else (raw,):
+                problem = limit.problem(float(value))
+                if problem is not None:
+                    raise SpecError(problem)
+        if self.ttl > self.time_limit:
+            raise SpecError(
+                f"--ttl {self.ttl:g} is longer than --time-limit {self.time_limit:g}: no lease "
+                "could ever lapse; give a --time-limit of several TTLs (e.g. 30 with --ttl 1)"
+            )
+        if self.time_limit / self.ttl > _MAX_TTLS_PER_RUN:
+            raise SpecError(
+                f"--time-limit {self.time_limit:g} is more than {_MAX_TTLS_PER_RUN:,} TTLs of "
+                f"{self.ttl:g} s; raise --ttl or lower --time-limit (or run several shorter runs)"
+            )
+
     def to_json(self) -> dict[str, Any]:
         """The spec as plain JSON data (tuples become lists, paths strings)."""
         data = asdict(self)
@@ -61,6 +141,14 @@ def split_names(text: str) -> tuple[str, ...]:
     """``"pause, kill"`` -> ``("pause", "kill")``; blanks and ``none`` (no faults) drop out."""
     parts = (part.strip() for part in text.split(","))
     return tuple(part for part in parts if part and part != "none")
+
+
+def store_path(text: str) -> Path:
+    """The store folder named by ``text``; an empty name (which would mean the current
+    directory) is refused."""
+    if not text.strip():
+        raise SpecError("--store must name a folder, not an empty string; e.g. --store store")
+    return Path(text)
 
 
 def spec_from_dict(data: dict[str, Any]) -> TestSpec:

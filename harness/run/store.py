@@ -7,10 +7,11 @@ Layout of a run directory: ``test.json`` (the full spec, seed, schedule, version
 
 from __future__ import annotations
 
-import contextlib
+import errno
 import json
 import os
 import re
+import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from pathlib import Path
@@ -19,13 +20,91 @@ from typing import Any
 __all__ = [
     "DEFAULT_STORE",
     "RunDir",
+    "StoreError",
+    "atomic_write",
+    "check_output_file",
+    "check_store",
     "find_runs",
     "new_run_dir",
     "open_run_dir",
+    "unique_tmp",
+    "why_unwritable",
 ]
 
 DEFAULT_STORE = Path("store")
 _SAFE = re.compile(r"[^A-Za-z0-9_.+-]+")
+_STAMP_FORMAT = "%Y%m%dT%H%M%S.%fZ"
+_STAMP_LENGTH = len("20250101T000000.000000Z")
+
+
+class StoreError(OSError):
+    """The store (or another output file) cannot be written; the message names the fix."""
+
+
+def why_unwritable(problem: OSError) -> str:
+    """A short cause for an ``OSError`` from writing, naming a full disk plainly."""
+    if problem.errno in (errno.ENOSPC, errno.EDQUOT):
+        return "the disk is full (no space left on device)"
+    return problem.strerror or str(problem)
+
+
+def unique_tmp(path: Path) -> Path:
+    """A temporary name beside ``path`` that no concurrent writer of ``path`` can also pick."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
+
+
+def atomic_write(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` atomically (unique temporary file, then rename), so readers and
+    concurrent writers never see half a file."""
+    tmp = unique_tmp(path)
+    try:
+        tmp.write_bytes(data)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+
+
+def _probe(folder: Path, name_length: int) -> None:
+    """Create and remove a file of ``name_length`` characters in ``folder``."""
+    probe = folder / f".{secrets.token_hex(max(1, (name_length - 1) // 2))}"[:name_length]
+    probe.write_bytes(b"")
+    probe.unlink()
+
+
+def check_store(root: Path, test_name: str) -> None:
+    """Make sure a run of ``test_name`` can be stored under ``root`` before anything starts.
+
+    Creates ``root/<test>/`` and a file named like a run folder in it; raises
+    :class:`StoreError` (a read-only, missing or full disk, a file in the way, a name too long).
+    """
+    folder = root / _SAFE.sub("_", test_name)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        _probe(folder, _STAMP_LENGTH)
+    except OSError as problem:
+        raise StoreError(
+            problem.errno,
+            f"cannot store runs in {root}: {why_unwritable(problem)} ({folder}); pass --store a "
+            "writable folder with a short path, e.g. --store store",
+        ) from None
+
+
+def check_output_file(path: Path, option: str) -> None:
+    """Make sure ``path`` can be written later (its folder exists and is writable, it is not a
+    folder); raises :class:`StoreError` naming ``option``."""
+    why = None
+    if path.is_dir():
+        why = "it is a folder"
+    else:
+        try:
+            _probe(path.parent, len(path.name))
+        except OSError as problem:
+            why = why_unwritable(problem)
+    if why is not None:
+        raise StoreError(
+            errno.EINVAL, f"cannot write {option} {path}: {why}; give a file in a writable folder"
+        )
 
 
 @dataclass(frozen=True)
@@ -73,23 +152,27 @@ class RunDir:
 
     def write_json(self, path: Path, data: Any) -> None:
         """Write ``data`` as indented JSON atomically (write, then rename)."""
-        tmp = path.with_suffix(path.suffix + ".tmp")
-        tmp.write_text(json.dumps(data, indent=2, sort_keys=False, default=str) + "\n")
-        os.replace(tmp, path)
+        text = json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
+        atomic_write(path, text.encode())
 
 
 def new_run_dir(test_name: str, root: Path = DEFAULT_STORE, now: datetime | None = None) -> RunDir:
-    """Create ``root/<test_name>/<timestamp>/`` and point ``root/latest`` at it."""
-    stamp = (now or datetime.now(UTC)).strftime("%Y%m%dT%H%M%S.%fZ")
+    """Create ``root/<test_name>/<timestamp>/`` with an empty history; point ``root/latest`` at
+    it."""
+    stamp = (now or datetime.now(UTC)).strftime(_STAMP_FORMAT)
     path = root / _SAFE.sub("_", test_name) / stamp
     path.mkdir(parents=True, exist_ok=False)
     (path / "logs").mkdir()
+    # An empty history from the start: a run stopped at once is still a run that can be checked.
+    RunDir(path).history.touch()
     latest = root / "latest"
-    tmp = root / ".latest.tmp"
-    with contextlib.suppress(FileNotFoundError):
-        tmp.unlink()
+    tmp = unique_tmp(latest)
     tmp.symlink_to(path.relative_to(root))
-    os.replace(tmp, latest)
+    try:
+        os.replace(tmp, latest)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
     return RunDir(path)
 
 

@@ -30,7 +30,8 @@ def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         (["--bug", "epoch-in-memory", "--nemesis", "kill"], "--target lock"),
         (["--bug", "no-store-check", "--fault-lengths", "0.5"], "--fault-lengths 3"),
         (["--bug", "store-forgets", "--nemesis", "pause"], "--nemesis restart-while-paused"),
-        (["--fault-lengths", "1e9", "--time-limit", "5"], "--time-limit"),
+        (["--fault-lengths", "100", "--time-limit", "5"], "--time-limit"),
+        (["--fault-lengths", "1e9", "--time-limit", "5"], "--fault-lengths"),
         (["--bug", "no-store-check", "--nemesis", "none"], "--nemesis pause"),
     ],
     ids=[
@@ -40,6 +41,7 @@ def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
         "short",
         "wrong-kind",
         "none-fits",
+        "beyond-bounds",
         "no-faults",
     ],
 )
@@ -55,7 +57,7 @@ def test_an_unexposable_spec_exits_3_with_the_fix_and_starts_nothing(
 
 def test_without_nemesis_run_picks_the_fault_that_exposes_the_switch(tmp_path: Path) -> None:
     # Too short for any fault, so it stops before Docker, naming the fault it picked.
-    done = _run(tmp_path, "--bug", "epoch-in-memory", "--time-limit", "0.5")
+    done = _run(tmp_path, "--bug", "epoch-in-memory", "--time-limit", "2")
     assert done.returncode == 3
     assert "--nemesis kill" in done.stderr
     assert exposing_faults(["epoch-in-memory"]) == (("kill",), ("lock",))

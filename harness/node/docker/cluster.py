@@ -39,6 +39,7 @@ __all__ = [
     "LABEL_OWNER",
     "LABEL_ROLE",
     "LABEL_RUN",
+    "LABEL_USER",
     "ROLES",
     "Cluster",
     "ClusterError",
@@ -47,6 +48,7 @@ __all__ = [
     "default_topology",
     "gc",
     "list_runs",
+    "manual_runs",
     "new_run_id",
     "remove_run",
 ]
@@ -57,6 +59,8 @@ LABEL_NODE: Final = "fencecheck.node"
 LABEL_INDEX: Final = "fencecheck.index"
 LABEL_OWNER: Final = "fencecheck.owner"
 LABEL_KEEP: Final = "fencecheck.keep"
+LABEL_USER: Final = "fencecheck.user"
+"""The uid that created the run: on a shared engine, commands without a run id touch only yours."""
 ROLES: Final = ("lock", "store", "worker")
 
 _RUN_ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,47}")
@@ -117,6 +121,10 @@ def _start_ticks(pid: int) -> str:
     return text[text.rfind(")") + 2 :].split()[19]
 
 
+def _me() -> str:
+    return str(os.getuid())
+
+
 def _owner_alive(owner: str) -> bool:
     host, _, rest = owner.partition(":")
     pid, _, ticks = rest.partition(":")
@@ -166,6 +174,8 @@ class Cluster:
         """Whether ``__exit__`` leaves the cluster running."""
         self.nodes: dict[str, DockerNode] = {}
         """The running nodes by name, in topology order (empty until :meth:`up`)."""
+        self.restarted: tuple[str, ...] = ()
+        """Nodes :meth:`attach` had to start again (their container had stopped)."""
         self._image = image
         self._restore: list[Callable[[], None]] = []
 
@@ -215,20 +225,26 @@ class Cluster:
             raise ClusterError(f"cluster {self.run_id} is already up")
         image = self._image or node_image()
         client = engine()
-        labels = {LABEL_RUN: self.run_id, LABEL_OWNER: _owner_label()}
+        labels = {LABEL_RUN: self.run_id, LABEL_OWNER: _owner_label(), LABEL_USER: _me()}
         if self.keep:
             labels[LABEL_KEEP] = "1"
+        created = False
         try:
-            client.networks.create(
-                self.network_name, driver="bridge", labels=labels, check_duplicate=True
-            )
-        except docker.errors.APIError as problem:
-            raise ClusterError(
-                f"cannot create network {self.network_name}: {problem.explanation or problem}; "
-                f"if a run with this id is left over, `fencecheck cluster down {self.run_id}`"
-            ) from problem
-        # From here on this run owns the network: any failure or interrupt removes what exists.
-        try:
+            # A signal while the engine creates the network would leave it behind unrecorded:
+            # it is delivered once ``created`` says whether there is something to remove.
+            with interrupts_deferred():
+                try:
+                    client.networks.create(
+                        self.network_name, driver="bridge", labels=labels, check_duplicate=True
+                    )
+                except docker.errors.APIError as problem:
+                    raise ClusterError(
+                        f"cannot create network {self.network_name}: "
+                        f"{problem.explanation or problem}; if a run with this id is left over, "
+                        f"`fencecheck cluster down {self.run_id}`"
+                    ) from problem
+                created = True
+            # From here on this run owns the network: any failure or interrupt removes what exists.
             with ThreadPoolExecutor(len(self.specs), thread_name_prefix="cluster-up") as pool:
                 futures = [
                     pool.submit(self._start_node, image, index, spec, labels)
@@ -238,7 +254,8 @@ class Cluster:
             self.nodes = {node.name: node for node in started}
             wait_all([(node, _WARM_UP) for node in started])
         except BaseException:
-            self.down()
+            if created:
+                self.down()
             raise
 
     def _start_node(
@@ -321,11 +338,13 @@ class Cluster:
     # -- lookup -----------------------------------------------------------------------------
 
     @classmethod
-    def attach(cls, run_id: str | None = None) -> Cluster:
-        """The running cluster of ``run_id`` (the most recently created one if ``None``).
+    def attach(cls, run_id: str | None = None, *, start_stopped: bool = False) -> Cluster:
+        """The running cluster of ``run_id``; if ``None``, the newest of :func:`manual_runs`
+        (never another user's run, nor a run whose controller still drives it).
 
-        The returned cluster has ``keep=True``: leaving a ``with`` block does not remove it;
-        call :meth:`down` to.
+        Nodes whose container stopped (its main process was killed) are an error, or with
+        ``start_stopped`` are started again (listed in :attr:`restarted`). The returned cluster
+        has ``keep=True``: leaving a ``with`` block does not remove it; call :meth:`down` to.
         """
         runs = list_runs()
         if not runs:
@@ -333,7 +352,14 @@ class Cluster:
                 "no fencecheck cluster is running; start one with `fencecheck cluster up`"
             )
         if run_id is None:
-            run = max(runs, key=lambda info: info.created)
+            mine = manual_runs(runs)
+            if not mine:
+                raise ClusterError(
+                    "no cluster that you kept (`fencecheck cluster up` or `run --keep-cluster`, "
+                    "its run over) is running; start one with `fencecheck cluster up`, or name "
+                    "another with --run RUN_ID (see `fencecheck cluster status`)"
+                )
+            run = mine[-1]
         else:
             matches = [info for info in runs if info.run_id == run_id]
             if not matches:
@@ -347,14 +373,20 @@ class Cluster:
             keep=True,
         )
         # A paused (frozen) container is still a live node: attaching to it is how it gets thawed.
-        stopped = [
-            c.labels[LABEL_NODE] for c in containers if c.status not in ("running", "paused")
-        ]
-        if stopped:
+        stopped = [c for c in containers if c.status not in ("running", "paused")]
+        if stopped and not start_stopped:
             raise ClusterError(
-                f"cluster {run.run_id}: nodes {', '.join(stopped)} are not running; "
-                f"remove it with `fencecheck cluster down {run.run_id}`"
+                f"cluster {run.run_id}: nodes {', '.join(c.labels[LABEL_NODE] for c in stopped)} "
+                f"are not running (their main process ended); `fencecheck nemesis heal --run "
+                f"{run.run_id}` starts them again, `fencecheck cluster down {run.run_id}` "
+                "removes the cluster"
             )
+        for container in stopped:
+            container.start()
+            container.reload()
+        if stopped:
+            wait_all([(_node_of(c, cluster.network_name), _WARM_UP) for c in stopped])
+        cluster.restarted = tuple(c.labels[LABEL_NODE] for c in stopped)
         cluster.nodes = {
             c.labels[LABEL_NODE]: _node_of(c, cluster.network_name) for c in containers
         }
@@ -398,11 +430,21 @@ class RunInfo:
     kept: bool
     network: bool
     """Whether the run's network still exists."""
+    user: str = ""
+    """The uid that created it ("" for runs from before the label existed)."""
+
+    @property
+    def mine(self) -> bool:
+        """Whether this user created the run."""
+        return self.user == _me()
 
 
 def _containers(run_id: str | None = None) -> list[Container]:
     label = LABEL_RUN if run_id is None else f"{LABEL_RUN}={run_id}"
-    found: list[Container] = engine().containers.list(all=True, filters={"label": label})
+    # On a shared engine another user's container may go between the listing and its inspection.
+    found: list[Container] = engine().containers.list(
+        all=True, filters={"label": label}, ignore_removed=True
+    )
     return found
 
 
@@ -441,9 +483,16 @@ def list_runs() -> list[RunInfo]:
                 owner_alive=_owner_alive(owner) if owner else False,
                 kept=run_labels.get(LABEL_KEEP) == "1",
                 network=run_id in with_network,
+                user=run_labels.get(LABEL_USER, ""),
             )
         )
     return sorted(runs, key=lambda info: info.created)
+
+
+def manual_runs(runs: Sequence[RunInfo]) -> list[RunInfo]:
+    """Of ``runs`` (oldest first), the clusters this user kept for faults by hand: kept, created
+    by this user, and no controller driving them any more."""
+    return [run for run in runs if run.kept and run.mine and not run.owner_alive]
 
 
 def remove_run(run_id: str) -> int:

@@ -11,6 +11,7 @@ import functools
 
 import docker
 import docker.errors
+import requests.exceptions
 
 __all__ = ["EngineError", "engine"]
 
@@ -19,6 +20,9 @@ __all__ = ["EngineError", "engine"]
 _POOL_SIZE = 64
 # Long commands run through exec and block on the API socket; a hung engine must still fail.
 _API_TIMEOUT_S = 600
+# The first contact answers at once from a healthy engine: one that accepts and never answers
+# (wedged, or not an engine at all) is reported after this long rather than after 600 s.
+_CONNECT_TIMEOUT_S = 5
 
 
 class EngineError(RuntimeError):
@@ -32,11 +36,13 @@ def engine() -> docker.DockerClient:
     Raises :class:`EngineError` with the fix when the engine does not answer.
     """
     try:
-        client = docker.from_env(max_pool_size=_POOL_SIZE, timeout=_API_TIMEOUT_S)
+        client = docker.from_env(max_pool_size=_POOL_SIZE, timeout=_CONNECT_TIMEOUT_S)
         client.ping()
-    except docker.errors.DockerException as problem:
+    except (docker.errors.DockerException, requests.exceptions.RequestException) as problem:
         raise EngineError(
-            f"the Docker engine is not reachable ({problem}); run `scripts/install.sh` "
-            "(installs docker.io and starts dockerd), or start dockerd and retry"
+            f"the Docker engine is not reachable or does not answer ({problem}); run "
+            "`scripts/install.sh` (installs docker.io and starts dockerd), or start or restart "
+            "dockerd and retry"
         ) from problem
+    client.api.timeout = _API_TIMEOUT_S
     return client
