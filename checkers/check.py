@@ -29,9 +29,12 @@ from harness.history import NEMESIS, Event, HistoryError, paired, read_history
 from harness.history.inventory import Inventory, Sink, normalize_inventory
 from harness.history.vocabulary import STALE_EPOCH
 
-__all__ = ["check", "check_file"]
+__all__ = ["FINAL_READ_ADVICE", "check", "check_file"]
 
 _EXAMPLES: Final = 3
+FINAL_READ_ADVICE: Final = ": end the workload with a final read of every key"
+"""How the unknown reason for writes never read back ends: a runner whose run was cut short
+before its final reads replaces this advice with the reason."""
 _TYPES: Final = ("invoke", "ok", "fail", "info")
 _FENCED_READ_FIX = 'a fenced read\'s value is {"sink": ..., "key": ..., "lock": L, "epoch": N >= 0}'
 _NO_SEQ: Final = (
@@ -180,8 +183,7 @@ class _Run:
             more = ", ..." if len(unverified) > _EXAMPLES else ""
             reasons.append(
                 f"{sum(unverified.values())} acknowledged write(s) on {len(unverified)} key(s) "
-                f"({examples}{more}) were never read by a read begun after them: end the "
-                "workload with a final read of every key"
+                f"({examples}{more}) were never read by a read begun after them" + FINAL_READ_ADVICE
             )
         return reasons
 

@@ -24,6 +24,7 @@ from typing import Any, Final
 from rich.console import Console
 
 from checkers import CheckResult, check_file
+from checkers.check import FINAL_READ_ADVICE
 from checkers.coverage import coverage_of
 from harness.history import HistoryWriter, read_history
 from harness.node import Node
@@ -77,7 +78,6 @@ _READERS_PER_AGENT: Final = 8
 """Final reads run this many connections per agent at once (a run may have 100,000 keys)."""
 _READER_BASE: Final = 1_000_000
 """Process numbers of the final readers start here, a block per copy, clear of the holders'."""
-_FINAL_READ_ADVICE: Final = ": end the workload with a final read of every key"
 
 
 class RunError(RuntimeError):
@@ -322,8 +322,8 @@ def _cut_short_reasons(note: str, result: CheckResult) -> tuple[str, ...]:
     """The unknown reasons of a run cut short: why first, and no advice to add a final read (the
     workload has one; the run ended before it)."""
     reasons = [
-        reason.removesuffix(_FINAL_READ_ADVICE) + ": the run ended before its final reads"
-        if reason.endswith(_FINAL_READ_ADVICE)
+        reason.removesuffix(FINAL_READ_ADVICE) + ": the run ended before its final reads"
+        if reason.endswith(FINAL_READ_ADVICE)
         else reason
         for reason in result.unknown_reasons
     ]
