@@ -18,13 +18,14 @@ from nemeses.noop import NoopNemesis
 from nemeses.partition import PartitionNemesis
 from nemeses.pause import PauseNemesis
 from nemeses.player import NemesisPlayer
-from nemeses.processes import Locator, recorded_daemons
+from nemeses.processes import Locator, Restarter, recorded_daemons, restart
 from nemeses.protocol import FAULT_KINDS, Fault, HealReport, Nemesis, NemesisError
 from nemeses.recovery import heal_nodes
 from nemeses.restart_while_paused import RESTART_WHILE_PAUSED, RestartWhilePausedNemesis
 from nemeses.schedule import (
     DEFAULT_TTL_MULTIPLES,
     HOLDER,
+    LOCK_LEADER,
     Schedule,
     Window,
     generate_schedule,
@@ -37,6 +38,7 @@ __all__ = [
     "DEFAULT_TTL_MULTIPLES",
     "FAULT_KINDS",
     "HOLDER",
+    "LOCK_LEADER",
     "RESTART_WHILE_PAUSED",
     "TOPOLOGIES",
     "CompositeNemesis",
@@ -51,6 +53,7 @@ __all__ = [
     "PartitionNemesis",
     "PauseNemesis",
     "RestartWhilePausedNemesis",
+    "Restarter",
     "Schedule",
     "ThrottleNemesis",
     "Window",
@@ -63,13 +66,17 @@ __all__ = [
 
 
 def standard_nemesis(
-    kinds: Collection[str] = FAULT_KINDS, *, locate: Locator = recorded_daemons
+    kinds: Collection[str] = FAULT_KINDS,
+    *,
+    locate: Locator = recorded_daemons,
+    restarter: Restarter = restart,
 ) -> CompositeNemesis:
     """One nemesis for every fault kind in ``kinds``.
 
     Members heal in the order restart-while-paused, freeze, throttle, partition, pause, kill:
     a frozen node runs no commands, and restarting a daemon needs a node that runs them.
-    ``locate`` finds the daemons pause and kill aim at (the nodes' own records by default).
+    ``locate`` finds the daemons pause and kill aim at (the nodes' own records by default);
+    ``restarter`` starts a killed daemon again (the plain relaunch by default).
     """
     unknown = sorted(set(kinds) - set(FAULT_KINDS))
     if unknown:
@@ -77,11 +84,11 @@ def standard_nemesis(
             f"unknown fault kind(s) {', '.join(unknown)}; choose from {', '.join(FAULT_KINDS)}"
         )
     members: dict[str, Nemesis] = {
-        RESTART_WHILE_PAUSED: RestartWhilePausedNemesis(locate),
+        RESTART_WHILE_PAUSED: RestartWhilePausedNemesis(locate, restarter),
         "freeze": FreezeNemesis(),
         "throttle": ThrottleNemesis(),
         "partition": PartitionNemesis(),
         "pause": PauseNemesis(locate),
-        "kill": KillNemesis(locate),
+        "kill": KillNemesis(locate, restarter=restarter),
     }
     return CompositeNemesis(*(nemesis for kind, nemesis in members.items() if kind in kinds))

@@ -170,23 +170,31 @@ def analyze_command(run_dir: Path, as_json: bool) -> None:
 
 @cli.command("list")
 def list_command() -> None:
-    """Show the systems, bug switches, workloads and nemeses that can be combined."""
+    """Show the systems, bug switches, holder flaws, workloads and nemeses that can be combined."""
     from nemeses import FAULT_KINDS, TOPOLOGIES
-    from systems import available_systems, load_system
+    from systems import HOLDER_FLAWS, PlantsBugs, available_systems, load_system
     from workloads import WORKLOADS
 
     console = Console()
     table = Table("system", "bug switch", "exposed by", "expected anomaly", title="systems")
     for name in available_systems():
         try:
-            switches = load_system(name).bug_switches()
+            system = load_system(name)
+            switches = system.bug_switches() if isinstance(system, PlantsBugs) else {}
+            about = system.describe()
         except Exception as problem:  # a broken third-party adapter must not hide the others
             table.add_row(name, f"[red]cannot load: {problem}[/]", "", "")
             continue
-        table.add_row(name, "(none: the correct system)", "", "valid")
+        table.add_row(name, f"(none: the correct system) {about}", "", "valid")
         for switch in switches.values():
-            table.add_row("", switch.name, switch.exposed_by, switch.anomaly)
+            table.add_row("", switch.name, switch.exposed_by.describe(), switch.anomaly)
     console.print(table)
+    flaws = Table(
+        "holder flaw", "exposed by", "expected anomaly", title="holder flaws (any system)"
+    )
+    for flaw in HOLDER_FLAWS.values():
+        flaws.add_row(flaw.name, flaw.exposed_by.describe(), flaw.anomaly)
+    console.print(flaws)
     workloads = Table("workload", "what holders do", title="workloads")
     for workload in WORKLOADS.values():
         workloads.add_row(workload.name, workload.description)

@@ -13,7 +13,7 @@ import platform
 import shlex
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -23,12 +23,13 @@ from rich.console import Console
 
 from checkers import CheckResult, check_file
 from harness.history import HistoryWriter
-from harness.node import Node
-from harness.node.docker.cluster import Cluster, default_topology, new_run_id
+from harness.node import Daemon, Node
+from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.engine import EngineError
-from harness.node.docker.images import ImageError, image_exists, node_image, node_tag
+from harness.node.docker.images import ImageError, image_exists, system_image, system_tag
 from harness.node.interrupts import Interrupted, interrupts_deferred, sigterm_interrupts
 from harness.run.agent_link import AgentLink
+from harness.run.agents import AGENT_DAEMON, AgentSet, start_agents, stop_agents
 from harness.run.holder_ops import HolderBoard, HolderOps
 from harness.run.progress import RunProgress
 from harness.run.recorder import Recorder
@@ -36,30 +37,41 @@ from harness.run.spec import TestSpec
 from harness.run.store import RunDir, new_run_dir
 from nemeses import (
     DEFAULT_TTL_MULTIPLES,
+    LOCK_LEADER,
+    NemesisError,
     NemesisPlayer,
     NoopNemesis,
     Schedule,
     generate_schedule,
     standard_nemesis,
 )
+from nemeses.processes import ProcessImage, restart
 from nemeses.protocol import Nemesis
-from systems import CollectsData, Deployment, Sink, System, SystemConfig, load_system
+from systems import (
+    HOLDER_FLAWS,
+    AdapterError,
+    CollectsData,
+    Deployment,
+    KnowsLeader,
+    NeedsPackages,
+    PlantsBugs,
+    Restarts,
+    Sink,
+    System,
+    SystemConfig,
+    load_system,
+    topology,
+)
+from systems.holder_flaws import REACQUIRE_NO_REREAD, RETRY_ON_REJECT
 from workloads import HolderFlaws, Workload, WorkloadOptions, get_workload
 
 __all__ = [
-    "HOLDER_FLAWS",
     "Interrupted",
     "RunError",
     "RunOutcome",
     "check_run",
     "run_test",
 ]
-
-HOLDER_FLAWS: Final[dict[str, str]] = {
-    "retry-on-reject": "retry_on_reject",
-    "reacquire-no-reread": "reacquire_no_reread",
-}
-"""Bug switches that live in the holder's logic (the workload), not in a server."""
 
 _FINAL_READ_TRIES: Final = 3
 
@@ -95,21 +107,28 @@ def run_test(
     console = console or Console(stderr=True)
     system = _load(spec)
     workload = get_workload(spec.workload)
-    config = SystemConfig(lease_ttl=spec.ttl, lock_delay=spec.lock_delay, bugs=frozenset(spec.bugs))
+    config = SystemConfig(
+        lease_ttl=spec.ttl,
+        lock_delay=spec.lock_delay,
+        bugs=frozenset(b for b in spec.bugs if b not in HOLDER_FLAWS),
+    )
     try:
-        system.validate(config)
-    except ValueError as problem:
+        if isinstance(system, PlantsBugs):
+            system.validate(config)
+        nodes = [NodeSpec(name, role) for name, role in topology(system.roles(), spec.workers)]
+        inventory = system.inventory(config)
+    except (ValueError, AdapterError) as problem:
         raise RunError(str(problem)) from None
-    topology = default_topology(spec.workers)
-    roles = {node.name: node.role for node in topology}
-    ttl = system.lease_ttl(config)
+    roles = {node.name: node.role for node in nodes}
+    ttl = _lease_ttl(system, config)
     schedule = _schedule(spec, roles, ttl)
     try:
         # Before the run directory exists: no engine or no image is a setup problem, not a run.
-        if not image_exists(node_tag()):
+        packages = system.packages() if isinstance(system, NeedsPackages) else ()
+        if not image_exists(system_tag(packages)):
             console.print("building the node images (once, about a minute; no registry needed)")
-        image = node_image()
-    except (EngineError, ImageError) as problem:
+        image = system_image(packages)
+    except (EngineError, ImageError, AdapterError) as problem:
         raise RunError(str(problem)) from None
     run_dir = new_run_dir(spec.test_name, spec.store)
     run_id = new_run_id()
@@ -120,8 +139,8 @@ def run_test(
         "command": shlex.join(command or _rerun_command(spec)),
         "lease_ttl": ttl,
         "schedule": schedule.to_json(),
-        "inventory": [_sink_json(sink) for sink in system.inventory(config)],
-        "topology": [{"name": n.name, "role": n.role} for n in topology],
+        "inventory": [_sink_json(sink) for sink in inventory],
+        "topology": [{"name": n.name, "role": n.role} for n in nodes],
         "versions": _versions(),
     }
     run_dir.write_json(run_dir.test_json, test)
@@ -130,12 +149,13 @@ def run_test(
     with sigterm_interrupts(), HistoryWriter(run_dir.history) as writer:
         recorder = Recorder(writer)
         try:
-            with Cluster(run_id, topology, image=image, keep=keep_cluster) as cluster:
+            with Cluster(run_id, nodes, image=image, keep=keep_cluster) as cluster:
                 console.print(f"cluster {run_id} up: {', '.join(cluster.nodes)}")
                 interrupted = _exercise(
                     spec,
                     system,
                     config,
+                    inventory,
                     workload,
                     schedule,
                     cluster.nodes,
@@ -178,14 +198,25 @@ def _load(spec: TestSpec) -> System:
         get_workload(spec.workload)
     except (LookupError, ValueError) as problem:
         raise RunError(str(problem).strip("'\"")) from None
-    known = set(system.bug_switches())
-    unknown = sorted(set(spec.bugs) - known)
+    switches = set(system.bug_switches()) if isinstance(system, PlantsBugs) else set()
+    unknown = sorted(set(spec.bugs) - switches - set(HOLDER_FLAWS))
     if unknown:
         raise RunError(
-            f"unknown bug switch(es) {', '.join(unknown)} for system {spec.system!r}; "
-            f"choose from {', '.join(sorted(known))} (see `fencecheck list`)"
+            f"unknown bug switch(es) {', '.join(unknown)} for system {spec.system!r}; choose "
+            f"from {', '.join(sorted(switches)) or 'none'} or the holder flaws "
+            f"{', '.join(HOLDER_FLAWS)} (see `fencecheck list`)"
+        )
+    if LOCK_LEADER in spec.targets and not isinstance(system, KnowsLeader):
+        raise RunError(
+            f"system {spec.system!r} cannot say which lock-service member leads, so faults "
+            "cannot target lock-leader; target lock or a node name instead"
         )
     return system
+
+
+def _lease_ttl(system: System, config: SystemConfig) -> float:
+    """The TTL the holders use: the system's, when a bug switch may change it."""
+    return system.lease_ttl(config) if isinstance(system, PlantsBugs) else config.lease_ttl
 
 
 def _schedule(
@@ -219,6 +250,7 @@ def _exercise(
     spec: TestSpec,
     system: System,
     config: SystemConfig,
+    inventory: Sequence[Sink],
     workload: Workload,
     schedule: Schedule,
     nodes: Mapping[str, Node],
@@ -233,20 +265,25 @@ def _exercise(
     Returns whether the run was interrupted; an interruption still heals and collects.
     """
     deployment = system.setup(nodes, config)
+    lease_ttl = deployment.lease_ttl or config.lease_ttl
     interrupted = False
     try:
+        agents = start_agents(nodes, deployment.client, lease_ttl, spec.bugs)
         processes = {target.role: target.daemon for target in deployment.targets}
-        schedule = _schedule(
-            spec, {n.name: n.role for n in nodes.values()}, deployment.lease_ttl, processes
-        )
+        processes["worker"] = AGENT_DAEMON
+        schedule = _schedule(spec, {n.name: n.role for n in nodes.values()}, lease_ttl, processes)
         test["schedule"] = schedule.to_json()
         run_dir.write_json(run_dir.test_json, test)
-        options = _options(spec, deployment)
-        nemesis: Nemesis = standard_nemesis(spec.nemeses) if spec.nemeses else NoopNemesis()
+        options = _options(spec, inventory)
+        nemesis: Nemesis = (
+            standard_nemesis(spec.nemeses, restarter=_restarter(system, deployment, agents))
+            if spec.nemeses
+            else NoopNemesis()
+        )
         board = HolderBoard()
         stop = threading.Event()
-        op_timeout = spec.op_timeout or _outlast(schedule, deployment.lease_ttl)
-        holders = _holders(deployment, recorder, spec, stop, op_timeout, board, base=0)
+        op_timeout = spec.op_timeout or _outlast(schedule, lease_ttl)
+        holders = _holders(agents, lease_ttl, recorder, spec, stop, op_timeout, board, base=0)
         threads = [
             threading.Thread(
                 target=workload.holder, args=(ops, options), name=f"holder-{ops.node}", daemon=True
@@ -260,6 +297,7 @@ def _exercise(
             clock=recorder.now,
             record=recorder.record_nemesis,
             resolve_holder=board.current,
+            resolve_leader=_leader(system, nodes),
         )
         try:
             recorder.begin()
@@ -283,29 +321,78 @@ def _exercise(
             _join(threads, op_timeout + 5)
         if not interrupted:
             # Let expired leases lapse and restarted processes settle before the final reads.
-            time.sleep(deployment.lease_ttl)
+            time.sleep(lease_ttl)
             readers = _holders(
-                deployment, recorder, spec, threading.Event(), op_timeout, HolderBoard(), 1000
+                agents,
+                lease_ttl,
+                recorder,
+                spec,
+                threading.Event(),
+                op_timeout,
+                HolderBoard(),
+                1000,
             )
             _final_reads(readers, workload.final_reads(options))
     except KeyboardInterrupt:
         interrupted = True
     finally:
         _collect_logs(system, nodes, run_dir)
+        with contextlib.suppress(Exception):
+            stop_agents(nodes)
         system.teardown(nodes)
     return interrupted
 
 
-def _options(spec: TestSpec, deployment: Deployment) -> WorkloadOptions:
-    flaws = HolderFlaws(**{HOLDER_FLAWS[b]: True for b in spec.bugs if b in HOLDER_FLAWS})
+def _restarter(
+    system: System, deployment: Deployment, agents: AgentSet
+) -> Callable[[Node, ProcessImage], Daemon]:
+    """How the kill nemesis starts a killed daemon again: the harness's agent through the agent
+    set, the system's daemons through the system's own restart where it has one (which waits
+    until they serve), anything else by relaunching its command line."""
+    owned = {(target.node, target.daemon) for target in deployment.targets}
+
+    def start_again(node: Node, image: ProcessImage) -> Daemon:
+        try:
+            if node.role == "worker" and image.name == AGENT_DAEMON:
+                return agents.restart(node)
+            if isinstance(system, Restarts) and (node.name, image.name) in owned:
+                return system.restart(node, image.name)
+        except AdapterError as problem:
+            raise NemesisError(
+                f"{node.name}: restarting {image.name!r} failed: {problem}"
+            ) from None
+        return restart(node, image)
+
+    return start_again
+
+
+def _leader(system: System, nodes: Mapping[str, Node]) -> Callable[[], str | None] | None:
+    """Asks the system which lock-service member leads, for ``lock-leader`` faults."""
+    if not isinstance(system, KnowsLeader):
+        return None
+
+    def leader() -> str | None:
+        try:
+            return system.lock_leader(nodes)
+        except AdapterError:
+            return None  # the fault then falls back to the window's drawn lock node
+
+    return leader
+
+
+def _options(spec: TestSpec, inventory: Sequence[Sink]) -> WorkloadOptions:
+    flaws = HolderFlaws(
+        retry_on_reject=RETRY_ON_REJECT in spec.bugs,
+        reacquire_no_reread=REACQUIRE_NO_REREAD in spec.bugs,
+    )
     return WorkloadOptions(
         keys=spec.keys,
         locks=spec.locks,
         writes_per_lease=spec.writes_per_lease,
         read_ratio=spec.read_ratio,
         rate=spec.rate,
-        fenced_sinks=tuple(s.name for s in deployment.inventory if s.fenced),
-        all_sinks=tuple(s.name for s in deployment.inventory),
+        fenced_sinks=tuple(s.name for s in inventory if s.fenced),
+        all_sinks=tuple(s.name for s in inventory),
         flaws=flaws,
     )
 
@@ -323,7 +410,8 @@ def _join(threads: Sequence[threading.Thread], timeout: float) -> None:
 
 
 def _holders(
-    deployment: Deployment,
+    agents: AgentSet,
+    lease_ttl: float,
     recorder: Recorder,
     spec: TestSpec,
     stop: threading.Event,
@@ -336,17 +424,17 @@ def _holders(
         HolderOps(
             node=name,
             process=base + index,
-            process_stride=len(deployment.agents),
+            process_stride=len(agents.endpoints),
             link=AgentLink(endpoint.host, endpoint.port),
             recorder=recorder,
             seed=spec.seed,
             stop=stop,
             op_timeout=op_timeout,
-            acquire_wait=3 * deployment.lease_ttl + spec.lock_delay,
+            acquire_wait=3 * lease_ttl + spec.lock_delay,
             work_ms=spec.work_ms,
             board=board,
         )
-        for index, (name, endpoint) in enumerate(sorted(deployment.agents.items()))
+        for index, (name, endpoint) in enumerate(sorted(agents.endpoints.items()))
     ]
 
 
@@ -373,12 +461,17 @@ def _collect_logs(system: System, nodes: Mapping[str, Node], run_dir: RunDir) ->
 
 
 def _sink_json(sink: Sink) -> dict[str, Any]:
-    return {
+    data = {
         "sink": sink.name,
         "fenced": sink.fenced,
         "mitigation": sink.mitigation,
         "description": sink.description,
     }
+    # Whether the sink reports its acceptance order, on inventories that carry the flag.
+    seq = getattr(sink, "seq", None)
+    if seq is not None:
+        data["seq"] = seq
+    return data
 
 
 def _versions() -> dict[str, str]:

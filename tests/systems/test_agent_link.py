@@ -15,7 +15,7 @@ from harness.run.agent_link import AgentLink, AgentUnreachable
 
 def test_a_timed_out_request_is_unknown_and_may_still_complete(make_cluster: MakeCluster) -> None:
     cluster = make_cluster(lease_ttl=30.0)
-    endpoint = cluster.deployment.agents["w1"]
+    endpoint = cluster.agents.endpoints["w1"]
     link = AgentLink(endpoint.host, endpoint.port)
     pong = link.call({"op": "ping"}, 30.0)
     assert pong is not None and pong["node"] == "w1"

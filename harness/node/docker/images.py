@@ -4,6 +4,10 @@ The base image is a ``debootstrap --variant=minbase`` tree imported into the eng
 pulled from a registry); the node image is built on it from ``docker/node/Dockerfile`` with the
 packages of ``docker/node/packages.txt``. A tag is the first 12 hex digits of a hash over the
 recipe, so an image is rebuilt exactly when its recipe changes and reused otherwise.
+
+A system whose nodes need more Debian packages (its ``packages.txt``) gets an image of its own,
+built on the node image with those packages and tagged by a hash of the node tag and the package
+list (:func:`system_image`); a system that needs nothing more runs on the node image itself.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,6 +35,7 @@ __all__ = [
     "BASE_REPOSITORY",
     "NODE_REPOSITORY",
     "RECIPES",
+    "SYSTEM_REPOSITORY",
     "ImageError",
     "Progress",
     "base_image",
@@ -40,6 +45,8 @@ __all__ = [
     "image_exists",
     "node_image",
     "node_tag",
+    "system_image",
+    "system_tag",
 ]
 
 Progress = Callable[[str], None]
@@ -47,6 +54,8 @@ Progress = Callable[[str], None]
 
 BASE_REPOSITORY: Final = "fencecheck-base"
 NODE_REPOSITORY: Final = "fencecheck-node"
+SYSTEM_REPOSITORY: Final = "fencecheck-system"
+_PACKAGE_NAME: Final = re.compile(r"[a-z0-9][a-z0-9+.-]+")
 RECIPES: Final = Path(__file__).resolve().parents[3] / "docker"
 """The folder of image recipes (``base.json``, ``node/``)."""
 # Bump when the build procedure below changes in a way that changes the base image's contents.
@@ -263,12 +272,44 @@ def node_image(progress: Progress | None = None) -> str:
     return tag
 
 
-def _build_node(tag: str, base: str, progress: Progress) -> None:
+def system_tag(packages: Sequence[str]) -> str:
+    """The tag of a system's image: the node image plus ``packages`` (the node tag itself when
+    there are none). Raises :class:`ImageError` for a name that is not a Debian package name."""
+    wanted = sorted(set(packages))
+    bad = [name for name in wanted if not _PACKAGE_NAME.fullmatch(name)]
+    if bad:
+        raise ImageError(
+            f"{', '.join(map(repr, bad))} is not a Debian package name; fix the system's "
+            "packages.txt (one package a line, # for comments)"
+        )
+    if not wanted:
+        return node_tag()
+    parts = [node_tag().encode(), *(name.encode() for name in wanted)]
+    return f"{SYSTEM_REPOSITORY}:{_digest(parts)}"
+
+
+def system_image(packages: Sequence[str], progress: Progress | None = None) -> str:
+    """The tag of the image for a system needing ``packages``, built (on the node image) if
+    absent."""
+    tag = system_tag(packages)
+    node = node_image(progress)
+    if tag == node or image_exists(tag):
+        return tag
+    with _build_lock(), tempfile.TemporaryDirectory(prefix="fencecheck-system-") as folder:
+        if not image_exists(tag):
+            context = Path(folder)
+            (context / "Dockerfile").write_text((RECIPES / "node" / "Dockerfile").read_text())
+            (context / "packages.txt").write_text("\n".join(sorted(set(packages))) + "\n")
+            _build_node(tag, node, progress or _quiet, context)
+    return tag
+
+
+def _build_node(tag: str, base: str, progress: Progress, context: Path | None = None) -> None:
     progress(f"building {tag} on {base}")
     output: list[str] = []
     try:
         for chunk in engine().api.build(
-            path=str(RECIPES / "node"),
+            path=str(context or RECIPES / "node"),
             tag=tag,
             buildargs={"BASE": base},
             rm=True,
@@ -280,8 +321,8 @@ def _build_node(tag: str, base: str, progress: Progress) -> None:
                 tail = "".join(output[-30:])
                 raise ImageError(
                     f"building {tag} failed: {chunk['error'].strip()}\n{tail}\n"
-                    "check docker/node/packages.txt for a misspelt package and that the "
-                    "Debian mirror answers"
+                    "check the package list (docker/node/packages.txt or the system's "
+                    "packages.txt) for a misspelt package and that the Debian mirror answers"
                 )
             for line in str(chunk.get("stream", "")).splitlines(keepends=True):
                 output.append(line)
