@@ -70,6 +70,7 @@ __all__ = [
     "RunError",
     "RunOutcome",
     "check_run",
+    "kill_restarter",
     "run_test",
 ]
 
@@ -276,7 +277,7 @@ def _exercise(
         run_dir.write_json(run_dir.test_json, test)
         options = _options(spec, inventory)
         nemesis: Nemesis = (
-            standard_nemesis(spec.nemeses, restarter=_restarter(system, deployment, agents))
+            standard_nemesis(spec.nemeses, restarter=kill_restarter(system, deployment, agents))
             if spec.nemeses
             else NoopNemesis()
         )
@@ -343,7 +344,7 @@ def _exercise(
     return interrupted
 
 
-def _restarter(
+def kill_restarter(
     system: System, deployment: Deployment, agents: AgentSet
 ) -> Callable[[Node, ProcessImage], Daemon]:
     """How the kill nemesis starts a killed daemon again: the harness's agent through the agent
