@@ -1,4 +1,4 @@
-"""Faults and their schedules (DESIGN.md §7).
+"""Faults and their schedules (docs/design.md §7).
 
 The pieces: the :class:`Nemesis` protocol and :class:`Fault`; one nemesis per fault kind (pause,
 freeze, throttle, partition, kill) combined by :func:`standard_nemesis`; seeded, lease-aware

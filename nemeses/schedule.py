@@ -1,4 +1,4 @@
-"""Fault schedules: seeded, lease-aware windows over a run (DESIGN.md §7).
+"""Fault schedules: seeded, lease-aware windows over a run (docs/design.md §7).
 
 A schedule is a list of :class:`Window` (start, duration, kind, targets, parameters), generated
 from a seed so that the same seed and inputs give the same schedule. Durations are multiples of the

@@ -30,7 +30,7 @@ from systems import (
 from systems.reference import BUG_SWITCHES, Ports, ReferenceSystem
 from tests.support.fake import FakeSystem
 
-# DESIGN.md §1, one switch per mistake.
+# docs/design.md §1, one switch per mistake.
 _MISTAKES = {
     "no-store-check",
     "epoch-in-memory",
