@@ -15,6 +15,8 @@ from rich.table import Table
 from harness.cli import EXIT_ERROR, cli
 from harness.cli.check import exit_code, render_result
 from harness.report import publish
+from harness.run.exposure import ExposureError
+from harness.run.exposure import expose as exposing
 from harness.run.runner import RunError, check_run, run_test
 from harness.run.spec import TestSpec, split_names
 from harness.run.store import open_run_dir
@@ -72,6 +74,11 @@ def _lengths(value: str) -> tuple[float, ...]:
     help="Critical-section time between the lease check and the write.",
 )
 @click.option("--seed", type=int, default=None, help="Same seed, same faults and choices.")
+@click.option(
+    "--expose",
+    is_flag=True,
+    help="Take faults, targets, workload and fault lengths from the first --bug's exposed_by.",
+)
 @click.option("--store", type=click.Path(path_type=Path), default=Path("store"), show_default=True)
 @click.option("--keep-cluster", is_flag=True, help="Leave the containers running afterwards.")
 @click.option("--no-progress", is_flag=True, help="No live display (CI logs).")
@@ -93,6 +100,7 @@ def run_command(
     rate: float,
     work_ms: int,
     seed: int | None,
+    expose: bool,
     store: Path,
     keep_cluster: bool,
     no_progress: bool,
@@ -122,6 +130,11 @@ def run_command(
     )
     if seed is not None:
         spec = replace(spec, seed=seed)
+    if expose:
+        try:
+            spec = exposing(spec)
+        except (ExposureError, LookupError) as problem:
+            raise click.ClickException(str(problem).strip("'\"")) from None
     console = Console(stderr=True)
     try:
         outcome = run_test(

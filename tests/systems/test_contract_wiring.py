@@ -10,7 +10,9 @@ from click.testing import CliRunner
 from localcluster import MakeCluster
 
 from harness.cli import EXIT_ERROR, cli, main
+from harness.run.exposure import ExposureError, expose
 from harness.run.runner import kill_restarter
+from harness.run.spec import TestSpec
 from nemeses import LOCK_LEADER, Fault, KillNemesis, generate_schedule, resolve
 
 
@@ -71,3 +73,15 @@ def test_list_shows_holder_flaws_apart_from_the_systems_switches() -> None:
     assert "no-store-check" in systems and "retry-on-reject" not in systems
     assert "retry-on-reject" in flaws and "reacquire-no-reread" in flaws
     assert "--nemesis kill --target lock" in systems  # exposed_by, shown as a command line
+
+
+def test_expose_takes_the_faults_from_the_switchs_data() -> None:
+    exposed = expose(TestSpec(bugs=("short-lock-delay",), nemeses=("kill",)))
+    assert exposed.nemeses == ("pause",)
+    assert exposed.workload == "sinks"
+    assert exposed.fault_lengths == (3.0,)
+    assert exposed.lock_delay == 3.0
+    flaw = expose(TestSpec(bugs=("reacquire-no-reread",)))
+    assert (flaw.workload, flaw.nemeses) == ("rmw", ("pause",))
+    with pytest.raises(ExposureError, match="--bug"):
+        expose(TestSpec())
