@@ -45,6 +45,7 @@ from harness.node import Node
 from harness.node.docker.cluster import Cluster, default_topology, new_run_id
 from harness.node.docker.images import node_image
 from harness.run.agent_link import AgentLink
+from harness.run.agents import start_agents, stop_agents
 from harness.run.holder_ops import HolderBoard, HolderOps
 from harness.run.matrix import MatrixEntry, load_matrix
 from harness.run.recorder import Recorder
@@ -70,13 +71,13 @@ import client
 lock_at, store_at, lock, key = sys.argv[2:6]
 count, warm = int(sys.argv[6]), int(sys.argv[7])
 c = client.Client({"lock": lock_at, "store": store_at, "node": "bench"})
-epoch, _ = c.acquire(lock, 60.0, 10.0)
+epoch = c.acquire(lock, 60.0, 10.0).epoch
 seconds = []
 for i in range(warm + count):
     began = time.perf_counter()
     outcome = c.write(lock, "store", key, f"direct-{epoch}-{i}", epoch, None)
     took = time.perf_counter() - began
-    if outcome != "ok":
+    if type(outcome).__name__ != "Accepted":
         sys.exit(f"direct write refused: {outcome}")
     if i >= warm:
         seconds.append(took)
@@ -190,8 +191,7 @@ def _throughput(seconds: float, seed: int, store: Path) -> _Throughput:
 
 
 def _address(nodes: dict[str, Node], deployment: Deployment, role: str) -> str:
-    (target,) = deployment.targets_for(role)
-    return f"{nodes[target.node].ip}:{target.port}"
+    return str(deployment.client.config[role])
 
 
 def _direct(node: Node, deployment: Deployment, nodes: dict[str, Node], count: int) -> list[float]:
@@ -242,7 +242,7 @@ def _overhead(writes: int, rounds: int, history: Path) -> dict[str, list[float]]
         nodes: dict[str, Node] = dict(cluster.nodes)
         deployment = system.setup(nodes, SystemConfig(lease_ttl=10.0))
         try:
-            endpoint = deployment.agents["w1"]
+            endpoint = start_agents(nodes, deployment.client, 10.0).endpoints["w1"]
             link = AgentLink(endpoint.host, endpoint.port)
             grant = link.call({"op": "acquire", "lock": "bench-agent", "wait": 10.0}, 20.0)
             if not grant or not grant.get("ok"):
@@ -290,6 +290,7 @@ def _overhead(writes: int, rounds: int, history: Path) -> dict[str, list[float]]
                     )
             link.close()
         finally:
+            stop_agents(nodes)
             system.teardown(nodes)
     return samples
 
