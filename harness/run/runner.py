@@ -120,6 +120,11 @@ def run_test(
         inventory = system.inventory(config)
     except (ValueError, AdapterError) as problem:
         raise RunError(str(problem)) from None
+    if spec.workload != "sinks" and not any(sink.fenced for sink in inventory):
+        raise RunError(
+            f"system {spec.system!r} declares no fenced sink, and the {spec.workload} workload "
+            "writes to the inventory's first fenced sink; use --workload sinks"
+        )
     roles = {node.name: node.role for node in nodes}
     ttl = _lease_ttl(system, config)
     schedule = _schedule(spec, roles, ttl)
