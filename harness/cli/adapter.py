@@ -38,10 +38,11 @@ def check_command(system: str) -> None:
         with sigterm_interrupts():
             report = check_adapter(adapter, progress=lambda line: console.print(escape(line)))
     except (AdapterError, EngineError, ImageError, LookupError) as problem:
+        errors = Console(stderr=True, highlight=False)
         first = str(problem).strip().splitlines() or ["(no message)"]
-        console.print(f"[red]error:[/] {escape(first[0])}")
+        errors.print(f"[red]error:[/] {escape(first[0])}")
         for line in first[1:40]:
-            console.print(escape(line))
+            errors.print(escape(line))
         raise click.exceptions.Exit(EXIT_ERROR) from None
     render_report(console, report)
     raise click.exceptions.Exit(EXIT_VALID if report.ok else EXIT_INVALID)

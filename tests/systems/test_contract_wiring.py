@@ -85,3 +85,12 @@ def test_expose_takes_the_faults_from_the_switchs_data() -> None:
     assert (flaw.workload, flaw.nemeses) == ("rmw", ("pause",))
     with pytest.raises(ExposureError, match="--bug"):
         expose(TestSpec())
+
+
+def test_adapter_check_of_an_unknown_system_is_an_error_naming_the_installed_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["adapter", "check", "no-such-system"])
+    assert done.value.code == EXIT_ERROR
+    assert "available systems: reference" in capsys.readouterr().err
