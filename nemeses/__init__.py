@@ -76,7 +76,7 @@ def standard_nemesis(
     Members heal in the order restart-while-paused, freeze, throttle, partition, pause, kill:
     a frozen node runs no commands, and restarting a daemon needs a node that runs them.
     ``locate`` finds the daemons pause and kill aim at (the nodes' own records by default);
-    ``restarter`` starts a killed daemon again (the plain relaunch by default).
+    ``restarter`` starts a daemon the kill fault killed again (the plain relaunch by default).
     """
     unknown = sorted(set(kinds) - set(FAULT_KINDS))
     if unknown:
@@ -84,7 +84,9 @@ def standard_nemesis(
             f"unknown fault kind(s) {', '.join(unknown)}; choose from {', '.join(FAULT_KINDS)}"
         )
     members: dict[str, Nemesis] = {
-        RESTART_WHILE_PAUSED: RestartWhilePausedNemesis(locate, restarter),
+        # Its relaunch stays the plain one: the paused holder must run again the instant the
+        # store listens, before a system's readiness wait lets others re-teach the mark.
+        RESTART_WHILE_PAUSED: RestartWhilePausedNemesis(locate),
         "freeze": FreezeNemesis(),
         "throttle": ThrottleNemesis(),
         "partition": PartitionNemesis(),

@@ -19,7 +19,7 @@ from harness.node import Node
 from nemeses._observe import observe
 from nemeses.kill import KillNemesis
 from nemeses.pause import PauseNemesis
-from nemeses.processes import Locator, Restarter, recorded_daemons, restart
+from nemeses.processes import Locator, recorded_daemons
 from nemeses.protocol import Fault, HealReport, NemesisError, fault_fs
 
 __all__ = ["RESTART_WHILE_PAUSED", "RestartWhilePausedNemesis"]
@@ -35,9 +35,9 @@ class RestartWhilePausedNemesis:
     """Pauses the targets at start; at stop kills and restarts ``params["restart"]``'s daemon,
     waits until it listens again, then continues the targets."""
 
-    def __init__(self, locate: Locator = recorded_daemons, restarter: Restarter = restart) -> None:
+    def __init__(self, locate: Locator = recorded_daemons) -> None:
         self._pause = PauseNemesis(locate)
-        self._kill = KillNemesis(locate, restarter=restarter)
+        self._kill = KillNemesis(locate)
         self._nodes: dict[str, Node] = {}
 
     @property
