@@ -57,7 +57,9 @@ __all__ = [
     "SystemConfig",
     "check_bugs",
     "check_roles",
+    "lease_ttl_of",
     "nodes_with_role",
+    "packages_of",
     "read_packages",
     "reporting_seq",
     "topology",
@@ -295,6 +297,16 @@ class NeedsPackages(Protocol):
     def packages(self) -> tuple[str, ...]:
         """Debian package names; usually :func:`read_packages` of a file beside the adapter."""
         ...
+
+
+def packages_of(system: System) -> tuple[str, ...]:
+    """The extra Debian packages ``system``'s nodes need (none without :class:`NeedsPackages`)."""
+    return system.packages() if isinstance(system, NeedsPackages) else ()
+
+
+def lease_ttl_of(system: System, config: SystemConfig) -> float:
+    """The TTL the holders use under ``config``: the system's, where a bug switch may change it."""
+    return system.lease_ttl(config) if isinstance(system, PlantsBugs) else config.lease_ttl
 
 
 def read_packages(path: Path) -> tuple[str, ...]:

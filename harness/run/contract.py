@@ -34,12 +34,12 @@ from harness.nodeside.wire import NotDelivered, call
 from harness.run.agents import AgentSet, start_agents, stop_agents
 from systems import (
     AdapterError,
-    NeedsPackages,
     ProcessTarget,
     Restarts,
     Sink,
     System,
     SystemConfig,
+    packages_of,
     topology,
 )
 
@@ -350,8 +350,7 @@ def check_adapter(system: System, progress: Callable[[str], None] | None = None)
     """
     say = progress or (lambda line: None)
     specs = [NodeSpec(name, role) for name, role in topology(system.roles(), 2)]
-    packages = system.packages() if isinstance(system, NeedsPackages) else ()
-    image = system_image(packages)
+    image = system_image(packages_of(system))
     say(f"cluster of {', '.join(spec.name for spec in specs)} on {image}")
     with _cluster(specs, image) as nodes:
         return check_deployed(system, nodes)

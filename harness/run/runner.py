@@ -53,13 +53,14 @@ from systems import (
     CollectsData,
     Deployment,
     KnowsLeader,
-    NeedsPackages,
     PlantsBugs,
     Restarts,
     Sink,
     System,
     SystemConfig,
+    lease_ttl_of,
     load_system,
+    packages_of,
     topology,
 )
 from systems.holder_flaws import REACQUIRE_NO_REREAD, RETRY_ON_REJECT
@@ -126,11 +127,11 @@ def run_test(
             "writes to the inventory's first fenced sink; use --workload sinks"
         )
     roles = {node.name: node.role for node in nodes}
-    ttl = _lease_ttl(system, config)
+    ttl = lease_ttl_of(system, config)
     schedule = _schedule(spec, roles, ttl)
     try:
         # Before the run directory exists: no engine or no image is a setup problem, not a run.
-        packages = system.packages() if isinstance(system, NeedsPackages) else ()
+        packages = packages_of(system)
         if not image_exists(system_tag(packages)):
             console.print("building the node images (once, about a minute; no registry needed)")
         image = system_image(packages)
@@ -218,11 +219,6 @@ def _load(spec: TestSpec) -> System:
             "cannot target lock-leader; target lock or a node name instead"
         )
     return system
-
-
-def _lease_ttl(system: System, config: SystemConfig) -> float:
-    """The TTL the holders use: the system's, when a bug switch may change it."""
-    return system.lease_ttl(config) if isinstance(system, PlantsBugs) else config.lease_ttl
 
 
 def _schedule(
