@@ -45,6 +45,7 @@ from harness.node import Node
 from harness.node.docker.cluster import Cluster, default_topology, new_run_id
 from harness.node.docker.images import node_image
 from harness.run.agent_link import AgentLink
+from harness.run.agents import deploy_system, stop_agents
 from harness.run.holder_ops import HolderBoard, HolderOps
 from harness.run.matrix import MatrixEntry, load_matrix
 from harness.run.recorder import Recorder
@@ -72,13 +73,13 @@ wire.use_secret(sys.argv[1] + "/run-secret")  # the run's secret, as the agent u
 lock_at, store_at, lock, key = sys.argv[2:6]
 count, warm = int(sys.argv[6]), int(sys.argv[7])
 c = client.Client({"lock": lock_at, "store": store_at, "node": "bench"})
-epoch, _ = c.acquire(lock, 60.0, 10.0)
+epoch = c.acquire(lock, 60.0, 10.0).epoch
 seconds = []
 for i in range(warm + count):
     began = time.perf_counter()
     outcome = c.write(lock, "store", key, f"direct-{epoch}-{i}", epoch, None)
     took = time.perf_counter() - began
-    if outcome != "ok":
+    if type(outcome).__name__ != "Accepted":
         sys.exit(f"direct write refused: {outcome}")
     if i >= warm:
         seconds.append(took)
@@ -192,8 +193,7 @@ def _throughput(seconds: float, seed: int, store: Path) -> _Throughput:
 
 
 def _address(nodes: dict[str, Node], deployment: Deployment, role: str) -> str:
-    (target,) = deployment.targets_for(role)
-    return f"{nodes[target.node].ip}:{target.port}"
+    return str(deployment.client.config[role])
 
 
 def _direct(node: Node, deployment: Deployment, nodes: dict[str, Node], count: int) -> list[float]:
@@ -242,10 +242,10 @@ def _overhead(writes: int, rounds: int, history: Path) -> dict[str, list[float]]
     per_round = max(1, writes // rounds)
     with Cluster(f"bench-{new_run_id()}", default_topology(1), image=node_image()) as cluster:
         nodes: dict[str, Node] = dict(cluster.nodes)
-        deployment = system.setup(nodes, SystemConfig(lease_ttl=10.0))
+        deployment, agents = deploy_system(system, nodes, SystemConfig(lease_ttl=10.0))
         try:
-            endpoint = deployment.agents["w1"]
-            link = AgentLink(endpoint.host, endpoint.port, token=endpoint.token)
+            endpoint = agents.endpoints["w1"]
+            link = AgentLink(endpoint.host, endpoint.port, token=agents.token)
             grant = link.call({"op": "acquire", "lock": "bench-agent", "wait": 10.0}, 20.0)
             if not grant or not grant.get("ok"):
                 raise RuntimeError(f"the agent could not acquire a lease: {grant}")
@@ -271,7 +271,7 @@ def _overhead(writes: int, rounds: int, history: Path) -> dict[str, list[float]]
                     node="w1",
                     process=0,
                     process_stride=1,
-                    link=AgentLink(endpoint.host, endpoint.port, token=endpoint.token),
+                    link=AgentLink(endpoint.host, endpoint.port, token=agents.token),
                     recorder=Recorder(writer),
                     seed=0,
                     stop=threading.Event(),
@@ -279,7 +279,7 @@ def _overhead(writes: int, rounds: int, history: Path) -> dict[str, list[float]]
                     acquire_wait=10.0,
                     work_ms=0,
                     board=HolderBoard(),
-                    lease_ttl=deployment.lease_ttl,
+                    lease_ttl=deployment.lease_ttl or 10.0,
                 )
                 granted = ops.acquire("bench-ops")
                 if not granted.ok:
@@ -293,6 +293,7 @@ def _overhead(writes: int, rounds: int, history: Path) -> dict[str, list[float]]
                     )
             link.close()
         finally:
+            stop_agents(nodes)
             system.teardown(nodes)
     return samples
 

@@ -1,8 +1,8 @@
 """Pure functions from a history to a verdict: no network, no containers, no clocks.
 
 ``check(events)`` / ``check_file(path)`` return a :class:`CheckResult`: ``valid`` (true, false or
-"unknown"), the anomalies of DESIGN.md §5 with their evidence and explanations, per-sink verdicts
-and ``to_json()`` for ``results.json``.
+"unknown"), the anomalies of docs/design.md §5 with their evidence and explanations, per-sink
+verdicts and ``to_json()`` for ``results.json``.
 """
 
 from checkers.check import check, check_file

@@ -1,4 +1,4 @@
-"""What a run exercised (DESIGN.md §10): the danger it created, beside the verdict.
+"""What a run exercised (docs/design.md §10): the danger it created, beside the verdict.
 
 A ``valid`` verdict is only as strong as the situations the run produced. This module reads the
 history once, in order, and counts them: holders stopped past their lease while holding it (per

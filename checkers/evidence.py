@@ -1,6 +1,6 @@
 """The data behind every anomaly: the operations involved, the faults around them, the names.
 
-An anomaly is data first and a sentence second (DESIGN.md §5): :class:`Anomaly` holds the
+An anomaly is data first and a sentence second (docs/design.md §5): :class:`Anomaly` holds the
 operations (:class:`OpRef`) and fault windows (:class:`FaultWindow`), and its ``explanation`` is
 rendered from them by :mod:`checkers.explain`.
 """

@@ -1,4 +1,4 @@
-"""Exit codes of a verdict (DESIGN.md §8), kept beside the verdict so every caller agrees.
+"""Exit codes of a verdict (docs/design.md §8), kept beside the verdict so every caller agrees.
 
 0 valid, 1 invalid, 2 unknown, 3 error. Exit 1 means "the history is invalid" to any CI, so an
 internal error, bad input or a crash must never end with it.

@@ -1,4 +1,4 @@
-"""Faults and their schedules (DESIGN.md §7).
+"""Faults and their schedules (docs/design.md §7).
 
 The pieces: the :class:`Nemesis` protocol and :class:`Fault`; one nemesis per fault kind (pause,
 freeze, throttle, partition, kill) combined by :func:`standard_nemesis`; seeded, lease-aware
@@ -17,6 +17,7 @@ from nemeses.noop import NoopNemesis
 from nemeses.partition import PartitionNemesis
 from nemeses.pause import PauseNemesis
 from nemeses.player import NemesisPlayer
+from nemeses.processes import Restarter
 from nemeses.protocol import Fault, HealReport, Nemesis, NemesisError
 from nemeses.recovery import heal_nodes
 from nemeses.registry import FAULT_KINDS, KINDS, fault_kind, standard_nemesis
@@ -24,6 +25,7 @@ from nemeses.restart_while_paused import RESTART_WHILE_PAUSED, RestartWhilePause
 from nemeses.schedule import (
     DEFAULT_TTL_MULTIPLES,
     HOLDER,
+    LOCK_LEADER,
     Schedule,
     Window,
     generate_schedule,
@@ -37,6 +39,7 @@ __all__ = [
     "FAULT_KINDS",
     "HOLDER",
     "KINDS",
+    "LOCK_LEADER",
     "RESTART_WHILE_PAUSED",
     "TOPOLOGIES",
     "CompositeNemesis",
@@ -52,6 +55,7 @@ __all__ = [
     "PartitionNemesis",
     "PauseNemesis",
     "RestartWhilePausedNemesis",
+    "Restarter",
     "Schedule",
     "ThrottleNemesis",
     "Window",

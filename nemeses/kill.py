@@ -1,9 +1,10 @@
 """Kill and restart: SIGKILL a daemon, later start it again exactly as it was started.
 
-Tests that epochs and highest-seen marks survive restarts (DESIGN.md §7). Before the kill the
+Tests that epochs and highest-seen marks survive restarts (docs/design.md §7). Before the kill the
 daemon's command line, environment and working directory are captured, so the restart runs the same
-program on the same data. Confirmed from outside: the process is gone (or a zombie), then the new
-one runs.
+program on the same data (the restart model). The restart goes through a :data:`Restarter`: in a
+run, the system's own restart (which waits until the daemon serves) where it has one. Confirmed
+from outside: the process is gone (or a zombie), then the new one runs.
 """
 
 from __future__ import annotations
@@ -13,10 +14,18 @@ from typing import Any
 
 from harness.node import Daemon, Node, NodeError
 from nemeses._base import ProcessNemesis
-from nemeses._observe import observe
+from nemeses._observe import CONFIRM_TIMEOUT_S, observe
 from nemeses.kinds import FaultKind, Leftovers
 from nemeses.pause import draw_process, process_command
-from nemeses.processes import ProcessImage, is_gone, restart, snapshot
+from nemeses.processes import (
+    Locator,
+    ProcessImage,
+    Restarter,
+    is_gone,
+    recorded_daemons,
+    restart,
+    snapshot,
+)
 from nemeses.protocol import Fault, FaultKey, HealReport, NemesisError, fault_fs
 
 __all__ = ["KIND", "KillNemesis"]
@@ -24,7 +33,16 @@ __all__ = ["KIND", "KillNemesis"]
 
 class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
     """Kills the target nodes' daemons (``params["process"]`` names one; absent means all) at
-    ``start-kill`` and restarts them at ``stop-kill``."""
+    ``start-kill`` and restarts them at ``stop-kill`` with ``restarter``."""
+
+    def __init__(
+        self,
+        locate: Locator = recorded_daemons,
+        confirm_timeout: float = CONFIRM_TIMEOUT_S,
+        restarter: Restarter = restart,
+    ) -> None:
+        super().__init__(locate, confirm_timeout)
+        self._restarter = restarter
 
     @property
     def fs(self) -> frozenset[str]:
@@ -87,7 +105,7 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
         report = HealReport()
         for name, image in images:
             try:
-                daemon = restart(self.node(name), image)
+                daemon = self._restarter(self.node(name), image)
             except NemesisError as problem:
                 report.errors.append(str(problem))
                 with self.lock:
@@ -129,7 +147,7 @@ KIND = FaultKind(
     verb="killed",
     colour="#555b66",
     heal_rank=5,
-    build=KillNemesis,
+    build=lambda locate, restarter: KillNemesis(locate, restarter=restarter),
     draw=draw_process,
     recover=_recover,
     manual=process_command(

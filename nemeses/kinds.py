@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from harness.node import Node
-from nemeses.processes import Locator, ProcessImage
+from nemeses.processes import Locator, ProcessImage, Restarter
 from nemeses.protocol import Fault, Nemesis, NemesisError
 
 __all__ = [
@@ -86,13 +86,14 @@ class ManualCommand:
 
 @dataclass(frozen=True, slots=True)
 class FaultKind:
-    """One kind of fault (DESIGN.md §7), with everything derived tables need.
+    """One kind of fault (docs/design.md §7), with everything derived tables need.
 
     ``heal_rank``: kinds heal in ascending rank (a frozen node runs no commands, so thaw first;
     restarting a daemon needs a node that runs commands, so restart last). ``outlives_lease``: the
     schedule prefers durations longer than the lease (the shape means nothing otherwise).
     ``recover`` undoes the kind on one node without knowing what was applied (``None``: another
-    kind's recovery covers it).
+    kind's recovery covers it). ``build`` gets how to find the daemons a fault aims at and how
+    to start a killed one again (a run passes the system's own restart where it has one).
     """
 
     name: str
@@ -100,7 +101,7 @@ class FaultKind:
     verb: str
     colour: str
     heal_rank: int
-    build: Callable[[Locator], Nemesis]
+    build: Callable[[Locator, Restarter], Nemesis]
     draw: Callable[[Draw], tuple[tuple[str, ...], dict[str, Any]]]
     recover: Callable[[Node, Leftovers], object] | None = None
     manual: ManualCommand | None = None

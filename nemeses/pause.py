@@ -1,4 +1,4 @@
-"""Pause: SIGSTOP a process, later SIGCONT it. The process notices nothing (DESIGN.md §7).
+"""Pause: SIGSTOP a process, later SIGCONT it. The process notices nothing (docs/design.md §7).
 
 Confirmed from outside: the process state in ``/proc/PID/stat`` is ``T`` (stopped), then not.
 """
@@ -137,7 +137,7 @@ KIND = FaultKind(
     verb="paused",
     colour="#5b8def",
     heal_rank=4,
-    build=PauseNemesis,
+    build=lambda locate, restarter: PauseNemesis(locate),
     draw=draw_process,
     recover=_recover,
     manual=process_command(

@@ -63,6 +63,7 @@ class NemesisPlayer:
         clock: Clock,
         record: Recorder,
         resolve_holder: ResolveHolder | None = None,
+        resolve_leader: ResolveHolder | None = None,
     ) -> None:
         self._nodes = dict(nodes)
         self._nemesis = nemesis
@@ -70,6 +71,7 @@ class NemesisPlayer:
         self._clock = clock
         self._record = record
         self._resolve_holder = resolve_holder
+        self._resolve_leader = resolve_leader
         self._stopping = threading.Event()
         # Held around every nemesis call, so heal never races a fault being applied.
         self._lock = threading.Lock()
@@ -208,7 +210,7 @@ class NemesisPlayer:
             }
             try:
                 holder = self._holder(window, value)
-                fault = resolve(window, list(self._nodes), holder)
+                fault = resolve(window, list(self._nodes), holder, self._leader(window, value))
                 value.update(fault.params, targets=list(fault.targets))
                 self._in_force = (window, fault, value)
                 facts = self._nemesis.invoke(f, fault)
@@ -241,6 +243,15 @@ class NemesisPlayer:
             raise NemesisError(f"the lease holder {holder!r} is not a node of this cluster")
         value["holder"] = "lease" if holder is not None else "fallback"
         return holder
+
+    def _leader(self, window: Window, value: dict[str, Any]) -> str | None:
+        if not window.wants_leader:
+            return None
+        leader = self._resolve_leader() if self._resolve_leader is not None else None
+        if leader is not None and leader not in self._nodes:
+            raise NemesisError(f"the lock leader {leader!r} is not a node of this cluster")
+        value["leader"] = "elected" if leader is not None else "fallback"
+        return leader
 
     def _await_holder(self, window: Window) -> str | None:
         """The holder now, or within one lease TTL: a window that opens during a handover

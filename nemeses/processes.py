@@ -22,6 +22,7 @@ __all__ = [
     "DAEMON_LOG_DIR",
     "Locator",
     "ProcessImage",
+    "Restarter",
     "continue_stopped",
     "is_gone",
     "recorded_daemons",
@@ -113,6 +114,11 @@ class ProcessImage:
     def from_json(cls, data: Mapping[str, Any]) -> ProcessImage:
         """Rebuild an image from :meth:`to_json` output."""
         return cls(str(data["name"]), tuple(data["argv"]), dict(data["env"]), str(data["cwd"]))
+
+
+Restarter = Callable[[Node, "ProcessImage"], Daemon]
+"""Starts a killed daemon again from its image and returns once it runs (or serves): the plain
+:func:`restart` by default; a run passes one that goes through the system's own restart."""
 
 
 def is_gone(state: str | None) -> bool:

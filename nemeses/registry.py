@@ -13,7 +13,7 @@ from typing import Any, Final
 from nemeses import freeze, kill, partition, pause, restart_while_paused, throttle
 from nemeses.composite import CompositeNemesis
 from nemeses.kinds import FaultKind
-from nemeses.processes import Locator, recorded_daemons
+from nemeses.processes import Locator, Restarter, recorded_daemons, restart
 from nemeses.protocol import NemesisError
 
 __all__ = [
@@ -36,7 +36,8 @@ KINDS: Final[Mapping[str, FaultKind]] = {
         restart_while_paused.KIND,
     )
 }
-"""Every fault kind fencecheck injects (DESIGN.md §7), by name, in the order help lists them."""
+"""Every fault kind fencecheck injects (docs/design.md §7), by name, in the order help lists
+them."""
 
 FAULT_KINDS: Final[tuple[str, ...]] = tuple(KINDS)
 """The names of :data:`KINDS`."""
@@ -68,10 +69,14 @@ def healing_order(kinds: Collection[str] = FAULT_KINDS) -> list[FaultKind]:
 
 
 def standard_nemesis(
-    kinds: Collection[str] = FAULT_KINDS, *, locate: Locator = recorded_daemons
+    kinds: Collection[str] = FAULT_KINDS,
+    *,
+    locate: Locator = recorded_daemons,
+    restarter: Restarter = restart,
 ) -> CompositeNemesis:
     """One nemesis for every fault kind in ``kinds``, healing in :func:`healing_order`.
 
-    ``locate`` finds the daemons process faults aim at (the nodes' own records by default).
+    ``locate`` finds the daemons process faults aim at (the nodes' own records by default);
+    ``restarter`` starts a daemon the kill fault killed again (the plain relaunch by default).
     """
-    return CompositeNemesis(*(kind.build(locate) for kind in healing_order(kinds)))
+    return CompositeNemesis(*(kind.build(locate, restarter) for kind in healing_order(kinds)))

@@ -140,7 +140,9 @@ KIND = FaultKind(
     verb="paused while a store was restarted",
     colour="#7a4fd6",
     heal_rank=0,
-    build=RestartWhilePausedNemesis,
+    # Its relaunch stays the plain one: the paused holder must run again the instant the store
+    # listens, before a system's readiness wait lets others re-teach the mark.
+    build=lambda locate, restarter: RestartWhilePausedNemesis(locate),
     draw=_draw,
     outlives_lease=True,
     parts=("pause", "kill"),

@@ -1,4 +1,4 @@
-"""Fault schedules: seeded, lease-aware windows over a run (DESIGN.md §7).
+"""Fault schedules: seeded, lease-aware windows over a run (docs/design.md §7).
 
 A schedule is a list of :class:`Window` (start, duration, kind, targets, parameters), generated
 from a seed so that the same seed and inputs give the same schedule. Durations are multiples of the
@@ -10,7 +10,8 @@ and the last ends a TTL before the run does.
 
 A target may be the symbolic ``"holder"``: whoever holds the lease when the window starts, asked
 of the runner then (see :class:`nemeses.player.NemesisPlayer`), or, when nobody does, a worker drawn
-from the seed at generation time (``fallback``).
+from the seed at generation time (``fallback``). Likewise ``"lock-leader"``: the lock-service member
+that leads when the window starts (for systems that can say), else a lock node drawn from the seed.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from nemeses.topology import partition_fault
 __all__ = [
     "DEFAULT_TTL_MULTIPLES",
     "HOLDER",
+    "LOCK_LEADER",
     "Schedule",
     "Window",
     "generate_schedule",
@@ -37,6 +39,9 @@ __all__ = [
 
 HOLDER: Final = "holder"
 """The symbolic target: whoever holds the lease when the window starts."""
+LOCK_LEADER: Final = "lock-leader"
+"""The symbolic target: the lock-service member that leads when the window starts."""
+_SYMBOLIC: Final = (HOLDER, LOCK_LEADER)
 
 DEFAULT_TTL_MULTIPLES: Final[tuple[float, ...]] = (0.15, 0.8, 3.0, 8.0)
 """Fault durations, as multiples of the lease TTL."""
@@ -52,9 +57,9 @@ _WORKER: Final = "worker"
 class Window:
     """One scheduled fault: from ``start_ns`` for ``duration_ns`` on the run clock.
 
-    ``targets`` are node names, or contain :data:`HOLDER`; ``fallback`` is the worker that stands
-    in for the holder when nobody holds the lease. ``params`` are the fault's parameters
-    (``process``, ``cpu``, ``topology``, ``peers``, ``direction``).
+    ``targets`` are node names, or contain :data:`HOLDER` or :data:`LOCK_LEADER`; ``fallback`` is
+    the node that stands in for it when nobody holds the lease (or leads). ``params`` are the
+    fault's parameters (``process``, ``cpu``, ``topology``, ``peers``, ``direction``).
     """
 
     index: int
@@ -75,6 +80,11 @@ class Window:
     def wants_holder(self) -> bool:
         """True when a target is the symbolic holder."""
         return HOLDER in self.targets
+
+    @property
+    def wants_leader(self) -> bool:
+        """True when a target is the symbolic lock leader."""
+        return LOCK_LEADER in self.targets
 
     def to_json(self) -> dict[str, Any]:
         """The window as JSON data."""
@@ -158,10 +168,10 @@ def generate_schedule(
     """Draw a schedule from ``seed``.
 
     ``nodes`` maps node name to role. ``targets`` are selectors, each drawn with equal chance:
-    ``"holder"``, a role (a node of it is drawn), or a node name. ``processes`` maps a role to the
-    daemon that pause and kill aim at on its nodes (absent: every daemon of the node). ``cpu`` is
-    a throttled node's share of one CPU. Raises :class:`NemesisError` for inputs that cannot
-    make a schedule.
+    ``"holder"``, ``"lock-leader"``, a role (a node of it is drawn), or a node name.
+    ``processes`` maps a role to the daemon that pause and kill aim at on its nodes (absent: every
+    daemon of the node). ``cpu`` is a throttled node's share of one CPU. Raises
+    :class:`NemesisError` for inputs that cannot make a schedule.
     """
     _check_inputs(nodes, lease_ttl_ns, duration_ns, kinds, targets, ttl_multiples)
     rng = random.Random(seed)
@@ -188,18 +198,23 @@ def generate_schedule(
     return Schedule(seed, lease_ttl_ns, duration_ns, tuple(windows))
 
 
-def resolve(window: Window, nodes: Sequence[str], holder: str | None) -> Fault:
-    """The concrete fault of ``window``: the holder substituted (``holder``, or the window's
-    fallback when ``None``), a partition's drops worked out among ``nodes``."""
+def resolve(
+    window: Window, nodes: Sequence[str], holder: str | None, leader: str | None = None
+) -> Fault:
+    """The concrete fault of ``window``: the holder (``holder``) or the lock leader (``leader``)
+    substituted, or the window's fallback when ``None``, a partition's drops worked out among
+    ``nodes``."""
     targets = window.targets
-    if window.wants_holder:
-        stand_in = holder or window.fallback
+    for symbol, actual in ((HOLDER, holder), (LOCK_LEADER, leader)):
+        if symbol not in targets:
+            continue
+        stand_in = actual or window.fallback
         if stand_in is None:
             raise NemesisError(
-                f"window {window.index} targets the holder, nobody holds the lease, and the "
-                "window has no fallback worker"
+                f"window {window.index} targets the {symbol}, there is none, and the "
+                "window has no fallback node"
             )
-        targets = tuple(dict.fromkeys(stand_in if t == HOLDER else t for t in targets))
+        targets = tuple(dict.fromkeys(stand_in if t == symbol else t for t in targets))
     if window.kind != "partition":
         return Fault(window.kind, targets, dict(window.params))
     params = window.params
@@ -233,15 +248,17 @@ def _check_inputs(
     if not targets:
         raise NemesisError("give at least one target: holder, a role or a node name")
     for selector in targets:
-        if selector not in (HOLDER, *_ROLES) and selector not in nodes:
+        if selector not in (*_SYMBOLIC, *_ROLES) and selector not in nodes:
             raise NemesisError(
-                f"unknown target {selector!r}; use holder, a role ({', '.join(_ROLES)}) "
-                f"or a node ({', '.join(nodes)})"
+                f"unknown target {selector!r}; use holder, lock-leader, a role "
+                f"({', '.join(_ROLES)}) or a node ({', '.join(nodes)})"
             )
         if selector in _ROLES and selector not in nodes.values():
             raise NemesisError(f"target role {selector!r} has no node in this cluster")
     if HOLDER in targets and _WORKER not in nodes.values():
         raise NemesisError("the holder target needs at least one worker node")
+    if LOCK_LEADER in targets and "lock" not in nodes.values():
+        raise NemesisError("the lock-leader target needs at least one lock node")
 
 
 def _draw_target(
@@ -250,6 +267,8 @@ def _draw_target(
     """The drawn target, its role, and (for the holder) the seeded fallback worker."""
     if selector == HOLDER:
         return HOLDER, _WORKER, rng.choice(_of_role(nodes, _WORKER))
+    if selector == LOCK_LEADER:
+        return LOCK_LEADER, "lock", rng.choice(_of_role(nodes, "lock"))
     if selector in _ROLES:
         node = rng.choice(_of_role(nodes, selector))
         return node, selector, None

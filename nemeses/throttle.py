@@ -1,4 +1,4 @@
-"""Throttle: cap a node's CPU with a cgroup CFS quota, "throttled to a crawl" (DESIGN.md §7).
+"""Throttle: cap a node's CPU with a cgroup CFS quota, "throttled to a crawl" (docs/design.md §7).
 
 The kernel refuses quotas under 1 ms, so a small share needs a long enough period: 2 % is 1 ms of
 every 50 ms. :func:`cfs_quota` picks the shortest period, from 10 ms up, at which the quota reaches
@@ -81,7 +81,7 @@ KIND = FaultKind(
     verb="throttled",
     colour="#f08c2e",
     heal_rank=2,
-    build=lambda locate: ThrottleNemesis(),
+    build=lambda locate, restarter: ThrottleNemesis(),
     draw=_draw,
     recover=_recover,
     manual=ManualCommand(

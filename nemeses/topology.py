@@ -3,7 +3,7 @@
 A partition is a directed graph of who reaches whom (:func:`intended_reachability`); the pairs it
 lacks are its *drops*, ``(source, destination)`` pairs of node names: packets from source to
 destination are dropped, and that is what the iptables rules enforce. The topologies of
-DESIGN.md §7:
+docs/design.md §7:
 
 - ``isolate``: the targets cannot talk to the peers (default: every other node), both ways.
 - ``halves``: the targets are one half, the peers (default: the rest) the other; both ways.

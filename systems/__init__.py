@@ -1,26 +1,40 @@
 """System-under-test adapters.
 
-A system is packaged as an adapter implementing :class:`System` (see :mod:`systems.base`) and
-registered under the entry-point group ``fencecheck.systems``; :func:`load_system` builds one by
-name and :func:`available_systems` lists the names. :mod:`systems.reference` is fencecheck's own
-system with a bug switch per known fencing mistake; :mod:`systems.fake` is a no-op test double.
+A system is packaged as an adapter implementing :class:`System` (see :mod:`systems.base`: the
+required contract and the optional abilities) and registered under the entry-point group
+``fencecheck.systems``; :func:`load_system` builds one by name and :func:`available_systems` lists
+the names. :mod:`systems.reference` is fencecheck's own system with a bug switch per known fencing
+mistake; :mod:`systems.holder_flaws` are the mistakes of the holder, available with every system;
+:mod:`systems.deploy` helps adapters install and start programs. ``docs/adding-a-system.md`` is
+the guide.
 """
 
 from systems.base import (
     MITIGATIONS,
+    ROLE_NAMES,
     AdapterError,
     BugSwitch,
     CollectsData,
     ConfigError,
     Deployment,
-    Endpoint,
-    HolderClient,
+    Exposure,
+    HolderClientCode,
+    KnowsLeader,
     Mitigation,
+    NeedsPackages,
+    PlantsBugs,
     ProcessTarget,
+    Restarts,
+    RoleSpec,
     Sink,
     System,
     SystemConfig,
+    lease_ttl_of,
+    packages_of,
+    read_packages,
+    topology,
 )
+from systems.holder_flaws import HOLDER_FLAWS
 from systems.registry import (
     ENTRY_POINT_GROUP,
     UnknownSystemError,
@@ -30,20 +44,31 @@ from systems.registry import (
 
 __all__ = [
     "ENTRY_POINT_GROUP",
+    "HOLDER_FLAWS",
     "MITIGATIONS",
+    "ROLE_NAMES",
     "AdapterError",
     "BugSwitch",
     "CollectsData",
     "ConfigError",
     "Deployment",
-    "Endpoint",
-    "HolderClient",
+    "Exposure",
+    "HolderClientCode",
+    "KnowsLeader",
     "Mitigation",
+    "NeedsPackages",
+    "PlantsBugs",
     "ProcessTarget",
+    "Restarts",
+    "RoleSpec",
     "Sink",
     "System",
     "SystemConfig",
     "UnknownSystemError",
     "available_systems",
+    "lease_ttl_of",
     "load_system",
+    "packages_of",
+    "read_packages",
+    "topology",
 ]

@@ -1,45 +1,70 @@
-"""The system adapter protocol: how a system under test is described, set up and torn down.
+"""The system adapter contract: how a system under test is described, set up and torn down.
 
-An adapter packages a lock service and its sinks (DESIGN.md §2). It says which nodes it needs
-(:meth:`System.roles`), which write paths exist and how each is protected (the write-path
-inventory, :class:`Sink`), which bug switches it can plant (:class:`BugSwitch`), and it installs
-and starts its programs on nodes using only the :class:`harness.node.Node` protocol. The agents'
-client is a stdlib-only module the adapter ships to worker nodes; its interface is
-:class:`harness.nodeside.agent.HolderClient`.
+An adapter packages a lock service and its sinks (docs/design.md §2). **Required** of every system
+(:class:`System`): its name and a one-line description, the nodes it needs (:meth:`System.roles`,
+which names them: ``e1..e3`` lock-service members, ``s1``, ``w1..``), the write-path inventory
+(:meth:`System.inventory`: which sinks exist and how each is protected), :meth:`System.setup`
+(install and start the system, return the holder client the harness ships to the workers) and
+:meth:`System.teardown`. The harness itself starts an agent on every worker; an adapter never does.
 
-Optional abilities are separate small protocols (:class:`CollectsData`), checked with
-``isinstance``.
+**Optional** abilities are small protocols, checked with ``isinstance``, each one used by the
+harness:
+
+- :class:`Restarts`: start one of the system's daemons again after the kill nemesis killed it
+  (same command line, same data: the restart model of docs/design.md §7). Without it the kill
+  nemesis relaunches the daemon's recorded command line itself and does not wait for readiness.
+- :class:`CollectsData`: files worth saving with the run (epoch files, logs of writes).
+- :class:`PlantsBugs`: bug switches, mistakes planted on purpose (see :class:`BugSwitch`).
+- :class:`KnowsLeader`: which lock-service member leads, for the ``lock-leader`` fault target.
+- :class:`NeedsPackages`: Debian packages its nodes need beyond the base node image.
+
+Holder-side flaws (``retry-on-reject``, ``reacquire-no-reread``) are not a system's: they are the
+harness's, available with every system (:mod:`systems.holder_flaws`).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from pathlib import Path
+from types import ModuleType
+from typing import Any, Final, Protocol, runtime_checkable
 
 # One mitigation vocabulary for what adapters declare and what the checkers judge.
 from harness.history import MITIGATIONS, Mitigation, Sink
 from harness.node import Daemon, Node
-from harness.nodeside.agent import HolderClient
 
 __all__ = [
     "MITIGATIONS",
+    "ROLE_NAMES",
     "AdapterError",
     "BugSwitch",
     "CollectsData",
     "ConfigError",
     "Deployment",
-    "Endpoint",
-    "HolderClient",
+    "Exposure",
+    "HolderClientCode",
+    "KnowsLeader",
     "Mitigation",
+    "NeedsPackages",
+    "PlantsBugs",
     "ProcessTarget",
+    "Restarts",
+    "RoleSpec",
     "Sink",
     "System",
     "SystemConfig",
     "check_bugs",
     "check_roles",
+    "lease_ttl_of",
     "nodes_with_role",
+    "packages_of",
+    "read_packages",
+    "topology",
 ]
+
+ROLE_NAMES: Final = ("lock", "store", "worker")
+"""The roles a node may have: a lock-service member, a sink's server, a lock holder."""
 
 
 class AdapterError(RuntimeError):
@@ -51,25 +76,85 @@ class ConfigError(AdapterError, ValueError):
 
 
 @dataclass(frozen=True, slots=True)
+class RoleSpec:
+    """The nodes of one role: ``count`` of them, named ``prefix1``, ``prefix2``...
+
+    For ``worker`` the count is a minimum (a run may ask for more); for the other roles it is
+    exact. A system whose lock service is also its store names only ``lock`` nodes.
+    """
+
+    count: int
+    prefix: str
+
+    def __post_init__(self) -> None:
+        if self.count < 0:
+            raise ConfigError(f"a role needs 0 or more nodes, not {self.count}")
+        if not self.prefix or not self.prefix[0].isalpha() or not self.prefix.isalnum():
+            raise ConfigError(
+                f"node name prefix {self.prefix!r} must be letters and digits starting with a "
+                "letter (nodes are named prefix1, prefix2...)"
+            )
+
+
+@dataclass(frozen=True, slots=True)
+class Exposure:
+    """How to make a bug switch visible: the faults, where to aim them, the workload, the fault
+    lengths (multiples of the lease TTL) and a lock-delay (seconds) the switch needs.
+
+    ``run`` uses it when a switch is given without faults; ``fencecheck list`` shows it.
+    """
+
+    faults: tuple[str, ...]
+    targets: tuple[str, ...] = ("holder",)
+    workload: str = "append"
+    ttl_multiples: tuple[float, ...] = ()
+    lock_delay: float = 0.0
+
+    def describe(self) -> str:
+        """A command-line fragment, e.g. ``--workload sinks --nemesis pause --target holder``."""
+        parts = [f"--workload {self.workload}", f"--nemesis {','.join(self.faults)}"]
+        parts.append(f"--target {','.join(self.targets)}")
+        if self.ttl_multiples:
+            parts.append(f"--fault-lengths {','.join(f'{m:g}' for m in self.ttl_multiples)}")
+        if self.lock_delay:
+            parts.append(f"--lock-delay {self.lock_delay:g}")
+        return " ".join(parts)
+
+
+@dataclass(frozen=True, slots=True)
 class BugSwitch:
-    """A mistake an adapter can plant on purpose, and how the harness should catch it."""
+    """A mistake an adapter can plant on purpose, how to expose it, and what the checker finds.
+
+    ``anomalies`` are anomaly names of docs/design.md §5, ``sinks`` the sinks they appear on.
+    """
 
     name: str
     description: str
-    exposed_by: str  # the fault (and workload) that makes it visible
-    anomaly: str  # the anomaly name(s) of DESIGN.md §5 the checker should report
+    exposed_by: Exposure
+    anomalies: tuple[str, ...]
+    sinks: tuple[str, ...] = ()
+
+    @property
+    def anomaly(self) -> str:
+        """The expected anomalies in words, e.g. ``stale-write on store, store-batch``."""
+        where = f" on {', '.join(self.sinks)}" if self.sinks else ""
+        return f"{', '.join(self.anomalies)}{where}"
 
 
 @dataclass(frozen=True, slots=True)
 class SystemConfig:
     """What a run asks of the system: lease TTL and lock-delay in seconds, bug switches by name.
 
-    The default is the correct system: no switches.
+    The default is the correct system: no switches. ``secret_file`` is where the harness put the
+    run's secret on every node (mode 0600): daemons built on :mod:`harness.nodeside.wire` take it
+    as ``--secret-file`` and then refuse every request without it, so nothing outside the run can
+    write into it; ``None`` when no secret was installed (programs run by hand).
     """
 
     lease_ttl: float = 2.0
     lock_delay: float = 0.0
     bugs: frozenset[str] = field(default_factory=frozenset)
+    secret_file: str | None = None
 
     def __post_init__(self) -> None:
         if not self.lease_ttl > 0:
@@ -84,50 +169,48 @@ class SystemConfig:
 
 
 @dataclass(frozen=True, slots=True)
-class Endpoint:
-    """A TCP address the controller can reach, and the run secret it must send there (if any)."""
-
-    host: str
-    port: int
-    token: str | None = field(default=None, repr=False, compare=False)
-
-    def __str__(self) -> str:
-        return f"{self.host}:{self.port}"
-
-
-@dataclass(frozen=True, slots=True)
 class ProcessTarget:
-    """A process nemeses may pause, kill and restart: the daemon ``daemon`` on node ``node``."""
+    """A daemon of the system that faults may pause, kill and restart: ``daemon`` on ``node``."""
 
     role: str
     node: str
     daemon: str
-    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class HolderClientCode:
+    """The holder client the harness ships to every worker: a stdlib-only module defining
+    ``Client(config)`` (see :class:`harness.nodeside.client.HolderClient`), and its config.
+
+    The module may import :mod:`harness.nodeside` (``wire`` and ``client``), which the harness
+    ships beside it; ``config`` must be JSON data (addresses of the lock service and sinks...).
+    """
+
+    module: ModuleType
+    config: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
 class Deployment:
     """A system running on a cluster, as :meth:`System.setup` left it.
 
-    ``lease_ttl`` is the TTL the holders actually use (a bug switch may change it); ``agents``
-    maps each worker node to the agent address the controller dials.
+    ``client`` is what the harness's agents use to reach it; ``targets`` are the system's daemons
+    (the pause and kill faults aim at them; a node with none is paused or killed whole);
+    ``lease_ttl`` is the TTL the holders use when a switch changes it (else the run's TTL).
     """
 
-    system: str
-    config: SystemConfig
-    lease_ttl: float
-    agents: Mapping[str, Endpoint]
-    targets: tuple[ProcessTarget, ...]
-    inventory: tuple[Sink, ...]
+    client: HolderClientCode
+    targets: tuple[ProcessTarget, ...] = ()
+    lease_ttl: float | None = None
 
     def targets_for(self, role: str) -> tuple[ProcessTarget, ...]:
-        """The targets of one role (``lock``, ``store``, ``worker``)."""
+        """The targets of one role (``lock``, ``store``)."""
         return tuple(target for target in self.targets if target.role == role)
 
 
 @runtime_checkable
 class System(Protocol):
-    """A system under test, packaged for fencecheck.
+    """A system under test, packaged for fencecheck (the required part of the contract).
 
     Adapters are found through the entry-point group ``fencecheck.systems`` (see
     :mod:`systems.registry`); the entry point names a zero-argument factory (usually the class).
@@ -138,28 +221,20 @@ class System(Protocol):
         """The adapter's name, as in specs and on the command line."""
         ...
 
-    def roles(self) -> Mapping[str, int]:
-        """How many nodes of each role it needs: exact for every role but ``worker``, a minimum."""
+    def describe(self) -> str:
+        """One line saying what the system is (shown by ``fencecheck list``)."""
         ...
 
-    def bug_switches(self) -> Mapping[str, BugSwitch]:
-        """The switches :attr:`SystemConfig.bugs` may name, by name."""
-        ...
-
-    def validate(self, config: SystemConfig) -> None:
-        """Raise :class:`ConfigError` for a config this system cannot run (before any node)."""
+    def roles(self) -> Mapping[str, RoleSpec]:
+        """The nodes it needs, by role (``lock``, ``store``, ``worker``)."""
         ...
 
     def inventory(self, config: SystemConfig) -> tuple[Sink, ...]:
         """The write-path inventory under ``config``: what the system *claims* about each sink."""
         ...
 
-    def lease_ttl(self, config: SystemConfig) -> float:
-        """The lease TTL the holders will actually use under ``config`` (a switch may change it)."""
-        ...
-
     def setup(self, nodes: Mapping[str, Node], config: SystemConfig) -> Deployment:
-        """Install and start the system on ``nodes`` (by name) and wait until every part answers.
+        """Install and start the system on ``nodes`` (by name) and wait until every part serves.
 
         Starts from empty data directories. Raises :class:`AdapterError` (or
         :class:`ConfigError`) naming the node and showing the failing process's log.
@@ -170,8 +245,14 @@ class System(Protocol):
         """Stop every process :meth:`setup` started; safe to call after a partial setup."""
         ...
 
-    def restart(self, node: Node, target: ProcessTarget) -> Daemon:
-        """Start a killed target again (same argv, same data dir) and wait until it answers."""
+
+@runtime_checkable
+class Restarts(Protocol):
+    """A system that can start one of its daemons again after it was killed."""
+
+    def restart(self, node: Node, daemon: str) -> Daemon:
+        """Start the killed daemon ``daemon`` of ``node`` again, with the same command line on
+        the same data, and return once it serves. Raises :class:`AdapterError` if it cannot."""
         ...
 
 
@@ -184,18 +265,94 @@ class CollectsData(Protocol):
         ...
 
 
+@runtime_checkable
+class PlantsBugs(Protocol):
+    """A system with bug switches: mistakes it can plant on purpose to prove the harness sees
+    them."""
+
+    def bug_switches(self) -> Mapping[str, BugSwitch]:
+        """The switches :attr:`SystemConfig.bugs` may name, by name."""
+        ...
+
+    def validate(self, config: SystemConfig) -> None:
+        """Raise :class:`ConfigError` for a config this system cannot run (before any node)."""
+        ...
+
+    def lease_ttl(self, config: SystemConfig) -> float:
+        """The lease TTL the holders will actually use under ``config`` (a switch may change it)."""
+        ...
+
+
+@runtime_checkable
+class KnowsLeader(Protocol):
+    """A system whose lock service has a leader, so faults can aim at ``lock-leader``."""
+
+    def lock_leader(self, nodes: Mapping[str, Node]) -> str | None:
+        """The name of the lock-service node that leads now, or ``None`` if none does."""
+        ...
+
+
+@runtime_checkable
+class NeedsPackages(Protocol):
+    """A system whose nodes need Debian packages beyond the base node image's."""
+
+    def packages(self) -> tuple[str, ...]:
+        """Debian package names; usually :func:`read_packages` of a file beside the adapter."""
+        ...
+
+
+def packages_of(system: System) -> tuple[str, ...]:
+    """The extra Debian packages ``system``'s nodes need (none without :class:`NeedsPackages`)."""
+    return system.packages() if isinstance(system, NeedsPackages) else ()
+
+
+def lease_ttl_of(system: System, config: SystemConfig) -> float:
+    """The TTL the holders use under ``config``: the system's, where a bug switch may change it."""
+    return system.lease_ttl(config) if isinstance(system, PlantsBugs) else config.lease_ttl
+
+
+def read_packages(path: Path) -> tuple[str, ...]:
+    """The package names of a list file: one a line, ``#`` starts a comment."""
+    try:
+        text = path.read_text()
+    except OSError as problem:
+        raise AdapterError(f"cannot read the package list {path}: {problem}") from None
+    return tuple(name for line in text.splitlines() if (name := line.split("#", 1)[0].strip()))
+
+
+def topology(roles: Mapping[str, RoleSpec], workers: int) -> list[tuple[str, str]]:
+    """The cluster's nodes as ``(name, role)``: each role's nodes, workers ``max(workers,
+    minimum)`` of them. Raises :class:`ConfigError` for an unknown role or clashing names."""
+    unknown = sorted(set(roles) - set(ROLE_NAMES))
+    if unknown:
+        raise ConfigError(f"unknown role(s) {', '.join(unknown)}; roles are {ROLE_NAMES}")
+    if "worker" not in roles or roles["worker"].count < 1:
+        raise ConfigError("a system needs at least one worker node (the lock holders)")
+    nodes: list[tuple[str, str]] = []
+    for role in ROLE_NAMES:
+        spec = roles.get(role)
+        if spec is None:
+            continue
+        count = max(workers, spec.count) if role == "worker" else spec.count
+        nodes += [(f"{spec.prefix}{index}", role) for index in range(1, count + 1)]
+    names = [name for name, _ in nodes]
+    if len(set(names)) != len(names):
+        raise ConfigError(f"two roles share a node name prefix: {names}; give each its own")
+    return nodes
+
+
 def nodes_with_role(nodes: Mapping[str, Node], role: str) -> list[Node]:
     """The nodes of one role, by name."""
     return [nodes[name] for name in sorted(nodes) if nodes[name].role == role]
 
 
-def check_roles(system: str, needs: Mapping[str, int], nodes: Mapping[str, Node]) -> None:
+def check_roles(system: str, needs: Mapping[str, RoleSpec], nodes: Mapping[str, Node]) -> None:
     """Raise :class:`ConfigError` unless ``nodes`` has the roles ``needs`` asks for."""
     problems = []
-    for role, count in needs.items():
+    for role, spec in needs.items():
         have = [node.name for node in nodes_with_role(nodes, role)]
-        if len(have) < count or (role != "worker" and len(have) > count):
-            wanted = f"at least {count}" if role == "worker" else f"exactly {count}"
+        if len(have) < spec.count or (role != "worker" and len(have) > spec.count):
+            wanted = f"at least {spec.count}" if role == "worker" else f"exactly {spec.count}"
             problems.append(f"{wanted} {role} node(s), got {len(have)} ({', '.join(have) or '-'})")
     if problems:
         raise ConfigError(
@@ -209,5 +366,5 @@ def check_bugs(system: str, switches: Sequence[str], config: SystemConfig) -> No
     if unknown:
         raise ConfigError(
             f"system {system!r} has no bug switch {', '.join(map(repr, unknown))}; "
-            f"its switches are: {', '.join(sorted(switches))}"
+            f"its switches are: {', '.join(sorted(switches)) or 'none'}"
         )

@@ -1,73 +1,79 @@
-"""Putting node-side programs on nodes, starting them, and waiting until they answer.
+"""Putting node-side programs on nodes, starting them, and waiting until they serve.
 
-Shared by adapters; uses only the :class:`harness.node.Node` protocol. Node-side programs are
-stdlib-only Python files under :data:`INSTALL_DIR`, with :mod:`harness.nodeside.wire` copied beside
-them as ``harness/wire.py`` (the only module they import that is not in the standard library);
-their data lives under :data:`DATA_DIR`.
+Shared by adapters and by the harness (which starts the agents); uses only the
+:class:`harness.node.Node` protocol. Node-side programs are stdlib-only Python files under
+:data:`INSTALL_DIR`, with :mod:`harness.nodeside` (``wire`` and ``client``) copied beside them as a
+package of its own; their data lives under :data:`DATA_DIR`. Readiness is a
+:class:`harness.node.wait.WaitStrategy` the adapter chooses: a TCP port that accepts
+(:class:`~harness.node.wait.PortOpen`), a command that exits 0
+(:class:`~harness.node.wait.CommandSucceeds`), a log line (:class:`~harness.node.wait.LogLine`),
+fencecheck's own ``ping`` (:class:`Pings`) or one of its own.
 """
 
 from __future__ import annotations
 
-import json
+import secrets
 import shlex
 import signal
+import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Any, Final, TypeVar
+from typing import Final, TypeVar
 
 from harness import nodeside
 from harness.node import Daemon, Node, NodeError
-from harness.nodeside import agent, wire
-from systems.base import AdapterError, Endpoint, ProcessTarget
+from harness.node.wait import WaitStrategy
+from harness.nodeside import client, wire
+from systems.base import AdapterError
 
 __all__ = [
-    "AGENT_DAEMON",
     "DATA_DIR",
     "INSTALL_DIR",
-    "agent_argv",
-    "agent_files",
+    "SECRET_FILE",
+    "Pings",
     "fresh_dir",
     "install",
+    "install_secret",
     "kill_daemons",
+    "nodeside_files",
     "on_each",
-    "restart_target",
+    "restart_daemon",
     "source_of",
     "start_and_wait",
-    "wire_files",
 ]
 
 INSTALL_DIR: Final = "/opt/fencecheck"
 DATA_DIR: Final = "/var/lib/fencecheck"
-AGENT_DAEMON: Final = "agent"
+SECRET_FILE: Final = f"{INSTALL_DIR}/run-secret"
+"""Where every node keeps the run's secret by default (mode 0600, root): node programs given
+``--secret-file`` (see :mod:`harness.nodeside.wire`) refuse requests without it."""
 
 T = TypeVar("T")
+_LOG_TAIL_CHARS: Final = 3000
 
-# Runs on the node: connect to the daemon and ping it until it answers, it dies, or time runs out.
-_PROBE: Final = """
-import json, socket, sys, time
-host, port, pid, limit = sys.argv[1], int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
-deadline = time.monotonic() + limit
-while True:
-    try:
-        with socket.create_connection((host, port), timeout=1.0) as conn:
-            conn.sendall(b'{"op":"ping"}\\n')
-            if json.loads(conn.makefile("rb").readline()).get("ok"):
-                sys.exit(0)
-    except (OSError, ValueError):
-        pass
-    try:
-        with open(f"/proc/{pid}/stat") as stat:
-            if stat.read().rpartition(")")[2].split()[0] in "ZX":
-                sys.exit(3)
-    except OSError:
-        sys.exit(3)
-    if time.monotonic() > deadline:
-        sys.exit(1)
-    time.sleep(0.05)
-"""
-_DIED: Final = 3
+
+@dataclass(frozen=True, slots=True)
+class Pings:
+    """Ready when the program answers fencecheck's ``{"op":"ping"}`` with ``ok`` on ``port`` of
+    the node's address (every :mod:`harness.nodeside.wire` server does)."""
+
+    port: int
+    timeout: float = 20.0
+    interval: float = 0.05
+
+    def describe(self) -> str:
+        """What is awaited."""
+        return f"a ping on port {self.port} is answered"
+
+    def attempt(self, node: Node) -> bool:
+        """One ping (1 s at most)."""
+        try:
+            return bool(wire.call((node.ip, self.port), {"op": "ping"}, 1.0).get("ok"))
+        except (TimeoutError, OSError):
+            return False
 
 
 def source_of(module: ModuleType) -> bytes:
@@ -77,46 +83,16 @@ def source_of(module: ModuleType) -> bytes:
     return Path(module.__file__).read_bytes()
 
 
-def wire_files(install_dir: str = INSTALL_DIR) -> dict[str, bytes]:
-    """:mod:`harness.nodeside` as a package of its own beside the node programs that import it."""
+def nodeside_files(install_dir: str = INSTALL_DIR) -> dict[str, bytes]:
+    """:mod:`harness.nodeside` (``wire`` and ``client``) as a package of its own beside the node
+    programs that import it."""
     # An empty top-level __init__: the controller's imports modules that need more than stdlib.
     return {
         f"{install_dir}/harness/__init__.py": b"",
         f"{install_dir}/harness/nodeside/__init__.py": source_of(nodeside),
         f"{install_dir}/harness/nodeside/wire.py": source_of(wire),
+        f"{install_dir}/harness/nodeside/client.py": source_of(client),
     }
-
-
-def agent_files(install_dir: str = INSTALL_DIR) -> dict[str, bytes]:
-    """The agent program and what it imports (the system adds its client module)."""
-    return {f"{install_dir}/agent.py": source_of(agent), **wire_files(install_dir)}
-
-
-def agent_argv(
-    install_dir: str,
-    listen: Endpoint,
-    node: str,
-    client_path: str,
-    ttl: float,
-    retry_on_reject: bool,
-    client_config: Mapping[str, Any],
-) -> list[str]:
-    """The command line that starts an agent (see :mod:`harness.nodeside.agent`)."""
-    config = {"ttl": ttl, "retry_on_reject": retry_on_reject, "client": dict(client_config)}
-    return [
-        "python3",
-        f"{install_dir}/agent.py",
-        "--host",
-        listen.host,
-        "--port",
-        str(listen.port),
-        "--node",
-        node,
-        "--client",
-        client_path,
-        "--config",
-        json.dumps(config, sort_keys=True),
-    ]
 
 
 def install(node: Node, files: Mapping[str, bytes]) -> None:
@@ -125,33 +101,54 @@ def install(node: Node, files: Mapping[str, bytes]) -> None:
         node.put_file(path, data)
 
 
+def install_secret(nodes: Mapping[str, Node], path: str = SECRET_FILE) -> str:
+    """Draw a new run secret and write it to ``path`` on every node; returns it.
+
+    A file readable by root only, so the secret never shows in a command line (``ps``), and
+    another user's process on the host can neither take a lease nor write into the run.
+    """
+    token = secrets.token_hex(32)
+    on_each(list(nodes.values()), lambda node: node.put_file(path, token.encode(), 0o600))
+    return token
+
+
 def fresh_dir(node: Node, path: str) -> None:
     """Make ``path`` an empty directory on ``node`` (a run never inherits an earlier run's data)."""
     node.run(f"rm -rf {shlex.quote(path)} && mkdir -p {shlex.quote(path)}", check=True)
 
 
-def start_and_wait(
-    node: Node, name: str, argv: Sequence[str], listen: Endpoint, timeout: float
-) -> Daemon:
-    """Start daemon ``name`` and return once it answers a ping on ``listen``."""
+def start_and_wait(node: Node, name: str, argv: Sequence[str], ready: WaitStrategy) -> Daemon:
+    """Start daemon ``name`` and return once ``ready`` holds; raise :class:`AdapterError` with
+    the daemon's log if it exits first or ``ready.timeout`` passes."""
     daemon = node.start_daemon(name, argv)
-    _wait_ready(node, daemon, listen, timeout)
+    _wait_ready(node, daemon, ready)
     return daemon
 
 
-def _wait_ready(node: Node, daemon: Daemon, listen: Endpoint, timeout: float) -> None:
-    probe = ["python3", "-c", _PROBE, listen.host, str(listen.port), str(daemon.pid), str(timeout)]
-    result = node.run(probe, timeout=timeout + 30)
-    if result.ok:
-        return
-    why = "exited" if result.exit_code == _DIED else f"did not answer within {timeout:g}s"
+def _wait_ready(node: Node, daemon: Daemon, ready: WaitStrategy) -> None:
+    deadline = time.monotonic() + ready.timeout
+    while True:
+        # Liveness first: a port someone else holds must not pass for a daemon that died.
+        if not _alive(node, daemon):
+            _fail(node, daemon, "exited", ready)
+        try:
+            if ready.attempt(node) and _alive(node, daemon):
+                return
+        except NodeError:
+            pass  # not yet: the strategy's own failures count as "not ready"
+        if time.monotonic() >= deadline:
+            _fail(node, daemon, f"was not ready within {ready.timeout:g}s", ready)
+        time.sleep(ready.interval)
+
+
+def _fail(node: Node, daemon: Daemon, why: str, ready: WaitStrategy) -> None:
     try:
-        log = node.get_file(daemon.log_path).decode("utf-8", "replace")[-3000:]
+        log = node.get_file(daemon.log_path).decode("utf-8", "replace")[-_LOG_TAIL_CHARS:]
     except NodeError as problem:
         log = f"(log unreadable: {problem})"
     raise AdapterError(
-        f"{daemon.name} on {node.name} {why} at {listen} (probe exit {result.exit_code}, "
-        f"{result.stderr.strip() or 'no stderr'}); {daemon.log_path} ends with:\n{log}"
+        f"{daemon.name} on {node.name} {why} (waiting until {ready.describe()}); "
+        f"{daemon.log_path} ends with:\n{log}"
     )
 
 
@@ -167,17 +164,19 @@ def _alive(node: Node, daemon: Daemon) -> bool:
     return state is not None and state not in ("Z", "X")
 
 
-def restart_target(node: Node, target: ProcessTarget, listen: Endpoint, timeout: float) -> Daemon:
-    """Start a killed target with its last argv and wait until it answers on ``listen``."""
-    if target.node != node.name:
-        raise AdapterError(f"target {target.daemon}@{target.node} is not on node {node.name}")
-    daemon = node.daemon(target.daemon)
+def restart_daemon(node: Node, name: str, ready: WaitStrategy) -> Daemon:
+    """Start the killed daemon ``name`` with its last command line (same data: the restart model)
+    and wait until ``ready`` holds."""
+    try:
+        daemon = node.daemon(name)
+    except NodeError as problem:
+        raise AdapterError(str(problem)) from None
     if _alive(node, daemon):
         raise AdapterError(
-            f"{target.daemon} on {node.name} (pid {daemon.pid}) is still running; "
+            f"{name} on {node.name} (pid {daemon.pid}) is still running; "
             "kill it before restarting it"
         )
-    return start_and_wait(node, daemon.name, daemon.argv, listen, timeout)
+    return start_and_wait(node, daemon.name, daemon.argv, ready)
 
 
 def on_each(nodes: Sequence[Node], action: Callable[[Node], T]) -> list[T]:

@@ -56,6 +56,6 @@ def load_system(name: str) -> System:
     if not isinstance(system, System):
         raise AdapterError(
             f"system {name!r} ({entry.value}) produced a {type(system).__name__}, which lacks "
-            "the System protocol's methods (roles, inventory, setup, teardown, restart...)"
+            "the System protocol's methods (name, describe, roles, inventory, setup, teardown)"
         )
     return system

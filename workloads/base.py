@@ -91,7 +91,7 @@ class Ops(Protocol):
 
 @dataclass(frozen=True)
 class HolderFlaws:
-    """Mistakes that live in the holder's logic rather than in a server (DESIGN.md §1)."""
+    """Mistakes that live in the holder's logic rather than in a server (docs/design.md §1)."""
 
     retry_on_reject: bool = False
     reacquire_no_reread: bool = False

@@ -1,7 +1,7 @@
 """The ``fencecheck`` command line.
 
 Each subcommand lives in its own module of this package and registers itself on :data:`cli` when
-imported; :func:`main` imports them all. Exit codes follow DESIGN.md §8: 0 valid, 1 invalid,
+imported; :func:`main` imports them all. Exit codes follow docs/design.md §8: 0 valid, 1 invalid,
 2 unknown, 3 error (bad input, a broken environment, a usage mistake).
 """
 

@@ -13,6 +13,7 @@ from harness.cli.images import build_progress
 from harness.node import NodeError
 from harness.node.docker.cluster import (
     Cluster,
+    NodeSpec,
     RunInfo,
     default_topology,
     gc,
@@ -22,8 +23,9 @@ from harness.node.docker.cluster import (
     remove_run,
 )
 from harness.node.docker.engine import EngineError
-from harness.node.docker.images import ImageError, node_image
-from systems import SystemConfig, load_system
+from harness.node.docker.images import ImageError, system_image
+from harness.run.agents import deploy_system
+from systems import AdapterError, SystemConfig, load_system, packages_of, topology
 
 __all__ = ["cluster_group"]
 
@@ -54,12 +56,17 @@ def up(workers: int, run_id: str | None, image: str | None, system: str, ttl: fl
     try:
         if image is None:
             with build_progress(console) as show:
-                image = node_image(show)
-        cluster = Cluster(run_id or new_run_id(), default_topology(workers), image=image, keep=True)
+                image = system_image(packages_of(deploy) if deploy else (), show)
+        nodes = default_topology(workers)
+        if deploy is not None:
+            nodes = [NodeSpec(name, role) for name, role in topology(deploy.roles(), workers)]
+        cluster = Cluster(run_id or new_run_id(), nodes, image=image, keep=True)
         with cluster:
             if deploy is not None:
                 try:
-                    deployment = deploy.setup(cluster.nodes, SystemConfig(lease_ttl=ttl))
+                    deployment, _ = deploy_system(
+                        deploy, cluster.nodes, SystemConfig(lease_ttl=ttl)
+                    )
                 except BaseException:
                     cluster.down()
                     raise
@@ -69,7 +76,7 @@ def up(workers: int, run_id: str | None, image: str | None, system: str, ttl: fl
             for node in cluster.nodes.values():
                 table.add_row(node.name, node.role, node.ip, cluster.container_name(node.name))
             console.print(table)
-    except (NodeError, ImageError, EngineError) as problem:
+    except (NodeError, ImageError, EngineError, AdapterError) as problem:
         raise click.ClickException(str(problem)) from problem
     console.print(f"remove it with: fencecheck cluster down {cluster.run_id}", style="dim")
     click.echo(cluster.run_id)

@@ -29,7 +29,7 @@ from harness.node.docker.engine import EngineError
 from harness.node.interrupts import sigterm_interrupts
 from nemeses.kill import KillNemesis
 from nemeses.kinds import FaultKind, ManualCommand, ManualOption, node_names
-from nemeses.processes import ProcessImage, running_daemons
+from nemeses.processes import ProcessImage, restart, running_daemons
 from nemeses.protocol import Fault, Nemesis, NemesisError, start_f, stop_f
 from nemeses.recovery import heal_nodes
 from nemeses.registry import KINDS, fault_kind
@@ -150,7 +150,7 @@ def _apply(
     nodes: dict[str, Node] = dict(cluster.nodes)
     try:
         fault = build(nodes)
-        nemesis = fault_kind(fault.kind).build(running_daemons)
+        nemesis = fault_kind(fault.kind).build(running_daemons, restart)
         nemesis.setup(nodes)
     except NemesisError as problem:
         raise click.ClickException(str(problem)) from problem

@@ -18,7 +18,8 @@ from harness.cli.check import exit_code, render_result
 from harness.cli.hosts import load_hosts_option
 from harness.node.interrupts import interrupts_once
 from harness.report import publish
-from harness.run.exposure import exposing_faults
+from harness.run.exposure import ExposureError, exposing_faults, switches_of
+from harness.run.exposure import expose as exposed_spec
 from harness.run.runner import RunError, RunOutcome, check_run, run_test
 from harness.run.spec import SpecError, TestSpec, split_names, store_path
 from harness.run.store import (
@@ -29,6 +30,7 @@ from harness.run.store import (
     why_unwritable,
 )
 from nemeses.registry import KINDS
+from systems import load_system
 
 __all__ = ["analyze_command", "list_command", "run_command", "store_option"]
 
@@ -101,6 +103,11 @@ store_option = click.option(
     help="Critical-section time between the lease check and the write.",
 )
 @click.option("--seed", type=int, default=None, help="Same seed, same faults and choices.")
+@click.option(
+    "--expose",
+    is_flag=True,
+    help="Take faults, targets, workload and fault lengths from the first --bug's exposed_by.",
+)
 @store_option
 @click.option(
     "--hosts",
@@ -133,6 +140,7 @@ def run_command(
     rate: float,
     work_ms: int,
     seed: int | None,
+    expose: bool,
     store: Path,
     hosts_file: Path | None,
     keep_cluster: bool,
@@ -144,7 +152,7 @@ def run_command(
 
     Exit code: 0 valid, 1 invalid, 2 unknown, 3 error.
     """
-    picked = exposing_faults(bugs) if nemesis is None else None
+    picked = _picked(system, bugs) if nemesis is None else None
     if picked is not None:
         nemesis, target = ",".join(picked[0]), target or ",".join(picked[1])
     spec = TestSpec(
@@ -166,6 +174,11 @@ def run_command(
     )
     if seed is not None:
         spec = replace(spec, seed=seed)
+    if expose:
+        try:
+            spec = exposed_spec(spec)
+        except (ExposureError, LookupError) as problem:
+            raise click.ClickException(str(problem).strip("'\"")) from None
     console = Console(stderr=True)
     hosts = load_hosts_option(hosts_file) if hosts_file is not None else None
     try:
@@ -205,6 +218,16 @@ def run_command(
     if not written:
         raise click.exceptions.Exit(EXIT_ERROR)
     raise click.exceptions.Exit(exit_code(outcome.result))
+
+
+def _picked(system: str, bugs: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The faults and targets that expose the planted ``bugs``, for a run that names no fault."""
+    if not bugs:
+        return None
+    try:
+        return exposing_faults(switches_of(load_system(system)), bugs)
+    except (LookupError, ValueError):
+        return None  # the runner names the unknown system
 
 
 def _publish(outcome: RunOutcome, junit_xml: Path | None, console: Console) -> bool:
@@ -252,23 +275,31 @@ def _coverage(run: RunDir) -> dict[str, Any]:
 
 @cli.command("list")
 def list_command() -> None:
-    """Show the systems, bug switches, workloads and nemeses that can be combined."""
+    """Show the systems, bug switches, holder flaws, workloads and nemeses that can be combined."""
     from nemeses import TOPOLOGIES
-    from systems import available_systems, load_system
+    from systems import HOLDER_FLAWS, PlantsBugs, available_systems, load_system
     from workloads import WORKLOADS
 
     console = Console()
     table = Table("system", "bug switch", "exposed by", "expected anomaly", title="systems")
     for name in available_systems():
         try:
-            switches = load_system(name).bug_switches()
+            system = load_system(name)
+            switches = system.bug_switches() if isinstance(system, PlantsBugs) else {}
+            about = system.describe()
         except Exception as problem:  # a broken third-party adapter must not hide the others
             table.add_row(name, f"[red]cannot load: {problem}[/]", "", "")
             continue
-        table.add_row(name, "(none: the correct system)", "", "valid")
+        table.add_row(name, f"(none: the correct system) {about}", "", "valid")
         for switch in switches.values():
-            table.add_row("", switch.name, switch.exposed_by, switch.anomaly)
+            table.add_row("", switch.name, switch.exposed_by.describe(), switch.anomaly)
     console.print(table)
+    flaws = Table(
+        "holder flaw", "exposed by", "expected anomaly", title="holder flaws (any system)"
+    )
+    for flaw in HOLDER_FLAWS.values():
+        flaws.add_row(flaw.name, flaw.exposed_by.describe(), flaw.anomaly)
+    console.print(flaws)
     workloads = Table("workload", "what holders do", title="workloads")
     for workload in WORKLOADS.values():
         workloads.add_row(workload.name, workload.description)

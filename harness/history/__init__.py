@@ -1,4 +1,4 @@
-"""Layer 0: history format v1 (DESIGN.md §4), its vocabulary, and the write-path inventory.
+"""Layer 0: history format v1 (docs/design.md §4), its vocabulary, and the write-path inventory.
 
 Everything above it (checkers, runner, report) reads and writes histories through this package;
 it imports nothing else of fencecheck's.

@@ -1,7 +1,8 @@
 """History format v1: the event type and its JSON form.
 
-The history is the contract between the runner and the checkers (DESIGN.md §4). It is JSON Lines,
-one event per line, written as the run goes so that a crash never loses what already happened.
+The history is the contract between the runner and the checkers (docs/design.md §4). It is JSON
+Lines, one event per line, written as the run goes so that a crash never loses what already
+happened.
 """
 
 from __future__ import annotations
@@ -89,7 +90,7 @@ def event_from_dict(raw: Any, line: int = 0) -> Event:
         raise HistoryError(
             line,
             f"missing field {missing.args[0]!r}",
-            "every event needs index, time, process, type and f (see DESIGN.md §4)",
+            "every event needs index, time, process, type and f (see docs/design.md §4)",
         ) from None
     if not (type(index) is int and type(time) is int and index >= 0 and time >= 0):
         raise HistoryError(

@@ -4,9 +4,9 @@ One :class:`Sink` type serves the adapters that declare sinks, the checkers that
 the report that prints them.
 
 A system declares each sink as fenced (it checks epochs) or unfenced with a mitigation
-(DESIGN.md §2). The checkers use it to tell a violation from a known weakness: a stale write on an
-unfenced sink with no mitigation is *expected* (reported, not counted against the run), while on a
-fenced sink, or one guarded by lock-delay or a checking proxy, it makes the run invalid.
+(docs/design.md §2). The checkers use it to tell a violation from a known weakness: a stale write
+on an unfenced sink with no mitigation is *expected* (reported, not counted against the run), while
+on a fenced sink, or one guarded by lock-delay or a checking proxy, it makes the run invalid.
 """
 
 from __future__ import annotations

@@ -97,7 +97,7 @@ def _bad_json(number: int, line: bytes) -> HistoryError:
 
 
 def paired(events: Iterable[Event]) -> Iterator[tuple[Event, Event | None]]:
-    """Yield each event with the invoke it completes, checking the discipline of DESIGN.md §4.
+    """Yield each event with the invoke it completes, checking the discipline of docs/design.md §4.
 
     Invokes and nemesis events come with ``None``. Indexes must rise strictly and times never go
     back, so that index order is real-time order (on equal times the index decides). A completion
@@ -159,7 +159,8 @@ def _disorder(event: Event, last: Event) -> HistoryError:
 
 
 def validated(events: Iterable[Event]) -> Iterator[Event]:
-    """Pass events through, checking the operation discipline of DESIGN.md §4 (see :func:`paired`).
+    """Pass events through, checking the operation discipline of docs/design.md §4 (see
+    :func:`paired`).
 
     Nemesis events are exempt (they are all ``info``).
     """

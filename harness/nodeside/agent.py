@@ -1,14 +1,15 @@
 """The fencecheck agent: a lock holder on a worker node, driven by the controller over TCP.
 
-One agent runs on each worker node, started by the system adapter as::
+The harness starts one agent on each worker node (the system adapter never does)::
 
     python3 /opt/fencecheck/agent.py --port 7000 --node w1 --client /opt/fencecheck/client.py \
-        --config '{"ttl": 2.0, "retry_on_reject": false, "client": {...}}'
+        --config '{"ttl": 2.0, "flaws": [], "client": {...}}'
 
-It is stdlib-only (it imports only :mod:`harness.nodeside.wire`, copied next to it) because nodes
-have no fencecheck installation. ``--client`` names the system's client module, which must define a
-class ``Client(config)`` implementing :class:`HolderClient`; it gets the ``client`` object of the
-config.
+It is stdlib-only (it imports only :mod:`harness.nodeside`'s ``wire`` and ``client``, copied next
+to it) because nodes have no fencecheck installation. ``--client`` names the system's client
+module, which must define a class ``Client(config)`` implementing
+:class:`harness.nodeside.client.HolderClient`; it gets the ``client`` object of the config plus
+``node``.
 
 The agent behaves as a careful holder that a fence is still needed for: it renews its lease every
 TTL/3, checks the lease by its own monotonic clock before each write, then does its critical
@@ -26,12 +27,13 @@ concurrent connections; a ``req`` field is echoed back):
 - ``{"op":"release","lock":L,"epoch":N?}`` -> ``{"ok":true}``; ``{"ok":false,"error":"not-held"}``.
 - ``{"op":"write","lock":L,"epoch":N,"sink":S,"key":K,"id":I,"prev":P,"work_ms":W,
   "check_lease":B}`` (``check_lease`` false: the rest of a unit already checked, sent unchecked) ->
-  ``{"ok":true}``; ``{"ok":false,"error":"not-held"}`` (no lease of that epoch here) or
-  ``"lease-expired"`` (both without sending); ``{"ok":false,"error":"stale-epoch"}`` (refused by the
-  fence: the agent gives the lease up unless ``retry_on_reject``); ``{"ok":false,"error":
-  "unavailable"}`` (not sent); ``{"ok":false,"error":"unavailable","info":true}`` (unknown whether
-  it landed).
-- ``{"op":"read","sink":S,"key":K}`` -> ``{"ok":true,"entries":[{"id":I,"epoch":N},...]}``;
+  ``{"ok":true}`` (with ``"seq":Q`` when the sink reports its acceptance order);
+  ``{"ok":false,"error":"not-held"}`` (no lease of that epoch here) or ``"lease-expired"`` (both
+  without sending); ``{"ok":false,"error":"stale-epoch"}`` (refused by the fence: the agent gives
+  the lease up unless ``retry-on-reject``); ``{"ok":false,"error":"unavailable"}`` (not sent);
+  ``{"ok":false,"error":"unavailable","info":true}`` (unknown whether it landed: ``info`` marks an
+  unknown outcome, the error word says the service did not answer).
+- ``{"op":"read","sink":S,"key":K}`` -> ``{"ok":true,"entries":[{"id":I,"epoch":N,"seq":Q?},...]}``;
   ``{"ok":false,"error":"unavailable"}`` (no answer: a plain read changes nothing, so it failed).
 - ``{"op":"read","sink":S,"key":K,"lock":L,"epoch":N}``: a *fenced* read, which the sink treats
   like a write for its highest-seen epoch. Checked against the lease like a write (``not-held``,
@@ -42,10 +44,10 @@ concurrent connections; a ``req`` field is echoed back):
   believes valid, and the writes inside their critical section.
 - ``{"op":"ping"}`` -> ``{"ok":true,"node":W,"pid":P}``.
 
-With ``retry_on_reject`` (the bug switch of that name) the agent keeps a lease whose write (or
-fenced read) was refused, and a later write or fenced read with a refused epoch skips the lease
-check, as a client whose retry loop sits below its lease check would: the runner's re-sent write
-reaches the sink again.
+Holder flaws (``flaws`` in the config, the harness's own mistakes, available with every system):
+with ``retry-on-reject`` the agent keeps a lease whose write (or fenced read) was refused, and a
+later write or fenced read with a refused epoch skips the lease check, as a client whose retry loop
+sits below its lease check would: the runner's re-sent write reaches the sink again.
 """
 
 from __future__ import annotations
@@ -57,62 +59,43 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Final
 
 from harness.nodeside import wire
+from harness.nodeside.client import (
+    UNAVAILABLE,
+    Accepted,
+    Grant,
+    HolderClient,
+    Read,
+    Refused,
+)
 
-__all__ = ["Agent", "AgentConfig", "HolderClient", "load_client", "main"]
+__all__ = ["HOLDER_FLAWS", "RETRY_ON_REJECT", "Agent", "AgentConfig", "load_client", "main"]
 
-
-class HolderClient(Protocol):
-    """What a system's client module gives the agent (its class ``Client(config)``).
-
-    Return values are the service's definite answers; an exception means the outcome is unknown
-    (the request may have been acted on). The error string ``unavailable`` means "certainly not
-    sent" (the connection could not be opened).
-    """
-
-    def acquire(self, lock: str, ttl: float, wait: float) -> tuple[int, float] | str:
-        """``(epoch, waited)`` or an error such as ``timeout`` or ``unavailable``.
-
-        ``waited`` is how long the service held the request before the lease began (a duration
-        by the service's clock): the holder counts its lease from when it sent the request plus
-        ``waited``, never earlier than the service does.
-        """
-        ...
-
-    def renew(self, lock: str, epoch: int) -> bool:
-        """Extend the lease; False when the service says it is no longer held."""
-        ...
-
-    def release(self, lock: str, epoch: int) -> bool:
-        """Give the lease back; False when it was no longer held."""
-        ...
-
-    def write(self, lock: str, sink: str, key: str, id: str, epoch: int, prev: Any) -> str:
-        """``ok``, ``stale-epoch`` (refused by the fence), ``unavailable`` (not sent), or another
-        definite refusal."""
-        ...
-
-    def read(
-        self, sink: str, key: str, lock: str | None = None, epoch: int | None = None
-    ) -> list[dict[str, Any]] | str:
-        """The key's entries ``[{id, epoch}, ...]`` in the sink's order, or a definite error.
-
-        With ``lock`` and ``epoch`` (always both) a fenced read: the sink refuses it as
-        ``stale-epoch`` below its highest-seen epoch for ``lock``, else raises that mark to
-        ``epoch`` as a write would.
-        """
-        ...
+RETRY_ON_REJECT: Final = "retry-on-reject"
+"""The holder flaw the agent itself carries out (see the module docstring)."""
+HOLDER_FLAWS: Final = (RETRY_ON_REJECT,)
+"""The flaws this agent knows; the workload carries out the other holder flaws."""
 
 
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
-    """The agent's ``--config``: lease TTL (seconds), the retry bug, and the client's own config."""
+    """The agent's ``--config``: lease TTL (seconds), holder flaws, and the client's own config."""
 
     ttl: float
-    retry_on_reject: bool = False
+    flaws: frozenset[str] = frozenset()
     client: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def retry_on_reject(self) -> bool:
+        """True when a refused write's epoch is kept and retried (the flaw of that name)."""
+        return RETRY_ON_REJECT in self.flaws
+
+    def to_json(self) -> str:
+        """The ``--config`` text for this configuration."""
+        data = {"ttl": self.ttl, "flaws": sorted(self.flaws), "client": self.client}
+        return json.dumps(data, sort_keys=True)
 
     @classmethod
     def from_json(cls, text: str) -> AgentConfig:
@@ -123,13 +106,16 @@ class AgentConfig:
         ttl = raw.get("ttl")
         if isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl <= 0:
             raise ValueError("'ttl' must be a positive number of seconds")
-        retry = raw.get("retry_on_reject", False)
-        if not isinstance(retry, bool):
-            raise ValueError("'retry_on_reject' must be true or false")
+        flaws = raw.get("flaws", [])
+        if not isinstance(flaws, list) or not all(isinstance(f, str) for f in flaws):
+            raise ValueError("'flaws' must be a list of holder flaw names")
+        unknown = sorted(set(flaws) - set(HOLDER_FLAWS))
+        if unknown:
+            raise ValueError(f"unknown holder flaw(s) {unknown}; the agent knows {HOLDER_FLAWS}")
         client = raw.get("client", {})
         if not isinstance(client, dict):
             raise ValueError("'client' must be a JSON object")
-        return cls(float(ttl), retry, client)
+        return cls(float(ttl), frozenset(flaws), client)
 
 
 @dataclass(slots=True)
@@ -146,7 +132,7 @@ class _Lease:
         return -1.0 if self.lost else self.renewed + self.ttl - now
 
 
-_INFO = {"ok": False, "error": "unavailable", "info": True}
+_INFO: Final = {"ok": False, "error": UNAVAILABLE, "info": True}
 
 
 class Agent:
@@ -190,10 +176,12 @@ class Agent:
             result = self._client.acquire(lock, self._ttl, wait)
         except Exception as problem:
             return {**_INFO, "message": str(problem)}
-        if isinstance(result, str):
-            return {"ok": False, "error": result}
-        epoch, waited = result
-        lease = _Lease(lock, epoch, self._ttl, sent + waited)
+        if isinstance(result, Refused):
+            return {"ok": False, "error": result.reason}
+        if not isinstance(result, Grant):
+            return {**_INFO, "message": _unknown_reason(result)}
+        epoch = result.epoch
+        lease = _Lease(lock, epoch, self._ttl, sent + result.waited)
         with self._state:
             replaced = self._leases.get(lock)
             if replaced is not None:
@@ -290,11 +278,13 @@ class Agent:
         finally:
             with self._state:
                 self._working.pop(write_id, None)
-        if outcome == "ok":
-            return {"ok": True}
-        if outcome == "stale-epoch":
+        if isinstance(outcome, Accepted):
+            return {"ok": True} if outcome.seq is None else {"ok": True, "seq": outcome.seq}
+        if not isinstance(outcome, Refused):
+            return {**_INFO, "message": _unknown_reason(outcome)}
+        if outcome.stale:
             self._fenced_off(lock, epoch, "its write was refused")
-        return {"ok": False, "error": outcome}
+        return {"ok": False, "error": outcome.reason}
 
     def _fenced_off(self, lock: str, epoch: int, why: str) -> None:
         """A sink refused ``epoch`` as stale. A correct holder stops: no renewals, and the lease
@@ -327,17 +317,22 @@ class Agent:
                 return {"ok": False, "error": refusal}
             wire.log(f"fenced read {sink}/{key} epoch {epoch}: {note}")
         try:
-            entries = self._client.read(sink, key, lock, epoch)
+            answer = self._client.read(sink, key, lock, epoch)
         except Exception as problem:
-            if fenced:  # unknown: the read may have raised the sink's mark
-                return {**_INFO, "message": str(problem)}
-            # A plain read changes nothing, so a read that did not answer simply failed.
-            return {"ok": False, "error": "unavailable", "message": str(problem)}
-        if isinstance(entries, str):
-            if lock is not None and epoch is not None and entries == "stale-epoch":
+            answer = None
+            message = str(problem)
+        if isinstance(answer, Read):
+            return {"ok": True, "entries": [entry.to_json() for entry in answer.entries]}
+        if isinstance(answer, Refused):
+            if lock is not None and epoch is not None and answer.stale:
                 self._fenced_off(lock, epoch, "its read was refused")
-            return {"ok": False, "error": entries}
-        return {"ok": True, "entries": entries}
+            return {"ok": False, "error": answer.reason}
+        if answer is not None:
+            message = _unknown_reason(answer)
+        if fenced:  # unknown: the read may have raised the sink's mark
+            return {**_INFO, "message": message}
+        # A plain read changes nothing, so a read that did not answer simply failed.
+        return {"ok": False, "error": UNAVAILABLE, "message": message}
 
     def _holds(self, request: dict[str, Any]) -> dict[str, Any]:
         now = time.monotonic()
@@ -352,6 +347,12 @@ class Agent:
 
     def _ping(self, request: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "node": self.node, "pid": os.getpid()}
+
+
+def _unknown_reason(result: object) -> str:
+    """The message of an unknown outcome: the client's reason, or what it wrongly returned."""
+    reason = getattr(result, "reason", None)
+    return str(reason) if reason is not None else f"the client returned {result!r}"
 
 
 def load_client(path: str, config: dict[str, Any]) -> HolderClient:
@@ -373,7 +374,7 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = wire.with_listen_options("fencecheck agent: a lock holder on a worker")
     parser.add_argument("--node", required=True, help="this worker's node name, e.g. w1")
     parser.add_argument("--client", required=True, help="path of the system's client module")
-    parser.add_argument("--config", required=True, help="JSON: ttl, retry_on_reject, client")
+    parser.add_argument("--config", required=True, help="JSON: ttl, flaws, client")
     args = parser.parse_args(argv)
     try:
         config = AgentConfig.from_json(args.config)
@@ -385,7 +386,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         parser.error(f"--client {args.client}: {problem}")
     banner = (
         f"agent {args.node}, client {args.client}, ttl {config.ttl:.3f}s, "
-        f"retry-on-reject {config.retry_on_reject}"
+        f"holder flaws {sorted(config.flaws) or 'none'}"
     )
     wire.serve(
         args.host, args.port, Agent(args.node, client, config).handle, banner, args.secret_file

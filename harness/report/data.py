@@ -43,7 +43,7 @@ every operation an anomaly names): a browser tab stays responsive up to about th
 
 OUTCOMES: Final[tuple[str, ...]] = ("ok", "fail", "info", "open")
 """Outcome codes in the page's data: an operation still open at the end counts as ``info``
-(DESIGN.md §4) but is drawn apart so a cut-short run is visible as such."""
+(docs/design.md §4) but is drawn apart so a cut-short run is visible as such."""
 
 _OUTCOME_CODE: Final = {name: code for code, name in enumerate(OUTCOMES)}
 _THROUGHPUT_BINS: Final = 2000

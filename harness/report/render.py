@@ -38,7 +38,7 @@ ANOMALY_MEANINGS: Final[Mapping[str, str]] = {
     "refused as stale",
     "lost-update": "two accepted read-modify-writes were based on the same read",
 }
-"""One line per anomaly name (DESIGN.md §5), shown under each anomaly's heading."""
+"""One line per anomaly name (docs/design.md §5), shown under each anomaly's heading."""
 
 _VERDICT_WORDS: Final = {
     "valid": "Valid",
@@ -188,7 +188,7 @@ def _verdict(data: ReportData) -> str:
         )
     details.extend(_e(reason) for reason in summary.unknown_reasons)
     if verdict == "valid":
-        # A pass that exercised nothing must not read as a plain pass (DESIGN.md §10).
+        # A pass that exercised nothing must not read as a plain pass (docs/design.md §10).
         details.extend(
             f'<span class="coverage-gap">But: {_e(gap)}.</span>' for gap in _gaps(data.results)
         )

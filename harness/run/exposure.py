@@ -1,80 +1,124 @@
-"""Can this run expose the bug switches it plants? Decided before any container starts.
+"""Can this run expose the mistakes it plants? Decided from each switch's ``exposed_by`` data
+(:class:`systems.Exposure`), before any container starts.
 
 A run that plants ``unfenced-path`` but never writes to ``store-batch``, or plants
 ``epoch-in-memory`` but never restarts the lock service, would end ``valid`` and read as "the
-harness found nothing", which is a false verdict about the harness itself (DESIGN.md §10). So
-``run`` refuses such a spec with the fix, and picks the exposing fault when none was asked for.
+harness found nothing", which is a false verdict about the harness itself (docs/design.md §10).
+So ``run`` refuses such a spec with the fix (:func:`unexposed`), picks the exposing faults when
+none were asked for (:func:`exposing_faults`), and ``--expose`` takes the whole shape from the
+switch (:func:`expose`).
 
-What exposes each switch is the explicit table :data:`EXPOSURES`, keyed by switch name (the
-adapters' ``BugSwitch.exposed_by`` says the same in words). Switches it does not list (a
-third-party system's) are not judged.
+How an :class:`~systems.Exposure` is read: a plain stop (pause, freeze, throttle, partition) can
+stand in for another, since any of them keeps a holder from renewing, and a stop must outlast the
+lease; a kill need not. Its ``workload`` is required unless it is ``append``, the path every
+workload shares.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 from harness.run.spec import TestSpec
-from nemeses import HOLDER, Schedule
+from nemeses import HOLDER, LOCK_LEADER, Schedule
+from systems import HOLDER_FLAWS, BugSwitch, Exposure, PlantsBugs, System, load_system
 
-__all__ = ["EXPOSURES", "Exposure", "exposing_faults", "unexposed"]
+__all__ = [
+    "ExposureError",
+    "Need",
+    "expose",
+    "exposing_faults",
+    "need_of",
+    "switches_of",
+    "unexposed",
+]
 
-_STOPS: Final = frozenset(("pause", "freeze", "throttle", "partition", "restart-while-paused"))
-"""Faults that can keep a holder from renewing past its lease while it still means to write."""
+_PLAIN_STOPS: Final = frozenset(("pause", "freeze", "throttle", "partition"))
+_STOPS: Final = _PLAIN_STOPS | {"restart-while-paused"}
+"""Faults that keep a holder from renewing past its lease while it still means to write."""
+_ANY_WORKLOAD: Final = "append"
 _WORKER: Final = "worker"
 
 
-@dataclass(frozen=True, slots=True)
-class Exposure:
-    """What a run needs for one switch's mistake to show.
+class ExposureError(ValueError):
+    """The spec plants nothing whose exposure is known; the message says what to pass."""
 
-    A fault window of one of ``kinds`` that hits a node of one of ``roles`` (the holder is a
-    ``worker``), longer than the lease TTL when ``past_lease``, under one of ``workloads`` (any
-    when empty). ``nemeses`` and ``targets`` are what ``run`` picks when no fault was named.
-    """
+
+@dataclass(frozen=True, slots=True)
+class Need:
+    """What a run must contain for one switch's mistake to show: a fault of one of ``kinds``
+    hitting a node of one of ``roles``, longer than the lease when ``past_lease``, under one of
+    ``workloads`` (any when empty)."""
 
     kinds: frozenset[str]
     roles: frozenset[str]
-    past_lease: bool = True
-    workloads: frozenset[str] = frozenset()
-    nemeses: tuple[str, ...] = ("pause",)
-    targets: tuple[str, ...] = (HOLDER,)
+    past_lease: bool
+    workloads: frozenset[str]
 
 
-_HOLDER_STOP: Final = Exposure(_STOPS, frozenset((_WORKER,)))
-
-EXPOSURES: Final[Mapping[str, Exposure]] = {
-    "no-store-check": _HOLDER_STOP,
-    "long-ttl-no-fence": _HOLDER_STOP,
-    "retry-on-reject": _HOLDER_STOP,
-    "epoch-in-memory": Exposure(
-        frozenset(("kill",)), frozenset(("lock",)), False, nemeses=("kill",), targets=("lock",)
-    ),
-    "store-forgets": Exposure(
-        frozenset(("restart-while-paused",)),
-        frozenset((_WORKER,)),
-        nemeses=("restart-while-paused",),
-    ),
-    "reacquire-no-reread": Exposure(_STOPS, frozenset((_WORKER,)), workloads=frozenset(("rmw",))),
-    "unfenced-path": Exposure(_STOPS, frozenset((_WORKER,)), workloads=frozenset(("sinks",))),
-    "short-lock-delay": Exposure(_STOPS, frozenset((_WORKER,)), workloads=frozenset(("sinks",))),
-}
-"""Per bug switch of the reference system: the run shape that makes its mistake visible."""
+def switches_of(system: System) -> dict[str, BugSwitch]:
+    """Every mistake a run of ``system`` can plant: the harness's holder flaws and its switches."""
+    switches: dict[str, BugSwitch] = dict(HOLDER_FLAWS)
+    if isinstance(system, PlantsBugs):
+        switches.update(system.bug_switches())
+    return switches
 
 
-def exposing_faults(bugs: Iterable[str]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """``(nemeses, targets)`` that expose every listed switch of ``bugs``; ``None`` when no
-    switch is listed (the caller keeps its default) or they need different faults."""
-    needs = {(EXPOSURES[bug].nemeses, EXPOSURES[bug].targets) for bug in bugs if bug in EXPOSURES}
+def need_of(how: Exposure) -> Need:
+    """What a run needs for an exposure (see the module documentation)."""
+    faults = frozenset(how.faults)
+    kinds = _STOPS if faults <= _PLAIN_STOPS else faults
+    roles = frozenset(_role(target, {}) for target in how.targets)
+    workloads = frozenset() if how.workload == _ANY_WORKLOAD else frozenset((how.workload,))
+    return Need(kinds, roles, bool(faults & _STOPS), workloads)
+
+
+def expose(spec: TestSpec, system: System | None = None) -> TestSpec:
+    """``spec`` with faults, targets, workload, fault lengths and (if larger) lock-delay taken
+    from the ``exposed_by`` of its first planted bug switch or holder flaw."""
+    if not spec.bugs:
+        raise ExposureError("--expose needs a planted mistake: pass --bug NAME")
+    switches = switches_of(system or load_system(spec.system))
+    first = spec.bugs[0]
+    if first not in switches:
+        raise ExposureError(
+            f"{first!r} is neither a bug switch of {spec.system!r} nor a holder flaw; "
+            "see `fencecheck list`"
+        )
+    how = switches[first].exposed_by
+    return replace(
+        spec,
+        nemeses=how.faults,
+        targets=how.targets,
+        workload=how.workload,
+        fault_lengths=how.ttl_multiples,
+        lock_delay=max(spec.lock_delay, how.lock_delay),
+    )
+
+
+def exposing_faults(
+    switches: Mapping[str, BugSwitch], bugs: Iterable[str]
+) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """``(nemeses, targets)`` that expose every planted switch of ``bugs``; ``None`` when none
+    is planted (the caller keeps its default) or they need different faults."""
+    needs = {
+        (switches[bug].exposed_by.faults, switches[bug].exposed_by.targets)
+        for bug in bugs
+        if bug in switches
+    }
     return needs.pop() if len(needs) == 1 else None
 
 
-def unexposed(spec: TestSpec, schedule: Schedule, roles: Mapping[str, str]) -> str | None:
-    """Why ``spec`` (with its generated ``schedule``) cannot expose one of its bug switches,
-    with the fix, or ``None`` when every listed switch can show. Faults asked for of which none
-    fits in the run are refused too: such a run would test nothing it claims to."""
+def unexposed(
+    spec: TestSpec,
+    schedule: Schedule,
+    roles: Mapping[str, str],
+    switches: Mapping[str, BugSwitch],
+) -> str | None:
+    """Why ``spec`` (with its generated ``schedule``) cannot expose one of its planted switches,
+    with the fix, or ``None`` when every one can show. Faults asked for of which none fits in the
+    run are refused too: such a run would test nothing it claims to."""
     if spec.nemeses and not schedule.windows:
         return (
             f"--nemesis {','.join(spec.nemeses)} schedules no fault at all in this run "
@@ -82,25 +126,26 @@ def unexposed(spec: TestSpec, schedule: Schedule, roles: Mapping[str, str]) -> s
             "lengthen --time-limit or shorten --fault-lengths"
         )
     for bug in spec.bugs:
-        need = EXPOSURES.get(bug)
-        if need is None:
+        switch = switches.get(bug)
+        if switch is None:
             continue
-        problem = _shortfall(need, spec, schedule, roles)
+        problem = _shortfall(switch.exposed_by, spec, schedule, roles)
         if problem is not None:
             return f"--bug {bug} cannot show in this run: {problem}"
     return None
 
 
 def _shortfall(
-    need: Exposure, spec: TestSpec, schedule: Schedule, roles: Mapping[str, str]
+    how: Exposure, spec: TestSpec, schedule: Schedule, roles: Mapping[str, str]
 ) -> str | None:
+    need = need_of(how)
     if need.workloads and spec.workload not in need.workloads:
         choice = " or ".join(sorted(need.workloads))
         return (
             f"workload {spec.workload!r} never takes the path it breaks; "
             f"run it with --workload {choice}"
         )
-    suggested = f"--nemesis {','.join(need.nemeses)} --target {','.join(need.targets)}"
+    suggested = f"--nemesis {','.join(how.faults)} --target {','.join(how.targets)}"
     if not schedule.windows:
         return (
             "the fault schedule is empty (no fault fits in --time-limit, or --nemesis none); "
@@ -113,7 +158,7 @@ def _shortfall(
     if not hits:
         return (
             f"no fault hits a {' or '.join(sorted(need.roles))} node; "
-            f"run it with --target {','.join(need.targets)}"
+            f"run it with --target {','.join(how.targets)}"
         )
     if need.past_lease and not any(w.duration_ns > schedule.lease_ttl_ns for w in hits):
         return (
@@ -124,4 +169,9 @@ def _shortfall(
 
 
 def _role(target: str, roles: Mapping[str, str]) -> str:
-    return _WORKER if target == HOLDER else roles.get(target, target)
+    """The role a target selector hits: a symbol's, a node's, or the role it names."""
+    if target == HOLDER:
+        return _WORKER
+    if target == LOCK_LEADER:
+        return "lock"
+    return roles.get(target, target)

@@ -38,9 +38,10 @@ from typing import Any, Final, Literal, cast
 
 from checkers import ANOMALY_NAMES
 from checkers.exit_codes import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
-from harness.run.exposure import exposing_faults
+from harness.run.exposure import exposing_faults, switches_of
 from harness.run.spec import SpecError, TestSpec, spec_from_dict, split_names, store_path
 from harness.run.summary import RunSummary
+from systems import load_system
 
 __all__ = [
     "COVERAGE_METRICS",
@@ -251,7 +252,7 @@ def _entry(
             f"({', '.join(_FIELD_TYPES)}) and expect, expect_anomalies, min_coverage"
         )
     values = {k: _check_value(k, v, where) for k, v in merged.items() if k not in _EXPECT_KEYS}
-    picked = exposing_faults(values.get("bugs", ())) if "nemeses" not in values else None
+    picked = _picked(values) if "nemeses" not in values else None
     if picked is not None:
         values.setdefault("targets", list(picked[1]))
         values["nemeses"] = list(picked[0])
@@ -261,6 +262,15 @@ def _entry(
     except SpecError as problem:
         raise MatrixError(f"{where}: {problem}") from None
     return MatrixEntry(spec, _expectation(merged, where))
+
+
+def _picked(values: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
+    """The faults that expose a row's planted switches, for a row that names none."""
+    try:
+        system = load_system(str(values.get("system", "reference")))
+    except (LookupError, ValueError):
+        return None  # the runner names the unknown system
+    return exposing_faults(switches_of(system), values.get("bugs", ()))
 
 
 def entries_from(

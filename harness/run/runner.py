@@ -14,7 +14,7 @@ import queue
 import shlex
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -27,20 +27,15 @@ from checkers import CheckResult, check_file
 from checkers.check import FINAL_READ_ADVICE
 from checkers.coverage import coverage_of
 from harness.history import HistoryWriter, read_history
-from harness.node import Node
-from harness.node.docker.cluster import (
-    Cluster,
-    ClusterError,
-    NodeSpec,
-    default_topology,
-    new_run_id,
-)
+from harness.node import Daemon, Node
+from harness.node.docker.cluster import Cluster, ClusterError, NodeSpec, new_run_id
 from harness.node.docker.engine import EngineError
-from harness.node.docker.images import ImageError, image_exists, node_image, node_tag
+from harness.node.docker.images import ImageError, image_exists, system_image, system_tag
 from harness.node.interrupts import Interrupted, interrupts_deferred, interrupts_once
 from harness.node.ssh import HostsFile, SshCluster
 from harness.run.agent_link import AgentLink
-from harness.run.exposure import unexposed
+from harness.run.agents import AGENT_DAEMON, AgentSet, deploy_system, stop_agents
+from harness.run.exposure import switches_of, unexposed
 from harness.run.holder_ops import HolderBoard, HolderOps
 from harness.run.progress import RunProgress
 from harness.run.recorder import Recorder
@@ -48,30 +43,43 @@ from harness.run.spec import SpecError, TestSpec
 from harness.run.store import RunDir, StoreError, check_store, new_run_dir, why_unwritable
 from nemeses import (
     DEFAULT_TTL_MULTIPLES,
+    LOCK_LEADER,
+    NemesisError,
     NemesisPlayer,
     NoopNemesis,
     Schedule,
     generate_schedule,
     standard_nemesis,
 )
+from nemeses.processes import ProcessImage, restart
 from nemeses.protocol import Nemesis
-from systems import CollectsData, Deployment, Sink, System, SystemConfig, load_system
+from systems import (
+    HOLDER_FLAWS,
+    AdapterError,
+    CollectsData,
+    Deployment,
+    KnowsLeader,
+    PlantsBugs,
+    Restarts,
+    Sink,
+    System,
+    SystemConfig,
+    lease_ttl_of,
+    load_system,
+    packages_of,
+    topology,
+)
+from systems.holder_flaws import REACQUIRE_NO_REREAD, RETRY_ON_REJECT
 from workloads import HolderFlaws, Workload, WorkloadOptions, get_workload
 
 __all__ = [
-    "HOLDER_FLAWS",
     "Interrupted",
     "RunError",
     "RunOutcome",
     "check_run",
+    "kill_restarter",
     "run_test",
 ]
-
-HOLDER_FLAWS: Final[dict[str, str]] = {
-    "retry-on-reject": "retry_on_reject",
-    "reacquire-no-reread": "reacquire_no_reread",
-}
-"""Bug switches that live in the holder's logic (the workload), not in a server."""
 
 _FINAL_READ_TRIES: Final = 3
 _READERS_PER_AGENT: Final = 8
@@ -117,23 +125,34 @@ def run_test(
         raise RunError(str(problem)) from None
     system = _load(spec)
     workload = get_workload(spec.workload)
-    config = SystemConfig(lease_ttl=spec.ttl, lock_delay=spec.lock_delay, bugs=frozenset(spec.bugs))
+    config = SystemConfig(
+        lease_ttl=spec.ttl,
+        lock_delay=spec.lock_delay,
+        bugs=frozenset(b for b in spec.bugs if b not in HOLDER_FLAWS),
+    )
     try:
-        system.validate(config)
-    except ValueError as problem:
+        if isinstance(system, PlantsBugs):
+            system.validate(config)
+        nodes = _topology(spec, system, hosts)
+        inventory = system.inventory(config)
+    except (ValueError, AdapterError) as problem:
         raise RunError(str(problem)) from None
-    topology = _topology(spec, hosts)
-    roles = {node.name: node.role for node in topology}
-    ttl = system.lease_ttl(config)
+    if spec.workload != "sinks" and not any(sink.fenced for sink in inventory):
+        raise RunError(
+            f"system {spec.system!r} declares no fenced sink, and the {spec.workload} workload "
+            "writes to the inventory's first fenced sink; use --workload sinks"
+        )
+    roles = {node.name: node.role for node in nodes}
+    ttl = lease_ttl_of(system, config)
     schedule = _schedule(spec, roles, ttl)
-    shortfall = unexposed(spec, schedule, roles)
+    shortfall = unexposed(spec, schedule, roles, switches_of(system))
     if shortfall is not None:
         raise RunError(shortfall)
     try:
         check_store(spec.store, spec.test_name)
     except StoreError as problem:
         raise RunError(str(problem)) from None
-    image = _image(console) if hosts is None else None
+    image = _image(system, console) if hosts is None else None
     try:
         run_dir = new_run_dir(spec.test_name, spec.store)
     except OSError as problem:
@@ -146,8 +165,8 @@ def run_test(
         "command": shlex.join(command or _rerun_command(spec)),
         "lease_ttl": ttl,
         "schedule": schedule.to_json(),
-        "inventory": [_sink_json(sink) for sink in system.inventory(config)],
-        "topology": [{"name": n.name, "role": n.role} for n in topology],
+        "inventory": [_sink_json(sink) for sink in inventory],
+        "topology": [{"name": n.name, "role": n.role} for n in nodes],
         "versions": _versions(),
     }
     state = _RunState(run_dir, test, console)
@@ -158,10 +177,20 @@ def run_test(
             with HistoryWriter(run_dir.history) as writer:
                 recorder = Recorder(writer)
                 state.recorder = recorder
-                with _nodes(run_id, topology, image, keep_cluster, hosts) as nodes:
+                with _nodes(run_id, nodes, image, keep_cluster, hosts) as running:
                     state.phase = "system setup"
-                    console.print(f"cluster {run_id} up: {', '.join(nodes)}")
-                    _exercise(spec, system, config, workload, schedule, nodes, state, progress)
+                    console.print(f"cluster {run_id} up: {', '.join(running)}")
+                    _exercise(
+                        spec,
+                        system,
+                        config,
+                        inventory,
+                        workload,
+                        schedule,
+                        running,
+                        state,
+                        progress,
+                    )
         except KeyboardInterrupt:
             pass
         except Exception as problem:  # kept and checked: whatever broke, the history stands
@@ -280,23 +309,24 @@ def check_run(
     return result
 
 
-def _topology(spec: TestSpec, hosts: HostsFile | None) -> list[NodeSpec]:
-    """The nodes and roles of the run: the hosts file's, or the standard Docker topology."""
+def _topology(spec: TestSpec, system: System, hosts: HostsFile | None) -> list[NodeSpec]:
+    """The nodes and roles of the run: the hosts file's, or those the system's roles ask for."""
     if hosts is None:
-        return default_topology(spec.workers)
+        return [NodeSpec(name, role) for name, role in topology(system.roles(), spec.workers)]
     try:
         return [NodeSpec(name, role) for name, role in hosts.roles().items()]
     except ClusterError as problem:
         raise RunError(f"{hosts.path}: {problem}") from None
 
 
-def _image(console: Console) -> str:
-    """The node image, built if missing (a setup problem, not a run, if that fails)."""
+def _image(system: System, console: Console) -> str:
+    """The system's node image, built if missing (a setup problem, not a run, if that fails)."""
     try:
-        if not image_exists(node_tag()):
+        packages = packages_of(system)
+        if not image_exists(system_tag(packages)):
             console.print("building the node images (once, about a minute; no registry needed)")
-        return node_image()
-    except (EngineError, ImageError) as problem:
+        return system_image(packages)
+    except (EngineError, ImageError, AdapterError) as problem:
         raise RunError(str(problem)) from None
 
 
@@ -336,12 +366,18 @@ def _load(spec: TestSpec) -> System:
         get_workload(spec.workload)
     except (LookupError, ValueError) as problem:
         raise RunError(str(problem).strip("'\"")) from None
-    known = set(system.bug_switches())
-    unknown = sorted(set(spec.bugs) - known)
+    switches = set(system.bug_switches()) if isinstance(system, PlantsBugs) else set()
+    unknown = sorted(set(spec.bugs) - switches - set(HOLDER_FLAWS))
     if unknown:
         raise RunError(
-            f"unknown bug switch(es) {', '.join(unknown)} for system {spec.system!r}; "
-            f"choose from {', '.join(sorted(known))} (see `fencecheck list`)"
+            f"unknown bug switch(es) {', '.join(unknown)} for system {spec.system!r}; choose "
+            f"from {', '.join(sorted(switches)) or 'none'} or the holder flaws "
+            f"{', '.join(HOLDER_FLAWS)} (see `fencecheck list`)"
+        )
+    if LOCK_LEADER in spec.targets and not isinstance(system, KnowsLeader):
+        raise RunError(
+            f"system {spec.system!r} cannot say which lock-service member leads, so faults "
+            "cannot target lock-leader; target lock or a node name instead"
         )
     return system
 
@@ -377,6 +413,7 @@ def _exercise(
     spec: TestSpec,
     system: System,
     config: SystemConfig,
+    inventory: Sequence[Sink],
     workload: Workload,
     schedule: Schedule,
     nodes: Mapping[str, Node],
@@ -389,21 +426,25 @@ def _exercise(
     """
     recorder, run_dir, test = state.recorder, state.run_dir, state.test
     assert recorder is not None
-    deployment = system.setup(nodes, config)
+    deployment, agents = deploy_system(system, nodes, config, spec.bugs)
+    lease_ttl = deployment.lease_ttl or config.lease_ttl
     interrupted = False
     try:
         processes = {target.role: target.daemon for target in deployment.targets}
-        schedule = _schedule(
-            spec, {n.name: n.role for n in nodes.values()}, deployment.lease_ttl, processes
-        )
+        processes["worker"] = AGENT_DAEMON
+        schedule = _schedule(spec, {n.name: n.role for n in nodes.values()}, lease_ttl, processes)
         test["schedule"] = schedule.to_json()
         state.save()
-        options = _options(spec, deployment)
-        nemesis: Nemesis = standard_nemesis(spec.nemeses) if spec.nemeses else NoopNemesis()
+        options = _options(spec, inventory)
+        nemesis: Nemesis = (
+            standard_nemesis(spec.nemeses, restarter=kill_restarter(system, deployment, agents))
+            if spec.nemeses
+            else NoopNemesis()
+        )
         board = HolderBoard()
         stop = threading.Event()
-        op_timeout = spec.op_timeout or _outlast(schedule, deployment.lease_ttl)
-        holders = _holders(deployment, recorder, spec, stop, op_timeout, board, base=0)
+        op_timeout = spec.op_timeout or _outlast(schedule, lease_ttl)
+        holders = _holders(agents, lease_ttl, recorder, spec, stop, op_timeout, board, base=0)
         threads = [
             threading.Thread(
                 target=workload.holder, args=(ops, options), name=f"holder-{ops.node}", daemon=True
@@ -417,6 +458,7 @@ def _exercise(
             clock=recorder.now,
             record=recorder.record_nemesis,
             resolve_holder=board.current,
+            resolve_leader=_leader(system, nodes),
         )
         try:
             state.phase = "the workload"
@@ -443,28 +485,70 @@ def _exercise(
         if not interrupted and recorder.failure is None:
             state.phase = "the final reads"
             # Let expired leases lapse and restarted processes settle before the final reads.
-            time.sleep(deployment.lease_ttl)
+            time.sleep(lease_ttl)
             reads = workload.final_reads(options)
-            readers = _final_readers(deployment, recorder, spec, op_timeout, len(reads))
+            readers = _final_readers(agents, lease_ttl, recorder, spec, op_timeout, len(reads))
             _final_reads(readers, reads, recorder.stopped)
     except KeyboardInterrupt:
         pass
     finally:
         state.phase = "teardown"
         _collect_logs(system, nodes, run_dir)
+        with contextlib.suppress(Exception):
+            stop_agents(nodes)
         system.teardown(nodes)
 
 
-def _options(spec: TestSpec, deployment: Deployment) -> WorkloadOptions:
-    flaws = HolderFlaws(**{HOLDER_FLAWS[b]: True for b in spec.bugs if b in HOLDER_FLAWS})
+def kill_restarter(
+    system: System, deployment: Deployment, agents: AgentSet
+) -> Callable[[Node, ProcessImage], Daemon]:
+    """How the kill nemesis starts a killed daemon again: the harness's agent through the agent
+    set, the system's daemons through the system's own restart where it has one (which waits
+    until they serve), anything else by relaunching its command line."""
+    owned = {(target.node, target.daemon) for target in deployment.targets}
+
+    def start_again(node: Node, image: ProcessImage) -> Daemon:
+        try:
+            if node.role == "worker" and image.name == AGENT_DAEMON:
+                return agents.restart(node)
+            if isinstance(system, Restarts) and (node.name, image.name) in owned:
+                return system.restart(node, image.name)
+        except AdapterError as problem:
+            raise NemesisError(
+                f"{node.name}: restarting {image.name!r} failed: {problem}"
+            ) from None
+        return restart(node, image)
+
+    return start_again
+
+
+def _leader(system: System, nodes: Mapping[str, Node]) -> Callable[[], str | None] | None:
+    """Asks the system which lock-service member leads, for ``lock-leader`` faults."""
+    if not isinstance(system, KnowsLeader):
+        return None
+
+    def leader() -> str | None:
+        try:
+            return system.lock_leader(nodes)
+        except AdapterError:
+            return None  # the fault then falls back to the window's drawn lock node
+
+    return leader
+
+
+def _options(spec: TestSpec, inventory: Sequence[Sink]) -> WorkloadOptions:
+    flaws = HolderFlaws(
+        retry_on_reject=RETRY_ON_REJECT in spec.bugs,
+        reacquire_no_reread=REACQUIRE_NO_REREAD in spec.bugs,
+    )
     return WorkloadOptions(
         keys=spec.keys,
         locks=spec.locks,
         writes_per_lease=spec.writes_per_lease,
         read_ratio=spec.read_ratio,
         rate=spec.rate,
-        fenced_sinks=tuple(s.name for s in deployment.inventory if s.fenced),
-        all_sinks=tuple(s.name for s in deployment.inventory),
+        fenced_sinks=tuple(s.name for s in inventory if s.fenced),
+        all_sinks=tuple(s.name for s in inventory),
         flaws=flaws,
     )
 
@@ -482,7 +566,8 @@ def _join(threads: Sequence[threading.Thread], timeout: float) -> None:
 
 
 def _holders(
-    deployment: Deployment,
+    agents: AgentSet,
+    lease_ttl: float,
     recorder: Recorder,
     spec: TestSpec,
     stop: threading.Event,
@@ -495,30 +580,36 @@ def _holders(
         HolderOps(
             node=name,
             process=base + index,
-            process_stride=len(deployment.agents),
-            link=AgentLink(endpoint.host, endpoint.port, token=endpoint.token),
+            process_stride=len(agents.endpoints),
+            link=AgentLink(endpoint.host, endpoint.port, token=agents.token),
             recorder=recorder,
             seed=spec.seed,
             stop=stop,
             op_timeout=op_timeout,
-            acquire_wait=3 * deployment.lease_ttl + spec.lock_delay,
+            acquire_wait=3 * lease_ttl + spec.lock_delay,
             work_ms=spec.work_ms,
             board=board,
-            lease_ttl=deployment.lease_ttl,
+            lease_ttl=lease_ttl,
         )
-        for index, (name, endpoint) in enumerate(sorted(deployment.agents.items()))
+        for index, (name, endpoint) in enumerate(sorted(agents.endpoints.items()))
     ]
 
 
 def _final_readers(
-    deployment: Deployment, recorder: Recorder, spec: TestSpec, op_timeout: float, reads: int
+    agents: AgentSet,
+    lease_ttl: float,
+    recorder: Recorder,
+    spec: TestSpec,
+    op_timeout: float,
+    reads: int,
 ) -> list[HolderOps]:
     """Up to :data:`_READERS_PER_AGENT` readers per agent, each its own process and connection."""
     return [
         ops
         for copy in range(min(_READERS_PER_AGENT, reads))
         for ops in _holders(
-            deployment,
+            agents,
+            lease_ttl,
             recorder,
             spec,
             threading.Event(),

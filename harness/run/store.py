@@ -1,4 +1,4 @@
-"""The store: one directory per run, ``store/<test>/<timestamp>/`` (DESIGN.md §8).
+"""The store: one directory per run, ``store/<test>/<timestamp>/`` (docs/design.md §8).
 
 Layout of a run directory: ``test.json`` (the full spec, seed, schedule, versions),
 ``history.jsonl`` (streamed during the run), ``results.json`` (the checker's verdict),

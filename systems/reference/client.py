@@ -1,10 +1,10 @@
 """The reference system's holder client, loaded by the agent on each worker node.
 
-Stdlib-only (it imports only :mod:`harness.nodeside.wire`, copied next to it). It implements the
-agent's client interface (:class:`harness.nodeside.agent.HolderClient`): definite answers are return
-values, an unknown outcome is an exception. Each thread keeps its connections open between calls
-(:class:`harness.nodeside.wire.Pool`); a call abandoned on a timeout drops its connection, so it
-never confuses the next one.
+Stdlib-only (it imports only :mod:`harness.nodeside`, copied next to it by the harness). It
+implements :class:`harness.nodeside.client.HolderClient`: definite answers are typed results, an
+unknown outcome is an exception (a request sent and not answered). Each thread keeps its
+connections open between calls (:class:`harness.nodeside.wire.Pool`); a call abandoned on a
+timeout drops its connection, so it never confuses the next one.
 
 Its configuration (the ``client`` object of the agent's ``--config``): ``lock`` and ``store``
 addresses as ``host:port``, ``node`` (the holder's name, shown in the lock server's log) and
@@ -16,6 +16,14 @@ from __future__ import annotations
 from typing import Any
 
 from harness.nodeside import wire
+from harness.nodeside.client import (
+    UNAVAILABLE,
+    Accepted,
+    Entry,
+    Grant,
+    Read,
+    Refused,
+)
 
 __all__ = ["Client"]
 
@@ -34,17 +42,16 @@ class Client:
         self._lock = wire.Pool(wire.parse_address(str(config["lock"])), self._timeout, token)
         self._store = wire.Pool(wire.parse_address(str(config["store"])), self._timeout, token)
 
-    def acquire(self, lock: str, ttl: float, wait: float) -> tuple[int, float] | str:
-        """A new epoch for ``lock`` with a ``ttl``-second lease, waiting up to ``wait`` seconds,
-        and how long the service held the request before the lease began."""
+    def acquire(self, lock: str, ttl: float, wait: float) -> Grant | Refused:
+        """A new epoch for ``lock`` with a ``ttl``-second lease, waiting up to ``wait`` seconds."""
         request = {"op": "acquire", "lock": lock, "ttl": ttl, "wait": wait, "owner": self._owner}
         try:
             reply = self._lock.call(request, wait + self._timeout)
         except wire.NotDelivered:
-            return "unavailable"
+            return Refused(UNAVAILABLE)
         if reply.get("ok"):
-            return int(reply["epoch"]), float(reply["waited"])
-        return str(reply.get("error", "refused"))
+            return Grant(int(reply["epoch"]), float(reply["waited"]))
+        return Refused(str(reply.get("error", "refused")))
 
     def renew(self, lock: str, epoch: int) -> bool:
         """Extend the lease of ``epoch``; False when the service says it is no longer held."""
@@ -56,8 +63,10 @@ class Client:
         request = {"op": "release", "lock": lock, "epoch": epoch}
         return bool(self._lock.call(request).get("ok"))
 
-    def write(self, lock: str, sink: str, key: str, id: str, epoch: int, prev: Any) -> str:
-        """Send a write carrying ``epoch``: ``ok``, ``stale-epoch``, ``unavailable`` (not sent)."""
+    def write(
+        self, lock: str, sink: str, key: str, id: str, epoch: int, prev: Any
+    ) -> Accepted | Refused:
+        """Send a write carrying ``epoch``; the store answers with its acceptance ``seq``."""
         if sink == _BATCH:
             items = [{"key": key, "id": id, "prev": prev}]
             request = {"op": "write-batch", "lock": lock, "epoch": epoch, "items": items}
@@ -74,14 +83,17 @@ class Client:
         try:
             reply = self._store.call(request)
         except wire.NotDelivered:
-            return "unavailable"
-        return "ok" if reply.get("ok") else str(reply.get("error", "refused"))
+            return Refused(UNAVAILABLE)
+        if reply.get("ok"):
+            seqs = reply.get("seqs")
+            return Accepted(int(seqs[0]) if isinstance(seqs, list) and seqs else None)
+        return Refused(str(reply.get("error", "refused")))
 
     def read(
         self, sink: str, key: str, lock: str | None = None, epoch: int | None = None
-    ) -> list[dict[str, Any]] | str:
+    ) -> Read | Refused:
         """The entries of ``key`` in ``sink`` in the sink's order, or why the read was refused
-        (``stale-epoch`` when fenced by ``lock`` and ``epoch`` and the store has seen higher)."""
+        (:data:`STALE` when fenced by ``lock`` and ``epoch`` and the store has seen higher)."""
         request: dict[str, Any] = {"op": "read", "sink": sink, "key": key}
         if lock is not None or epoch is not None:
             # Both go out even if one is missing: the store answers bad-request, never unfenced.
@@ -89,8 +101,8 @@ class Client:
         try:
             reply = self._store.call(request)
         except wire.NotDelivered:
-            return "unavailable"
+            return Refused(UNAVAILABLE)
         entries = reply.get("entries")
         if not reply.get("ok") or not isinstance(entries, list):
-            return str(reply.get("error", "refused"))
-        return entries
+            return Refused(str(reply.get("error", "refused")))
+        return Read(tuple(Entry(str(e["id"]), int(e["epoch"]), e.get("seq")) for e in entries))

@@ -15,17 +15,21 @@ A read may be *fenced* too: it carries a lock and epoch and is treated like a wr
 (refused below it, else it raises the mark to its epoch). A read-modify-write needs this: once the
 new holder has read, an older holder's write must be refused, or both writes build on one read.
 
-Every accepted write, and every mark a fenced read raises, is appended to ``store.log`` and fsynced
-before it is acknowledged; on start the log is replayed, which rebuilds both the entries and the
-marks. Switches (``--bug``): ``no-store-check`` (no sink checks epochs, on writes or reads),
+Every accepted write gets ``seq``, the store's acceptance order across all sinks and keys (1, 2,
+3...; the store's own order, as etcd's ``mod_revision``), returned with the write and on each read
+entry. Every accepted write (with its ``seq``), and every mark a fenced read raises, is appended to
+``store.log`` and fsynced before it is acknowledged; on start the log is replayed, which rebuilds
+the entries, the marks and the ``seq`` counter. Switches (``--bug``): ``no-store-check`` (no sink
+checks epochs, on writes or reads),
 ``store-forgets`` (marks are not rebuilt on start, and a read's mark is not logged: marks live in
 memory only), ``unfenced-path`` (``store-batch`` does not check epochs).
 
 Protocol (one JSON object per line, see :mod:`harness.nodeside.wire`):
 ``{"op":"write","sink":"store"|"audit","lock":L,"epoch":N,"key":K,"id":I,"prev":P}``,
 ``{"op":"write-batch","lock":L,"epoch":N,"items":[{"key":K,"id":I,"prev":P},...]}`` ->
-``{"ok":true,"mark":M}`` or ``{"ok":false,"error":"stale-epoch","mark":M}``;
-``{"op":"read","sink":S,"key":K}`` -> ``{"ok":true,"entries":[{"id":I,"epoch":N},...]}``;
+``{"ok":true,"mark":M,"seqs":[Q,...]}`` (one ``seq`` per item) or
+``{"ok":false,"error":"stale-epoch","mark":M}``;
+``{"op":"read","sink":S,"key":K}`` -> ``{"ok":true,"entries":[{"id":I,"epoch":N,"seq":Q},...]}``;
 ``{"op":"read","sink":S,"key":K,"lock":L,"epoch":N}`` (fenced) -> ``{"ok":true,"entries":[...],
 "mark":M}`` or ``{"ok":false,"error":"stale-epoch","mark":M}``; ``{"op":"ping"}``.
 """
@@ -88,6 +92,7 @@ class Store:
         self._mutex = threading.Lock()
         self._entries: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._marks: dict[str, int] = {}
+        self._seq = 0  # the seq of the last accepted write, across every sink and key
         data_dir.mkdir(parents=True, exist_ok=True)
         self._path = data_dir / "store.log"
         self._replay()
@@ -122,6 +127,9 @@ class Store:
         # A fenced read's record raises the mark only; a write's adds an entry as well.
         if not record.get("read"):
             entry = {"id": record["id"], "epoch": record["epoch"]}
+            if "seq" in record:
+                entry["seq"] = record["seq"]
+                self._seq = max(self._seq, record["seq"])
             self._entries.setdefault((record["sink"], record["key"]), []).append(entry)
         if record["fenced"] and remember_mark:
             lock = record["lock"]
@@ -140,13 +148,18 @@ class Store:
                     "lock": lock,
                     "prev": item.prev,
                     "fenced": fenced,
+                    "seq": self._seq + number,
                 }
-                for item in items
+                for number, item in enumerate(items, 1)
             ]
             self._append(b"".join(json.dumps(r).encode() + b"\n" for r in records))
             for record in records:
                 self._apply(record, remember_mark=True)
-            return {"ok": True, "mark": self._marks.get(lock, 0)}
+            return {
+                "ok": True,
+                "mark": self._marks.get(lock, 0),
+                "seqs": [record["seq"] for record in records],
+            }
 
         return self._behind_fence(sink, lock, epoch, accept)
 

@@ -1,4 +1,5 @@
-"""One small hand-built history per rule of DESIGN.md §5, and the cases each rule must allow."""
+"""One small hand-built history per rule of docs/design.md §5, and the cases each rule must
+allow."""
 
 from __future__ import annotations
 

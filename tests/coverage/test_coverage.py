@@ -1,4 +1,5 @@
-"""The coverage section: what a run exercised, computed from the history alone (DESIGN.md §10)."""
+"""The coverage section: what a run exercised, computed from the history alone (docs/design.md
+§10)."""
 
 from __future__ import annotations
 

@@ -8,8 +8,11 @@ from pathlib import Path
 
 import pytest
 
-from harness.run.exposure import EXPOSURES, exposing_faults
-from systems.reference.adapter import BUG_SWITCHES
+from harness.run.exposure import Need, exposing_faults, need_of, switches_of
+from systems import HOLDER_FLAWS, Exposure
+from systems.reference import ReferenceSystem
+
+SWITCHES = switches_of(ReferenceSystem())
 
 
 def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
@@ -60,11 +63,29 @@ def test_without_nemesis_run_picks_the_fault_that_exposes_the_switch(tmp_path: P
     done = _run(tmp_path, "--bug", "epoch-in-memory", "--time-limit", "2")
     assert done.returncode == 3
     assert "--nemesis kill" in done.stderr
-    assert exposing_faults(["epoch-in-memory"]) == (("kill",), ("lock",))
-    assert exposing_faults(["store-forgets"]) == (("restart-while-paused",), ("holder",))
-    assert exposing_faults(["epoch-in-memory", "store-forgets"]) is None
-    assert exposing_faults([]) is None
+    assert exposing_faults(SWITCHES, ["epoch-in-memory"]) == (("kill",), ("lock",))
+    assert exposing_faults(SWITCHES, ["store-forgets"]) == (("restart-while-paused",), ("holder",))
+    assert exposing_faults(SWITCHES, ["epoch-in-memory", "store-forgets"]) is None
+    assert exposing_faults(SWITCHES, []) is None
 
 
-def test_every_reference_bug_switch_has_an_exposure() -> None:
-    assert set(EXPOSURES) == set(BUG_SWITCHES)
+def test_the_holder_flaws_are_judged_like_a_systems_switches() -> None:
+    assert set(HOLDER_FLAWS) <= set(SWITCHES)
+    rmw = need_of(SWITCHES["reacquire-no-reread"].exposed_by)
+    assert rmw.workloads == {"rmw"} and rmw.past_lease
+
+
+def test_an_exposure_is_read_as_what_a_run_must_contain() -> None:
+    # Any stop of the holder stands in for a pause; a stop must outlast the lease.
+    paused = need_of(Exposure(faults=("pause",)))
+    assert paused == Need(
+        frozenset({"pause", "freeze", "throttle", "partition", "restart-while-paused"}),
+        frozenset({"worker"}),
+        True,
+        frozenset(),
+    )
+    # A kill of the lock service needs no length, and the compound stands only for itself.
+    killed = need_of(Exposure(faults=("kill",), targets=("lock",)))
+    assert (killed.kinds, killed.roles, killed.past_lease) == ({"kill"}, {"lock"}, False)
+    assert need_of(Exposure(faults=("restart-while-paused",))).kinds == {"restart-while-paused"}
+    assert need_of(Exposure(faults=("pause",), workload="sinks")).workloads == {"sinks"}

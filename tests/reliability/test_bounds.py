@@ -35,7 +35,7 @@ def test_final_reads_run_in_parallel_and_read_every_key_once(tmp_path: Path) -> 
         reads = [("store", f"k{n}") for n in range(200)]
         with HistoryWriter(history) as writer:
             recorder = Recorder(writer)
-            readers = _final_readers(cluster.deployment, recorder, TestSpec(), 10.0, len(reads))
+            readers = _final_readers(cluster.agents, 0.5, recorder, TestSpec(), 10.0, len(reads))
             _final_reads(readers, reads, recorder.stopped)
     finally:
         stop_cluster(cluster)
@@ -47,4 +47,4 @@ def test_final_reads_run_in_parallel_and_read_every_key_once(tmp_path: Path) -> 
         open_reads += 1 if event.type == "invoke" else -1
         most_open = max(most_open, open_reads)
     # More reads in flight at once than there are agents: the readers did not queue one by one.
-    assert most_open > len(cluster.deployment.agents)
+    assert most_open > len(cluster.agents.endpoints)

@@ -8,31 +8,34 @@ import pytest
 
 from harness.node.docker.cluster import Cluster, default_topology, new_run_id
 from harness.nodeside import wire
+from harness.run.agents import AgentSet, deploy_system, stop_agents
 from systems import Deployment, SystemConfig, load_system
 
 pytestmark = pytest.mark.docker
 
 
+Running = tuple[Cluster, Deployment, AgentSet]
+
+
 @pytest.fixture
-def running(node_image: str) -> Iterator[tuple[Cluster, Deployment]]:
+def running(node_image: str) -> Iterator[Running]:
     system = load_system("reference")
     with Cluster(f"test-security-{new_run_id()}", default_topology(1), image=node_image) as cluster:
-        deployment = system.setup(cluster.nodes, SystemConfig(lease_ttl=1.0))
+        deployment, agents = deploy_system(system, cluster.nodes, SystemConfig(lease_ttl=1.0))
         try:
-            yield cluster, deployment
+            yield cluster, deployment, agents
         finally:
+            stop_agents(cluster.nodes)
             system.teardown(cluster.nodes)
 
 
-def test_a_forged_grant_or_write_from_the_host_is_refused(
-    running: tuple[Cluster, Deployment],
-) -> None:
-    cluster, deployment = running
+def test_a_forged_grant_or_write_from_the_host_is_refused(running: Running) -> None:
+    cluster, deployment, agents = running
     (store,) = deployment.targets_for("store")
     (lock,) = deployment.targets_for("lock")
     store_at = (cluster.nodes[store.node].ip, store.port)
     lock_at = (cluster.nodes[lock.node].ip, lock.port)
-    agent = deployment.agents["w1"]
+    agent = agents.endpoints["w1"]
     forged = {
         "op": "write",
         "lock": "L0",
@@ -48,18 +51,16 @@ def test_a_forged_grant_or_write_from_the_host_is_refused(
     grab = {"op": "acquire", "lock": "L0", "wait": 1.0}
     assert wire.call((agent.host, agent.port), grab, 30.0)["error"] == wire.UNAUTHORIZED
     # The run itself still works, and the forged write is nowhere.
-    granted = wire.call((agent.host, agent.port), grab, 30.0, agent.token)
+    granted = wire.call((agent.host, agent.port), grab, 30.0, agents.token)
     assert granted["ok"], granted
     read = {"op": "read", "sink": "store", "key": "L0-k0"}
-    entries = wire.call((agent.host, agent.port), read, 30.0, agent.token)["entries"]
+    entries = wire.call((agent.host, agent.port), read, 30.0, agents.token)["entries"]
     assert all(entry["id"] != "evil" for entry in entries)
 
 
-def test_the_secret_is_a_root_only_file_and_never_on_a_command_line(
-    running: tuple[Cluster, Deployment],
-) -> None:
-    cluster, deployment = running
-    token = deployment.agents["w1"].token
+def test_the_secret_is_a_root_only_file_and_never_on_a_command_line(running: Running) -> None:
+    cluster, _, agents = running
+    token = agents.token
     assert token is not None and len(token) >= 32
     for node in cluster.nodes.values():
         mode = node.run(["stat", "-c", "%a %U", "/opt/fencecheck/run-secret"], check=True)

@@ -24,6 +24,8 @@ import pytest
 
 from harness.node import CommandResult, Daemon, NodeError, NodeIdentity
 from harness.nodeside import wire
+from harness.run.agents import AGENT_DAEMON, AgentSet, deploy_system, stop_agents
+from systems import HOLDER_FLAWS
 from systems.base import Deployment, ProcessTarget, SystemConfig
 from systems.reference import Ports, ReferenceSystem
 from systems.reference.client import Client
@@ -164,45 +166,34 @@ def wait_dead(node: LocalNode, daemon: Daemon) -> None:
 
 @dataclass
 class LocalCluster:
-    """A reference system on local nodes, with helpers to drive and break it."""
+    """A reference system on local nodes with the harness's agents, with helpers to drive and
+    break it."""
 
     system: ReferenceSystem
     nodes: dict[str, LocalNode]
     deployment: Deployment
+    agents: AgentSet
 
     def agent(self, name: str, request: dict[str, Any], timeout: float = 60.0) -> dict[str, Any]:
         """One request to the agent on worker ``name``."""
-        endpoint = self.deployment.agents[name]
-        return wire.call((endpoint.host, endpoint.port), request, timeout, endpoint.token)
+        endpoint = self.agents.endpoints[name]
+        return wire.call((endpoint.host, endpoint.port), request, timeout, self.agents.token)
 
     def client(self, owner: str = "test") -> Client:
-        """A reference client talking straight to the lock server and store."""
-        lock = self.deployment.targets_for("lock")[0]
-        store = self.deployment.targets_for("store")[0]
-        return Client(
-            {
-                "lock": f"{self.nodes[lock.node].ip}:{lock.port}",
-                "store": f"{self.nodes[store.node].ip}:{store.port}",
-                "node": owner,
-                "timeout": 30.0,
-                "token": self.token,
-            }
-        )
+        """A reference client talking straight to the lock server and store (with the run's
+        secret, as the agents' clients have it)."""
+        config = self.deployment.client.config
+        return Client({**config, "node": owner, "timeout": 30.0, "token": self.agents.token})
 
     def lock_status(self, lock: str) -> dict[str, Any]:
         """The lock server's view of ``lock``."""
-        target = self.deployment.targets_for("lock")[0]
-        address = (self.nodes[target.node].ip, target.port)
-        return wire.call(address, {"op": "status", "lock": lock}, 30.0, self.token)
-
-    @property
-    def token(self) -> str | None:
-        """The run secret every request to the nodes' programs must carry."""
-        return next(iter(self.deployment.agents.values())).token
+        address = wire.parse_address(str(self.deployment.client.config["lock"]))
+        return wire.call(address, {"op": "status", "lock": lock}, 30.0, self.agents.token)
 
     def target(self, node: str) -> ProcessTarget:
-        """The process target on ``node``."""
-        return next(t for t in self.deployment.targets if t.node == node)
+        """The process target on ``node`` (a worker's is the harness's agent)."""
+        found = [t for t in self.deployment.targets if t.node == node]
+        return found[0] if found else ProcessTarget("worker", node, AGENT_DAEMON)
 
     def signal(self, node: str, signum: int) -> None:
         """Send ``signum`` to the system's process on ``node``."""
@@ -210,12 +201,16 @@ class LocalCluster:
         local.signal(local.daemon(self.target(node).daemon), signum)
 
     def kill_and_restart(self, node: str) -> None:
-        """SIGKILL the system's process on ``node``, then restart it through the adapter."""
+        """SIGKILL the process on ``node``, then restart it as the kill nemesis would: through the
+        adapter (or the agent set, for an agent)."""
         local = self.nodes[node]
         daemon = local.daemon(self.target(node).daemon)
         local.signal(daemon, signal.SIGKILL)
         wait_dead(local, daemon)
-        self.system.restart(local, self.target(node))
+        if local.role == "worker":
+            self.agents.restart(local)
+        else:
+            self.system.restart(local, daemon.name)
 
 
 def log_lines(cluster: LocalCluster, node: str) -> list[str]:
@@ -278,10 +273,25 @@ def build_cluster(
 ) -> LocalCluster:
     """Set the reference system up on fresh local nodes under ``root``."""
     nodes = local_nodes(root, index, workers)
-    system = local_system(root, index, Ports(*free_ports(3)), client_timeout)
-    config = SystemConfig(lease_ttl=lease_ttl, lock_delay=lock_delay, bugs=frozenset(bugs))
+    lock_port, store_port, agent_port = free_ports(3)
+    system = local_system(root, index, Ports(lock_port, store_port), client_timeout)
+    flaws = [bug for bug in bugs if bug in HOLDER_FLAWS]
+    config = SystemConfig(
+        lease_ttl=lease_ttl,
+        lock_delay=lock_delay,
+        bugs=frozenset(bug for bug in bugs if bug not in HOLDER_FLAWS),
+    )
     try:
-        return LocalCluster(system, nodes, system.setup(nodes, config))
+        deployment, agents = deploy_system(
+            system,
+            nodes,
+            config,
+            flaws,
+            secret_file=str(root / f"secret{index}"),
+            port=agent_port,
+            install_dir=system.install_dir,
+        )
+        return LocalCluster(system, nodes, deployment, agents)
     except BaseException:
         for node in nodes.values():
             node.close()
@@ -294,6 +304,7 @@ def stop_cluster(cluster: LocalCluster) -> None:
         # A test may leave a process stopped; SIGCONT so it dies and is reaped at once.
         with contextlib.suppress(NodeError):
             cluster.signal(name, signal.SIGCONT)
+    stop_agents(cluster.nodes)
     cluster.system.teardown(cluster.nodes)
     for node in cluster.nodes.values():
         node.close()

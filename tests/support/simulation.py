@@ -12,7 +12,7 @@ uncertain, drops its grant when refused, and forgets what it knew of the data wh
 a new epoch. So the only stale writes are the ones a pause lets through, and only unfenced sinks
 accept them.
 
-Every event goes to ``emit`` as a history-format mapping (DESIGN.md §4) as soon as it happens.
+Every event goes to ``emit`` as a history-format mapping (docs/design.md §4) as soon as it happens.
 """
 
 from __future__ import annotations

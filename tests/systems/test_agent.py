@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from harness.nodeside.client import Accepted
 from tests.support.localcluster import (
     LocalCluster,
     MakeCluster,
@@ -43,7 +44,7 @@ def fenced_read(cluster: LocalCluster, worker: str, epoch: int) -> dict[str, Any
 
 def read(cluster: LocalCluster, sink: str = "store") -> list[tuple[str, int]]:
     """Key ``k`` of ``sink``, read through the last worker (never the one a test pauses)."""
-    reader = sorted(cluster.deployment.agents)[-1]
+    reader = sorted(cluster.agents.endpoints)[-1]
     return entries(cluster.agent(reader, {"op": "read", "sink": sink, "key": "k"}))
 
 
@@ -93,7 +94,7 @@ def paused_holder_writes(cluster: LocalCluster, sink: str = "store") -> tuple[di
     with paused_mid_write(cluster, sink) as (old, replies):
         new = acquire(cluster, "w2")  # granted once w1's unrenewed lease has run out
         assert new > old
-        assert write(cluster, "w2", new, "w2-1", sink=sink) == {"ok": True}
+        assert write(cluster, "w2", new, "w2-1", sink=sink) == {"ok": True, "seq": 1}
     assert replies, "w1's write never answered"
     return replies[0], new
 
@@ -127,7 +128,7 @@ def test_without_the_fence_the_paused_holders_write_lands_after_a_newer_one(
     # long-ttl-no-fence multiplies the TTL by 5: 0.2 s becomes 1 s, still shorter than the pause.
     cluster = make_cluster(workers=2, bugs=bugs, lease_ttl=0.2)
     reply, new = paused_holder_writes(cluster, sink)
-    assert reply == {"ok": True}
+    assert reply == {"ok": True, "seq": 2}  # the store numbers it after the newer write
     assert read(cluster, sink) == [("w2-1", new), ("w1-1", new - 1)]
 
 
@@ -141,7 +142,8 @@ def test_a_new_holders_fenced_read_fences_off_a_paused_holders_write(
     with paused_mid_write(cluster, "store") as (old, replies):
         new = acquire(cluster, "w2")
         assert fenced_read(cluster, "w2", new) == {"ok": True, "entries": []}
-    assert replies == [{"ok": False, "error": "stale-epoch"} if fenced_off else {"ok": True}]
+    landed = {"ok": True, "seq": 1}
+    assert replies == [{"ok": False, "error": "stale-epoch"} if fenced_off else landed]
     assert read(cluster) == ([] if fenced_off else [("w1-1", old)])
 
 
@@ -155,7 +157,7 @@ def test_a_refused_fenced_read_gives_the_lease_up_unless_retry_on_reject(
     epoch = acquire(cluster, "w1")
     # A newer epoch reached the store without the lock service (as a paused holder's successor
     # would have): w1's lease is valid by its own clock, yet the store has moved on.
-    assert cluster.client().write("L", "store", "k", "newer", epoch + 1, None) == "ok"
+    assert cluster.client().write("L", "store", "k", "newer", epoch + 1, None) == Accepted(1)
     assert fenced_read(cluster, "w1", epoch) == {"ok": False, "error": "stale-epoch"}
     assert fenced_read(cluster, "w1", epoch) == {"ok": False, "error": again}
     kept = again == "stale-epoch"
@@ -174,7 +176,7 @@ def test_a_fenced_read_needs_a_valid_lease_of_that_epoch(make_cluster: MakeClust
     with lease_run_out(cluster, "w1"):
         assert fenced_read(cluster, "w1", epoch) == {"ok": False, "error": "lease-expired"}
     # None of the refused reads reached the store: a write of an epoch below them is accepted.
-    assert cluster.client().write("L", "store", "k", "low", epoch, None) == "ok"
+    assert cluster.client().write("L", "store", "k", "low", epoch, None) == Accepted(1)
     reply = cluster.agent("w1", {"op": "read", "sink": "store", "key": "k", "epoch": epoch})
     assert reply["error"] == "bad-request"
 
@@ -207,7 +209,7 @@ def test_a_retry_of_a_refused_write_reaches_the_store_only_with_retry_on_reject(
 def test_a_holder_refuses_to_write_once_its_lease_ran_out(make_cluster: MakeCluster) -> None:
     cluster = make_cluster()
     epoch = acquire(cluster, "w1")
-    assert write(cluster, "w1", epoch, "w1-1") == {"ok": True}
+    assert write(cluster, "w1", epoch, "w1-1") == {"ok": True, "seq": 1}
     with lease_run_out(cluster, "w1"):
         assert write(cluster, "w1", epoch, "w1-2") == {"ok": False, "error": "lease-expired"}
     assert read(cluster) == [("w1-1", epoch)]
@@ -287,10 +289,10 @@ def test_malformed_requests_get_a_reason_and_keep_the_connection(
     make_cluster: MakeCluster,
 ) -> None:
     cluster = make_cluster()
-    endpoint = cluster.deployment.agents["w1"]
+    endpoint = cluster.agents.endpoints["w1"]
     with socket.create_connection((endpoint.host, endpoint.port), timeout=30) as conn:
         stream = conn.makefile("rwb")
-        auth = f'"auth":"{endpoint.token}"'.encode()
+        auth = f'"auth":"{cluster.agents.token}"'.encode()
         fly, half = b'{"op":"fly",' + auth + b"}\n", b'{"op":"write","lock":"L",' + auth + b"}\n"
         for line in (b"not json\n", b"[1]\n", fly, half):
             stream.write(line)
@@ -308,7 +310,7 @@ def test_lock_delay_keeps_the_next_holder_out_while_a_paused_one_may_still_write
     with paused_mid_write(cluster, "audit") as (old, replies):
         refused = cluster.agent("w2", {"op": "acquire", "lock": "L", "wait": 1.0})
         assert refused == {"ok": False, "error": "timeout"}
-    assert replies == [{"ok": True}]
+    assert replies == [{"ok": True, "seq": 1}]
     assert read(cluster, "audit") == [("w1-1", old)]
 
 
@@ -317,5 +319,6 @@ def test_short_lock_delay_lets_a_paused_holders_write_reach_the_audit_sink_late(
 ) -> None:
     cluster = make_cluster(workers=2, lock_delay=60.0, bugs=["short-lock-delay"])
     reply, new = paused_holder_writes(cluster, "audit")
-    assert reply == {"ok": True}  # the audit sink cannot refuse: only the lock-delay protects it
+    # The audit sink cannot refuse: only the lock-delay protects it.
+    assert reply == {"ok": True, "seq": 2}
     assert read(cluster, "audit") == [("w2-1", new), ("w1-1", new - 1)]

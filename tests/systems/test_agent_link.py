@@ -15,8 +15,8 @@ from tests.support.localcluster import MakeCluster, free_ports, wait_until
 
 def test_a_timed_out_request_is_unknown_and_may_still_complete(make_cluster: MakeCluster) -> None:
     cluster = make_cluster(lease_ttl=30.0)
-    endpoint = cluster.deployment.agents["w1"]
-    link = AgentLink(endpoint.host, endpoint.port, token=endpoint.token)
+    endpoint = cluster.agents.endpoints["w1"]
+    link = AgentLink(endpoint.host, endpoint.port, token=cluster.agents.token)
     pong = link.call({"op": "ping"}, 30.0)
     assert pong is not None and pong["node"] == "w1"
     cluster.signal("w1", signal.SIGSTOP)

@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from harness.nodeside.client import Grant, Refused
 from systems.reference.client import Client
 from systems.reference.lock_server import LockService
 from tests.support.localcluster import MakeCluster, wait_until
@@ -19,10 +20,9 @@ from tests.support.localcluster import MakeCluster, wait_until
 def grant(client: Client, lock: str, ttl: float, wait: float) -> int:
     """Acquire ``lock``; fail the test unless it is granted."""
     result = client.acquire(lock, ttl, wait)
-    assert isinstance(result, tuple), result
-    epoch, waited = result
-    assert waited >= 0
-    return epoch
+    assert isinstance(result, Grant), result
+    assert result.waited >= 0
+    return result.epoch
 
 
 def test_epochs_strictly_increase_and_survive_a_restart(make_cluster: MakeCluster) -> None:
@@ -99,7 +99,7 @@ def test_lock_delay_refuses_a_short_wait_and_skips_a_clean_release(
     grant(client, "E", 0.2, 5.0)
     wait_until(lambda: cluster.lock_status("E")["holder"] is None, "the lease on E to expire")
     assert cluster.lock_status("E")["grantable_in"] > 0
-    assert client.acquire("E", 0.2, 0.2) == "timeout"
+    assert client.acquire("E", 0.2, 0.2) == Refused("timeout")
 
 
 def test_short_lock_delay_applies_a_tenth_of_the_ttl(make_cluster: MakeCluster) -> None:
@@ -114,7 +114,7 @@ def test_renewal_keeps_a_lease_from_a_waiting_acquirer(make_cluster: MakeCluster
     holder, other = cluster.client("a"), cluster.client("b")
     epoch = grant(holder, "L", 5.0, 5.0)
     assert holder.renew("L", epoch)
-    assert other.acquire("L", 5.0, 0.0) == "timeout"
+    assert other.acquire("L", 5.0, 0.0) == Refused("timeout")
     assert cluster.lock_status("L")["holder"]["owner"] == "a"
     assert holder.release("L", epoch)
     assert grant(other, "L", 5.0, 0.0) == epoch + 1

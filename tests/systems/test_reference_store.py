@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.nodeside.client import STALE, Accepted, Entry, Read, Refused
 from systems.reference.store_server import (
     AUDIT,
     BATCH,
@@ -113,7 +114,7 @@ def test_a_fenced_read_raises_the_mark_so_an_older_write_is_refused(tmp_path: Pa
     store = Store(tmp_path)
     store.write(STORE, "L", 3, [Item("k", "w3")])
     reply = store.fenced_read(STORE, "k", "L", 5)
-    assert reply == {"ok": True, "entries": [{"id": "w3", "epoch": 3}], "mark": 5}
+    assert reply == {"ok": True, "entries": [{"id": "w3", "epoch": 3, "seq": 1}], "mark": 5}
     assert not put(store, STORE, "L", 4)
     assert not put(store, BATCH, "L", 4, key="other")  # the mark is the lock's, on both paths
     assert put(store, STORE, "M", 1, key="m")  # another lock is untouched
@@ -207,16 +208,27 @@ def test_the_store_server_keeps_its_mark_across_a_kill(
 ) -> None:
     cluster = make_cluster(bugs=bugs)
     client = cluster.client()
-    assert client.write("L", "store", "k", "a", 2, None) == "ok"
+    assert client.write("L", "store", "k", "a", 2, None) == Accepted(1)
     if raised_by == "write":
-        assert client.write("L", "store", "k", "a5", 5, None) == "ok"
+        assert client.write("L", "store", "k", "a5", 5, None) == Accepted(2)
     else:
-        assert client.read("store", "k", "L", 5) == [{"id": "a", "epoch": 2}]
-    assert client.read("store", "k", "L", 4) == "stale-epoch"
+        assert client.read("store", "k", "L", 5) == Read((Entry("a", 2, 1),))
+    assert client.read("store", "k", "L", 4) == Refused(STALE)
     cluster.kill_and_restart("s1")
     outcome = client.write("L", "store", "k", "b", 3, None)
-    assert outcome == ("ok" if stale_accepted else "stale-epoch")
+    next_seq = 3 if raised_by == "write" else 2  # the counter survives the restart
+    assert outcome == (Accepted(next_seq) if stale_accepted else Refused(STALE))
     read = client.read("store", "k")
-    assert isinstance(read, list)
+    assert isinstance(read, Read)
     written = ["a", "a5"] if raised_by == "write" else ["a"]
-    assert [e["id"] for e in read] == written + (["b"] if stale_accepted else [])
+    assert [e.id for e in read.entries] == written + (["b"] if stale_accepted else [])
+
+
+def test_seq_numbers_writes_across_keys_and_sinks_and_survives_a_restart(tmp_path: Path) -> None:
+    store = Store(tmp_path)
+    assert store.write(STORE, "L", 1, [Item("a", "x1")])["seqs"] == [1]
+    assert store.write(BATCH, "L", 1, [Item("b", "x2"), Item("c", "x3")])["seqs"] == [2, 3]
+    assert not store.write(STORE, "L", 0, [Item("a", "stale")])["ok"]  # a refusal takes no seq
+    reopened = Store(tmp_path)
+    assert reopened.write(AUDIT, "L", 1, [Item("a", "x4")])["seqs"] == [4]
+    assert reopened.read(STORE, "a") == [{"id": "x1", "epoch": 1, "seq": 1}]

@@ -11,18 +11,23 @@ import pytest
 from checkers import ANOMALY_NAMES
 from harness.history import InventoryError
 from systems import (
+    HOLDER_FLAWS,
     AdapterError,
     CollectsData,
     ConfigError,
+    PlantsBugs,
+    Restarts,
+    RoleSpec,
     Sink,
     System,
     SystemConfig,
     UnknownSystemError,
     available_systems,
     load_system,
+    topology,
 )
-from systems.fake import FakeSystem
 from systems.reference import BUG_SWITCHES, Ports, ReferenceSystem
+from tests.support.fake import FakeSystem
 from tests.support.localcluster import (
     LocalNode,
     MakeCluster,
@@ -32,7 +37,7 @@ from tests.support.localcluster import (
     wait_dead,
 )
 
-# DESIGN.md §1, one switch per mistake.
+# docs/design.md §1, one switch per mistake.
 _MISTAKES = {
     "no-store-check",
     "epoch-in-memory",
@@ -50,31 +55,58 @@ def test_the_entry_point_group_finds_the_reference_system() -> None:
     system = load_system("reference")
     assert isinstance(system, ReferenceSystem)
     assert isinstance(system, System)
-    assert isinstance(system, CollectsData)
+    for ability in (CollectsData, PlantsBugs, Restarts):
+        assert isinstance(system, ability)
 
 
 def test_an_unknown_system_names_the_available_ones() -> None:
-    with pytest.raises(UnknownSystemError, match=r"unknown system 'etcd'.*reference"):
-        load_system("etcd")
+    missing = "no-such-system-" + "x" * 8
+    with pytest.raises(UnknownSystemError, match=rf"unknown system '{missing}'.*reference"):
+        load_system(missing)
 
 
-def test_the_fake_system_is_a_system_that_records_calls() -> None:
+def test_the_fake_system_needs_only_the_required_contract() -> None:
     fake = FakeSystem()
     assert isinstance(fake, System)
+    for ability in (CollectsData, PlantsBugs, Restarts):
+        assert not isinstance(fake, ability)
     node = LocalNode("w1", "worker", "127.0.0.1", Path("/nonexistent"))
     deployment = fake.setup({"w1": node}, SystemConfig())
     fake.teardown({"w1": node})
     assert fake.calls == [("setup", "w1"), ("teardown", "w1")]
-    assert str(deployment.agents["w1"]) == "127.0.0.1:7000"
+    assert deployment.client.module.__name__ == "systems.reference.client"
 
 
-def test_every_mistake_has_a_documented_switch() -> None:
-    assert set(BUG_SWITCHES) == _MISTAKES
-    for name, switch in BUG_SWITCHES.items():
+def test_the_topology_follows_the_roles_a_system_names() -> None:
+    etcd_like = {"lock": RoleSpec(3, "e"), "worker": RoleSpec(2, "w")}
+    assert topology(etcd_like, workers=1) == [
+        ("e1", "lock"),
+        ("e2", "lock"),
+        ("e3", "lock"),
+        ("w1", "worker"),
+        ("w2", "worker"),
+    ]
+    assert [name for name, _ in topology(ReferenceSystem().roles(), 3)] == [
+        "l1",
+        "s1",
+        "w1",
+        "w2",
+        "w3",
+    ]
+    with pytest.raises(ConfigError, match="share a node name prefix"):
+        topology({"lock": RoleSpec(1, "w"), "worker": RoleSpec(1, "w")}, 1)
+    with pytest.raises(ConfigError, match="at least one worker"):
+        topology({"lock": RoleSpec(1, "l")}, 1)
+
+
+def test_every_mistake_has_a_documented_switch_or_holder_flaw() -> None:
+    assert set(BUG_SWITCHES) | set(HOLDER_FLAWS) == _MISTAKES
+    assert not set(BUG_SWITCHES) & set(HOLDER_FLAWS)
+    for name, switch in {**BUG_SWITCHES, **HOLDER_FLAWS}.items():
         assert switch.name == name
-        assert switch.description and switch.exposed_by
-        named = {word.strip(",") for word in switch.anomaly.split()}
-        assert named & set(ANOMALY_NAMES), f"{name} names no anomaly of DESIGN.md §5"
+        assert switch.description and switch.exposed_by.faults
+        assert set(switch.anomalies) <= set(ANOMALY_NAMES), f"{name}: not anomalies of §5"
+        assert f"--nemesis {switch.exposed_by.faults[0]}" in switch.exposed_by.describe()
 
 
 def test_config_values_are_checked() -> None:
@@ -94,7 +126,7 @@ def test_the_reference_system_rejects_unknown_and_pointless_switches() -> None:
         system.validate(SystemConfig(bugs=frozenset({"typo"})))
     with pytest.raises(ConfigError, match="--lock-delay"):
         system.validate(SystemConfig(bugs=frozenset({"short-lock-delay"})))
-    system.validate(SystemConfig(lock_delay=6.0, bugs=frozenset(_MISTAKES)))
+    system.validate(SystemConfig(lock_delay=6.0, bugs=frozenset(BUG_SWITCHES)))
 
 
 def test_the_inventory_declares_each_sink() -> None:
@@ -126,15 +158,12 @@ def test_setup_needs_one_lock_one_store_and_a_worker(tmp_path: Path) -> None:
 def test_setup_reports_what_it_started_and_teardown_stops_it(make_cluster: MakeCluster) -> None:
     cluster = make_cluster(workers=2)
     deployment = cluster.deployment
-    assert deployment.system == "reference"
-    assert sorted(deployment.agents) == ["w1", "w2"]
+    assert sorted(cluster.agents.endpoints) == ["w1", "w2"]
     assert [(t.role, t.node, t.daemon) for t in deployment.targets] == [
         ("lock", "l1", "lock-server"),
         ("store", "s1", "store"),
-        ("worker", "w1", "agent"),
-        ("worker", "w2", "agent"),
     ]
-    assert [sink.name for sink in deployment.inventory] == ["store", "store-batch", "audit"]
+    assert deployment.client.module.__name__ == "systems.reference.client"
     daemons = [
         (cluster.nodes[t.node], cluster.nodes[t.node].daemon(t.daemon)) for t in deployment.targets
     ]
@@ -148,7 +177,7 @@ def test_collect_keeps_the_epoch_file_and_the_store_log(make_cluster: MakeCluste
     cluster = make_cluster()
     assert cluster.agent("w1", {"op": "acquire", "lock": "L"})["epoch"] == 1
     request = {"op": "write", "lock": "L", "epoch": 1, "sink": "store", "key": "k", "id": "a"}
-    assert cluster.agent("w1", request) == {"ok": True}
+    assert cluster.agent("w1", request) == {"ok": True, "seq": 1}
     kept = cluster.system.collect(cluster.nodes)
     assert set(kept) == {"l1", "s1"}
     assert b'"epoch": 1' in kept["l1"]["epochs.json"]
@@ -158,16 +187,16 @@ def test_collect_keeps_the_epoch_file_and_the_store_log(make_cluster: MakeCluste
 def test_restarting_a_live_process_is_refused(make_cluster: MakeCluster) -> None:
     cluster = make_cluster()
     with pytest.raises(AdapterError, match="still running"):
-        cluster.system.restart(cluster.nodes["l1"], cluster.target("l1"))
+        cluster.system.restart(cluster.nodes["l1"], "lock-server")
     cluster.signal("l1", signal.SIGSTOP)  # stopped is not dead either
     with pytest.raises(AdapterError, match="still running"):
-        cluster.system.restart(cluster.nodes["l1"], cluster.target("l1"))
+        cluster.system.restart(cluster.nodes["l1"], "lock-server")
 
 
 def test_a_program_that_cannot_start_fails_setup_with_its_log(tmp_path: Path) -> None:
     nodes = local_nodes(tmp_path, 0, workers=1)
-    lock_port, store_port, agent_port = free_ports(3)
-    system = local_system(tmp_path, 0, Ports(lock_port, store_port, agent_port), 10.0)
+    lock_port, store_port = free_ports(2)
+    system = local_system(tmp_path, 0, Ports(lock_port, store_port), 10.0)
     try:
         with socket.socket() as squatter:
             squatter.bind((nodes["l1"].ip, lock_port))

@@ -5,6 +5,10 @@ pulled from a registry); the node image is built on it from ``docker/node/Docker
 packages of ``docker/node/packages.txt``; the sshd image (test hosts for the SSH backend) is built
 on the node image from ``docker/sshd/``. A tag is the first 12 hex digits of a hash over the
 recipe, so an image is rebuilt exactly when its recipe changes and reused otherwise.
+
+A system whose nodes need more Debian packages (its ``packages.txt``) gets an image of its own,
+built on the node image with those packages and tagged by a hash of the node tag and the package
+list (:func:`system_image`); a system that needs nothing more runs on the node image itself.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import re
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
@@ -33,6 +37,7 @@ __all__ = [
     "BASE_REPOSITORY",
     "NODE_REPOSITORY",
     "RECIPES",
+    "SYSTEM_REPOSITORY",
     "ImageError",
     "Progress",
     "base_image",
@@ -44,6 +49,8 @@ __all__ = [
     "node_tag",
     "sshd_image",
     "sshd_tag",
+    "system_image",
+    "system_tag",
 ]
 
 Progress = Callable[[str], None]
@@ -52,6 +59,8 @@ Progress = Callable[[str], None]
 BASE_REPOSITORY: Final = "fencecheck-base"
 NODE_REPOSITORY: Final = "fencecheck-node"
 SSHD_REPOSITORY: Final = "fencecheck-sshd"
+SYSTEM_REPOSITORY: Final = "fencecheck-system"
+_PACKAGE_NAME: Final = re.compile(r"[a-z0-9][a-z0-9+.-]+")
 RECIPES: Final = Path(str(resources.files(__package__ or __name__) / "recipes"))
 """The folder of image recipes (``base.json``, ``node/``, ``sshd/``): the checkout's ``docker/``,
 shipped in the wheel as package data."""
@@ -288,13 +297,48 @@ def _ensure(recipe: str, tag: str, parent: Callable[[], str], progress: Progress
     return tag
 
 
-def _build_recipe(recipe: str, tag: str, base: str, progress: Progress) -> None:
-    """Build ``docker/<recipe>/`` as ``tag`` with ``base`` as its BASE build argument."""
+def system_tag(packages: Sequence[str]) -> str:
+    """The tag of a system's image: the node image plus ``packages`` (the node tag itself when
+    there are none). Raises :class:`ImageError` for a name that is not a Debian package name."""
+    wanted = sorted(set(packages))
+    bad = [name for name in wanted if not _PACKAGE_NAME.fullmatch(name)]
+    if bad:
+        raise ImageError(
+            f"{', '.join(map(repr, bad))} is not a Debian package name; fix the system's "
+            "packages.txt (one package a line, # for comments)"
+        )
+    if not wanted:
+        return node_tag()
+    parts = [node_tag().encode(), *(name.encode() for name in wanted)]
+    return f"{SYSTEM_REPOSITORY}:{_digest(parts)}"
+
+
+def system_image(packages: Sequence[str], progress: Progress | None = None) -> str:
+    """The tag of the image for a system needing ``packages``, built (on the node image) if
+    absent."""
+    tag = system_tag(packages)
+    node = node_image(progress)
+    if tag == node or image_exists(tag):
+        return tag
+    with _build_lock(), tempfile.TemporaryDirectory(prefix="fencecheck-system-") as folder:
+        if not image_exists(tag):
+            context = Path(folder)
+            (context / "Dockerfile").write_text((RECIPES / "node" / "Dockerfile").read_text())
+            (context / "packages.txt").write_text("\n".join(sorted(set(packages))) + "\n")
+            _build_recipe("node", tag, node, progress or _quiet, context)
+    return tag
+
+
+def _build_recipe(
+    recipe: str, tag: str, base: str, progress: Progress, context: Path | None = None
+) -> None:
+    """Build ``docker/<recipe>/`` (or ``context``, a copy of it) as ``tag`` with ``base`` as its
+    BASE build argument."""
     progress(f"building {tag} on {base}")
     output: list[str] = []
     try:
         for chunk in engine().api.build(
-            path=str(RECIPES / recipe),
+            path=str(context or RECIPES / recipe),
             tag=tag,
             buildargs={"BASE": base},
             rm=True,
@@ -306,8 +350,8 @@ def _build_recipe(recipe: str, tag: str, base: str, progress: Progress) -> None:
                 tail = "".join(output[-30:])
                 raise ImageError(
                     f"building {tag} failed: {chunk['error'].strip()}\n{tail}\n"
-                    f"check docker/{recipe}/packages.txt for a misspelt package and that the "
-                    "Debian mirror answers"
+                    f"check the package list (docker/{recipe}/packages.txt or the system's "
+                    "packages.txt) for a misspelt package and that the Debian mirror answers"
                 )
             for line in str(chunk.get("stream", "")).splitlines(keepends=True):
                 output.append(line)

@@ -1,0 +1,150 @@
+"""The holder client API: what a system's client module gives the agent, with typed results.
+
+A system ships one stdlib-only Python module to the worker nodes; it defines a class
+``Client(config)`` implementing :class:`HolderClient`. The agent (:mod:`harness.nodeside.agent`)
+loads it and calls it for every lease and every write of a holder. This module is copied to the
+nodes beside the agent, so client modules import it as ``from harness.nodeside import client``.
+
+Every call ends in one of four ways, and the difference matters to the checker:
+
+- :data:`ACCEPTED`: the service did it (a grant, a write that landed, a read's entries).
+- a definite refusal (:class:`Refused`): the service certainly did *not* do it. :data:`STALE`
+  means the fence refused the epoch; :data:`UNAVAILABLE` means the request was never sent (the
+  connection could not be opened); any other word is another definite refusal (``timeout`` for an
+  acquire that waited in vain, ``bad-request``...).
+- :data:`UNKNOWN` (:class:`Unknown`, or any exception the client raises): the request may or may
+  not have been acted on, e.g. it was sent and no answer came. The checker then treats the write
+  as possibly landed, at any later time. Reporting a write that may have landed as refused makes
+  the checker wrong: when in doubt, say unknown.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+__all__ = [
+    "ACCEPTED",
+    "STALE",
+    "UNAVAILABLE",
+    "UNKNOWN",
+    "Accepted",
+    "Entry",
+    "Grant",
+    "HolderClient",
+    "Read",
+    "Refused",
+    "Unknown",
+]
+
+ACCEPTED: Final = "ok"
+"""The wire word for a request the service carried out."""
+STALE: Final = "stale-epoch"
+"""The refusal of a fenced sink: the request's epoch is below one it has already seen."""
+UNAVAILABLE: Final = "unavailable"
+"""The refusal of a request that was certainly never sent (no connection could be opened)."""
+UNKNOWN: Final = "unknown"
+"""The outcome of a request that may or may not have been acted on."""
+
+
+@dataclass(frozen=True, slots=True)
+class Grant:
+    """A lease granted with ``epoch``; ``waited`` is how long (by the service's clock) the
+    service held the request before the lease began. The holder counts its lease from when it
+    sent the request plus ``waited``, never earlier than the service does."""
+
+    epoch: int
+    waited: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """A write the sink accepted. ``seq`` is the sink's own acceptance order across all its keys
+    (e.g. etcd's ``mod_revision``), when the sink reports one."""
+
+    seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Entry:
+    """One entry of a key as a read returns it: the write's id and epoch, and its ``seq``."""
+
+    id: str
+    epoch: int
+    seq: int | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        """The entry as the agent sends it (``seq`` only when known)."""
+        data: dict[str, Any] = {"id": self.id, "epoch": self.epoch}
+        if self.seq is not None:
+            data["seq"] = self.seq
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class Read:
+    """A read's answer: the key's entries in the sink's order."""
+
+    entries: tuple[Entry, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A definite refusal: the service certainly did not act. ``reason`` is :data:`STALE`,
+    :data:`UNAVAILABLE` or another word (``timeout``, ``bad-request``...)."""
+
+    reason: str
+
+    @property
+    def stale(self) -> bool:
+        """True when the fence refused the epoch."""
+        return self.reason == STALE
+
+
+@dataclass(frozen=True, slots=True)
+class Unknown:
+    """The request may or may not have been acted on; ``reason`` says what happened."""
+
+    reason: str = UNKNOWN
+
+
+class HolderClient(Protocol):
+    """What a system's client module gives the agent (its class ``Client(config)``).
+
+    The agent passes ``config``: the ``client`` object the adapter put in its deployment, plus
+    ``node`` (the holder's node name). Raising an exception from any method means
+    :data:`UNKNOWN`. A client keeps connections open between calls if it likes, but a call
+    abandoned on a timeout must not confuse the next one.
+    """
+
+    def acquire(self, lock: str, ttl: float, wait: float) -> Grant | Refused | Unknown:
+        """A new lease on ``lock`` for ``ttl`` seconds with a strictly higher epoch than any
+        granted before, waiting up to ``wait`` seconds for the lock to be free."""
+        ...
+
+    def renew(self, lock: str, epoch: int) -> bool:
+        """Extend the lease of ``epoch``; False when the service says it is no longer held."""
+        ...
+
+    def release(self, lock: str, epoch: int) -> bool:
+        """Give the lease of ``epoch`` back; False when it was no longer held."""
+        ...
+
+    def write(
+        self, lock: str, sink: str, key: str, id: str, epoch: int, prev: Any
+    ) -> Accepted | Refused | Unknown:
+        """Append ``id`` to ``key`` of ``sink`` carrying ``epoch`` of ``lock`` (``prev`` is the id
+        the write was based on, or None). A fenced sink refuses it as :data:`STALE` when it has
+        seen a higher epoch of ``lock``."""
+        ...
+
+    def read(
+        self, sink: str, key: str, lock: str | None = None, epoch: int | None = None
+    ) -> Read | Refused | Unknown:
+        """The entries of ``key`` in ``sink``, in the sink's order.
+
+        With ``lock`` and ``epoch`` (always both) a *fenced* read: the sink refuses it as
+        :data:`STALE` below its highest-seen epoch of ``lock``, else raises that mark to
+        ``epoch`` as a write would.
+        """
+        ...

@@ -1,0 +1,361 @@
+"""The adapter contract battery behind ``fencecheck adapter check``: short, on a real cluster.
+
+A third party runs it before their first real test. On a fresh cluster of the system's topology it
+sets the system up, starts the harness's agents, and checks through them, in order:
+
+1. grants come with strictly increasing epochs;
+2. a write with the current epoch is accepted by every sink of the inventory;
+3. a write with an older epoch is refused as stale by every fenced sink;
+4. a fenced read raises the sink's mark (an older epoch's write is refused after it);
+5. every unfenced sink really accepts a stale write (so the inventory is honest);
+6. where the system can restart its daemons (:class:`systems.Restarts`): after a kill and restart
+   of each, marks are kept (a stale write is still refused) and epochs are kept (the next grant
+   is higher than every earlier one).
+
+Each failed item says what the adapter must fix. Writes of an older epoch are sent through the
+agent unchecked (``check_lease: false``), as a holder that outlived its lease would.
+"""
+
+from __future__ import annotations
+
+import itertools
+import signal
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from harness.node import Node, NodeError
+from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
+from harness.node.docker.images import system_image
+from harness.nodeside.client import STALE
+from harness.nodeside.wire import NotDelivered, call
+from harness.run.agents import AgentSet, deploy_system, stop_agents
+from systems import (
+    AdapterError,
+    ProcessTarget,
+    Restarts,
+    Sink,
+    System,
+    SystemConfig,
+    packages_of,
+    topology,
+)
+
+__all__ = ["ContractItem", "ContractReport", "check_adapter", "check_deployed"]
+
+_TTL: Final = 5.0  # long enough that no lease lapses during the battery
+_CALL_TIMEOUT: Final = 20.0
+_GONE_WAIT: Final = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class ContractItem:
+    """One checked promise: what was checked, whether it held, what was seen, what to fix."""
+
+    name: str
+    ok: bool
+    detail: str = ""
+    fix: str = ""
+
+
+@dataclass(slots=True)
+class ContractReport:
+    """Every item checked, in order; :attr:`ok` when all held."""
+
+    system: str
+    items: list[ContractItem] = field(default_factory=list)
+    seconds: float = 0.0
+
+    @property
+    def ok(self) -> bool:
+        """True when every item held (and at least one was checked)."""
+        return bool(self.items) and all(item.ok for item in self.items)
+
+    def failed(self) -> list[ContractItem]:
+        """The items that did not hold."""
+        return [item for item in self.items if not item.ok]
+
+
+class _Agents:
+    """Requests to the harness's agents; any answer other than a definite one is a failure."""
+
+    def __init__(self, agents: AgentSet) -> None:
+        self._endpoints = agents.endpoints
+        self.workers = sorted(agents.endpoints)
+        self._ids = itertools.count(1)
+
+    def ask(self, worker: str, request: dict[str, Any]) -> dict[str, Any]:
+        endpoint = self._endpoints[worker]
+        try:
+            return call((endpoint.host, endpoint.port), request, _CALL_TIMEOUT)
+        except (OSError, NotDelivered) as problem:
+            return {"ok": False, "error": f"no answer from the agent on {worker}: {problem}"}
+
+    def acquire(self, worker: str, lock: str) -> dict[str, Any]:
+        return self.ask(worker, {"op": "acquire", "lock": lock, "wait": 3 * _TTL})
+
+    def release(self, worker: str, lock: str) -> None:
+        self.ask(worker, {"op": "release", "lock": lock})
+
+    def write(self, worker: str, lock: str, epoch: int, sink: str, key: str) -> dict[str, Any]:
+        request = {
+            "op": "write",
+            "lock": lock,
+            "epoch": epoch,
+            "sink": sink,
+            "key": key,
+            "id": f"check-{next(self._ids)}",
+            "prev": None,
+            "work_ms": 0,
+            # Sent as a holder past its lease sends: the agent does not look at its lease.
+            "check_lease": False,
+        }
+        return self.ask(worker, request)
+
+
+def _said(reply: Mapping[str, Any]) -> str:
+    if reply.get("ok"):
+        return "accepted"
+    word = str(reply.get("error", "?"))
+    return f"{word} (outcome unknown)" if reply.get("info") else word
+
+
+class _Battery:
+    """The items of the module docstring, against one deployed system."""
+
+    def __init__(
+        self,
+        system: System,
+        nodes: Mapping[str, Node],
+        agents: _Agents,
+        targets: Sequence[ProcessTarget],
+    ) -> None:
+        self.system = system
+        self.nodes = nodes
+        self.agents = agents
+        self.targets = targets
+        self.inventory: Sequence[Sink] = system.inventory(SystemConfig(lease_ttl=_TTL))
+        self.items: list[ContractItem] = []
+        self.granted: list[int] = []
+
+    def note(self, name: str, problems: list[str], fix: str, detail: str = "") -> None:
+        ok = not problems
+        self.items.append(ContractItem(name, ok, detail if ok else "; ".join(problems), fix))
+
+    def grant(self, worker: str, lock: str) -> int | None:
+        reply = self.agents.acquire(worker, lock)
+        if not reply.get("ok"):
+            return None
+        epoch = int(reply["epoch"])
+        self.agents.release(worker, lock)
+        return epoch
+
+    def epochs_increase(self, lock: str) -> None:
+        problems = []
+        for worker in itertools.islice(itertools.cycle(self.agents.workers), 3):
+            epoch = self.grant(worker, lock)
+            if epoch is None:
+                problems.append(f"{worker} was not granted {lock}")
+                break
+            if self.granted and epoch <= max(self.granted):
+                problems.append(f"epoch {epoch} granted after {max(self.granted)}")
+            self.granted.append(epoch)
+        self.note(
+            "grants come with strictly increasing epochs",
+            problems,
+            "the lock service must hand out a higher epoch with every grant (a counter per lock, "
+            "kept on disk), and client.acquire must return it as Grant(epoch)",
+            f"epochs {self.granted}",
+        )
+
+    def current_write_accepted(self, lock: str, worker: str, epoch: int) -> None:
+        problems = []
+        for sink in self.inventory:
+            reply = self.agents.write(worker, lock, epoch, sink.name, "k-current")
+            if not reply.get("ok"):
+                problems.append(f"{sink.name} answered {_said(reply)} to epoch {epoch}")
+        self.note(
+            "a write with the current epoch is accepted by every sink",
+            problems,
+            "client.write must carry the epoch to the sink and return Accepted() when it lands; "
+            "check the sink names in inventory() match what client.write understands",
+        )
+
+    def stale_refused(self, lock: str, worker: str, stale: int, name: str, key: str) -> None:
+        problems = []
+        for sink in (s for s in self.inventory if s.fenced):
+            reply = self.agents.write(worker, lock, stale, sink.name, key)
+            if reply.get("error") != STALE or reply.get("info"):
+                problems.append(f"{sink.name} answered {_said(reply)} to stale epoch {stale}")
+        self.note(
+            name,
+            problems,
+            "a fenced sink must refuse an epoch below the highest it has seen for the lock and "
+            "client.write must return Refused(STALE) for it; if the sink cannot, declare it "
+            "fenced=False in inventory() with its mitigation",
+        )
+
+    def fenced_read_raises_mark(self, worker: str) -> None:
+        lock = "check-read"
+        first = self.grant(worker, lock)
+        problems = []
+        reply = self.agents.acquire(worker, lock)
+        if first is None or not reply.get("ok"):
+            problems.append(f"{worker} was not granted {lock}")
+        else:
+            epoch = int(reply["epoch"])
+            self.granted += [first, epoch]
+            for sink in (s for s in self.inventory if s.fenced):
+                read = {"op": "read", "sink": sink.name, "key": "k-read", "lock": lock}
+                answer = self.agents.ask(worker, {**read, "epoch": epoch})
+                if not answer.get("ok"):
+                    problems.append(f"fenced read of {sink.name} answered {_said(answer)}")
+                    continue
+                stale = self.agents.write(worker, lock, first, sink.name, "k-read")
+                if stale.get("error") != STALE:
+                    problems.append(
+                        f"{sink.name} answered {_said(stale)} to epoch {first} after a fenced "
+                        f"read with epoch {epoch}"
+                    )
+            self.agents.release(worker, lock)
+        self.note(
+            "a fenced read raises the mark",
+            problems,
+            "client.read(sink, key, lock, epoch) must make the sink treat the read like a write "
+            "of that epoch (refuse it below the mark, else raise the mark): the rmw workload "
+            "needs it",
+        )
+
+    def unfenced_accepts_stale(self, lock: str, worker: str, stale: int) -> None:
+        problems = []
+        for sink in (s for s in self.inventory if not s.fenced):
+            reply = self.agents.write(worker, lock, stale, sink.name, "k-unfenced")
+            if not reply.get("ok"):
+                problems.append(f"{sink.name} answered {_said(reply)} to stale epoch {stale}")
+        self.note(
+            "every unfenced sink accepts a stale write (the inventory is honest)",
+            problems,
+            "a sink that refuses stale epochs is fenced: declare it fenced=True in inventory()",
+        )
+
+    def restarts_keep_state(self, lock: str, worker: str, stale: int) -> None:
+        if not isinstance(self.system, Restarts):
+            self.items.append(
+                ContractItem(
+                    "restarts keep epochs and marks",
+                    True,
+                    "skipped: the system does not implement Restarts, so kill faults relaunch "
+                    "its daemons' command lines without waiting for them",
+                )
+            )
+            return
+        for target in self.targets:
+            node = self.nodes[target.node]
+            where = f"{target.daemon} on {target.node}"
+            try:
+                _kill(node, target.daemon)
+                self.system.restart(node, target.daemon)
+            except (AdapterError, NodeError) as problem:
+                self.note(
+                    f"{where} restarts",
+                    [str(problem)],
+                    "restart(node, daemon) must start the daemon again with the same command line "
+                    "on the same data and return once it serves",
+                )
+                continue
+            self.stale_refused(
+                lock, worker, stale, f"marks survive a restart of {where}", "k-restart"
+            )
+            epoch = self.grant(worker, lock)
+            before = max(self.granted)
+            problems = []
+            if epoch is None:
+                problems.append(f"{worker} was not granted {lock} after the restart")
+            elif epoch <= before:
+                problems.append(f"epoch {epoch} granted after the restart, {before} before it")
+            if epoch is not None:
+                self.granted.append(epoch)
+            self.note(
+                f"epochs survive a restart of {where}",
+                problems,
+                "the lock service must keep its epoch counters on disk (write and fsync before "
+                "answering a grant) and reload them on start",
+            )
+
+
+def _kill(node: Node, name: str) -> None:
+    daemon = node.daemon(name)
+    node.signal(daemon, signal.SIGKILL)
+    deadline = time.monotonic() + _GONE_WAIT
+    while node.process_state(daemon) not in (None, "Z", "X"):
+        if time.monotonic() > deadline:
+            raise AdapterError(f"{name} on {node.name} still runs {_GONE_WAIT:g}s after SIGKILL")
+        time.sleep(0.05)
+
+
+def check_deployed(system: System, nodes: Mapping[str, Node]) -> ContractReport:
+    """Set ``system`` up on ``nodes``, run the battery, tear it down; the report of every item.
+
+    Raises :class:`AdapterError` when the system cannot even be set up.
+    """
+    started = time.monotonic()
+    report = ContractReport(system.name)
+    config = SystemConfig(lease_ttl=_TTL)
+    deployment, agents = deploy_system(system, nodes, config)
+    try:
+        battery = _Battery(system, nodes, _Agents(agents), deployment.targets)
+        _run(battery)
+        report.items = battery.items
+    finally:
+        try:
+            stop_agents(nodes)
+        finally:
+            system.teardown(nodes)
+    report.seconds = time.monotonic() - started
+    return report
+
+
+def _run(battery: _Battery) -> None:
+    lock = "check"
+    worker = battery.agents.workers[0]
+    battery.epochs_increase(lock)
+    if not battery.items[-1].ok:
+        return  # without grants nothing else can be checked
+    reply = battery.agents.acquire(worker, lock)
+    if not reply.get("ok"):
+        battery.note("the lease is granted again", [_said(reply)], "see the lock service's log")
+        return
+    current = int(reply["epoch"])
+    battery.granted.append(current)
+    stale = battery.granted[0]
+    battery.current_write_accepted(lock, worker, current)
+    battery.stale_refused(
+        lock, worker, stale, "a write with an older epoch is refused by every fenced sink", "k"
+    )
+    battery.agents.release(worker, lock)
+    battery.fenced_read_raises_mark(worker)
+    battery.unfenced_accepts_stale(lock, worker, stale)
+    battery.restarts_keep_state(lock, worker, stale)
+
+
+def check_adapter(system: System, progress: Callable[[str], None] | None = None) -> ContractReport:
+    """Run the battery on a fresh Docker cluster of the system's topology (two workers).
+
+    Raises :class:`AdapterError` for a system that cannot be set up; engine and image problems
+    raise theirs (:class:`harness.node.docker.engine.EngineError`,
+    :class:`harness.node.docker.images.ImageError`).
+    """
+    say = progress or (lambda line: None)
+    specs = [NodeSpec(name, role) for name, role in topology(system.roles(), 2)]
+    image = system_image(packages_of(system))
+    say(f"cluster of {', '.join(spec.name for spec in specs)} on {image}")
+    with _cluster(specs, image) as nodes:
+        return check_deployed(system, nodes)
+
+
+@contextmanager
+def _cluster(specs: Sequence[NodeSpec], image: str) -> Iterator[Mapping[str, Node]]:
+    with Cluster(f"check-{new_run_id()}", specs, image=image) as cluster:
+        yield cluster.nodes

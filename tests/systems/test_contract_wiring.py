@@ -1,0 +1,96 @@
+"""How the harness uses the adapter contract: the restart model through the kill nemesis, the
+``lock-leader`` target, holder flaws beside bug switches, and bad specs refused up front."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from harness.cli import EXIT_ERROR, cli, main
+from harness.run.exposure import ExposureError, expose
+from harness.run.runner import kill_restarter
+from harness.run.spec import TestSpec
+from nemeses import LOCK_LEADER, Fault, KillNemesis, generate_schedule, resolve
+from tests.support.localcluster import MakeCluster
+
+
+def test_a_kill_restarts_through_the_system_on_the_same_data(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster()
+    before = cluster.agent("w1", {"op": "acquire", "lock": "L"})["epoch"]
+    cluster.agent("w1", {"op": "release", "lock": "L"})
+    kill = KillNemesis(restarter=kill_restarter(cluster.system, cluster.deployment, cluster.agents))
+    kill.setup(cluster.nodes)
+    for node, daemon in (("l1", "lock-server"), ("w1", "agent")):
+        fault = Fault("kill", (node,), {"process": daemon})
+        old = cluster.nodes[node].daemon(daemon)
+        kill.invoke("start-kill", fault)
+        kill.invoke("stop-kill", fault)
+        new = cluster.nodes[node].daemon(daemon)
+        assert new.pid != old.pid
+        assert new.argv == old.argv  # the restart model: the same command line, the same data
+    # The restarted lock server kept its epochs; the restarted agent answers, holding nothing.
+    assert cluster.agent("w1", {"op": "holds"})["holds"] == {}
+    again = cluster.agent("w1", {"op": "acquire", "lock": "L", "wait": 5.0})
+    assert again["ok"], again
+    assert again["epoch"] > before
+
+
+def test_lock_leader_windows_fall_back_to_a_drawn_lock_node() -> None:
+    nodes = {"e1": "lock", "e2": "lock", "e3": "lock", "w1": "worker"}
+    schedule = generate_schedule(
+        7,
+        nodes,
+        lease_ttl_ns=10**9,
+        duration_ns=30 * 10**9,
+        kinds=("pause",),
+        targets=(LOCK_LEADER,),
+    )
+    assert schedule.windows
+    for window in schedule.windows:
+        assert window.targets == (LOCK_LEADER,)
+        assert window.fallback in ("e1", "e2", "e3")
+        assert resolve(window, list(nodes), None, "e2").targets == ("e2",)
+        assert resolve(window, list(nodes), None, None).targets == (window.fallback,)
+
+
+def test_lock_leader_is_refused_for_a_system_that_cannot_name_its_leader(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "store"
+    with pytest.raises(SystemExit) as done:
+        main(["run", "--store", str(store), "--no-progress", "--target", LOCK_LEADER])
+    assert done.value.code == EXIT_ERROR
+    assert "cannot say which lock-service member leads" in capsys.readouterr().err
+    assert not store.exists()
+
+
+def test_list_shows_holder_flaws_apart_from_the_systems_switches() -> None:
+    shown = CliRunner().invoke(cli, ["list"], env={"COLUMNS": "250"})
+    assert shown.exit_code == 0, shown.output
+    systems, _, flaws = shown.output.partition("holder flaws")
+    assert "no-store-check" in systems and "retry-on-reject" not in systems
+    assert "retry-on-reject" in flaws and "reacquire-no-reread" in flaws
+    assert "--nemesis kill --target lock" in systems  # exposed_by, shown as a command line
+
+
+def test_expose_takes_the_faults_from_the_switchs_data() -> None:
+    exposed = expose(TestSpec(bugs=("short-lock-delay",), nemeses=("kill",)))
+    assert exposed.nemeses == ("pause",)
+    assert exposed.workload == "sinks"
+    assert exposed.fault_lengths == (3.0,)
+    assert exposed.lock_delay == 3.0
+    flaw = expose(TestSpec(bugs=("reacquire-no-reread",)))
+    assert (flaw.workload, flaw.nemeses) == ("rmw", ("pause",))
+    with pytest.raises(ExposureError, match="--bug"):
+        expose(TestSpec())
+
+
+def test_adapter_check_of_an_unknown_system_is_an_error_naming_the_installed_ones(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as done:
+        main(["adapter", "check", "no-such-system"])
+    assert done.value.code == EXIT_ERROR
+    assert "available systems: reference" in capsys.readouterr().err
