@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import venv
@@ -12,6 +13,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
+_PACKAGES = ("harness", "checkers", "systems", "nemeses", "workloads")
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 
@@ -22,10 +24,23 @@ def _run(argv: list[str], cwd: Path, timeout: float = 600) -> subprocess.Complet
     return subprocess.run(argv, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
+def _source_copy(where: Path) -> Path:
+    """What a fresh checkout holds: a build folder left in the checkout would leak stale files
+    into the wheel (setuptools reuses build/lib)."""
+    source = where / "source"
+    ignore = shutil.ignore_patterns("__pycache__", "build", "*.egg-info", "store", ".*")
+    for name in (*_PACKAGES, "docker"):
+        shutil.copytree(ROOT / name, source / name, ignore=ignore, symlinks=True)
+    for name in ("pyproject.toml", "README.md"):
+        shutil.copy(ROOT / name, source / name)
+    return source
+
+
 def test_a_wheel_outside_the_checkout_builds_images_and_runs_valid(tmp_path: Path) -> None:
     wheels = tmp_path / "wheels"
+    source = _source_copy(tmp_path)
     built = _run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(ROOT)],
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(wheels), str(source)],
         tmp_path,
     )
     assert built.returncode == 0, built.stderr
