@@ -104,6 +104,10 @@ class HolderOps:
         self._backoff_rng = random.Random(f"{seed}:{node}:backoff")
         self._outages = 0
 
+    def close(self) -> None:
+        """Close the connection to the agent (idempotent)."""
+        self._link.close()
+
     @property
     def node(self) -> str:
         """The holder's identity."""

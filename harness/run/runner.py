@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from importlib.metadata import version
-from typing import Any, Final
+from typing import Final
 
 from rich.console import Console
 
@@ -38,6 +38,7 @@ from harness.run.agents import AGENT_DAEMON, AgentSet, deploy_system, stop_agent
 from harness.run.exposure import switches_of, unexposed
 from harness.run.holder_ops import HolderBoard, HolderOps
 from harness.run.progress import RunProgress
+from harness.run.record import Interruption, NodeEntry, RunRecord
 from harness.run.recorder import Recorder
 from harness.run.spec import SpecError, TestSpec
 from harness.run.store import RunDir, StoreError, check_store, new_run_dir, why_unwritable
@@ -158,18 +159,18 @@ def run_test(
     except OSError as problem:
         raise RunError(f"cannot create the run folder: {why_unwritable(problem)}") from None
     run_id = new_run_id()
-    test: dict[str, Any] = {
-        "spec": spec.to_json(),
-        "run_id": run_id,
-        "started": datetime.now(UTC).isoformat(),
-        "command": shlex.join(command or _rerun_command(spec)),
-        "lease_ttl": ttl,
-        "schedule": schedule.to_json(),
-        "inventory": [_sink_json(sink) for sink in inventory],
-        "topology": [{"name": n.name, "role": n.role} for n in nodes],
-        "versions": _versions(),
-    }
-    state = _RunState(run_dir, test, console)
+    record = RunRecord(
+        spec=spec,
+        run_id=run_id,
+        started=datetime.now(UTC).isoformat(),
+        command=shlex.join(command or _rerun_command(spec)),
+        lease_ttl=ttl,
+        schedule=schedule.to_json(),
+        inventory=tuple(inventory),
+        topology=tuple(NodeEntry(node.name, node.role) for node in nodes),
+        versions=_versions(),
+    )
+    state = _RunState(run_dir, record, console)
     with interrupts_once() as interruption:
         try:
             state.save()
@@ -201,7 +202,7 @@ def run_test(
         if state.recorder is not None and state.recorder.failure is not None:
             state.fail(state.recorder.failure)
         result = state.check()
-    return RunOutcome(run_dir, result, bool(interruption), test.get("error"))
+    return RunOutcome(run_dir, result, bool(interruption), record.error)
 
 
 @dataclass
@@ -210,7 +211,7 @@ class _RunState:
     wrong, kept so that an interruption or a full disk still ends in a checked history."""
 
     run_dir: RunDir
-    test: dict[str, Any]
+    record: RunRecord
     console: Console
     recorder: Recorder | None = None
     phase: str = "cluster start"
@@ -218,38 +219,35 @@ class _RunState:
     def save(self) -> None:
         """Rewrite ``test.json``; a full disk is noted (the run stops), never raised."""
         try:
-            self.run_dir.write_json(self.run_dir.test_json, self.test)
+            self.run_dir.write_json(self.run_dir.test_json, self.record.to_json())
         except OSError as problem:
-            self.test.setdefault("error", _disk_problem(problem))
+            if self.record.error is None:
+                self.record.error = _disk_problem(problem)
 
     def fail(self, problem: BaseException) -> None:
         """Record why the run broke off (the first reason wins)."""
-        if "error" in self.test:
+        if self.record.error is not None:
             return
         if isinstance(problem, OSError):
-            self.test["error"] = _disk_problem(problem)
+            self.record.error = _disk_problem(problem)
         else:
-            self.test["error"] = f"{type(problem).__name__}: {problem}"
+            self.record.error = f"{type(problem).__name__}: {problem}"
         self.save()
-        self.console.print(f"[red]run failed:[/] {self.test['error']}")
+        self.console.print(f"[red]run failed:[/] {self.record.error}")
         self.console.print(f"the history recorded so far is kept in {self.run_dir.history}")
 
     def interrupted(self, signal: Interrupted) -> None:
         """Note which signal stopped the run, when, and in which phase."""
-        self.test["interrupted"] = {
-            "signal": signal.signal,
-            "at": signal.at.isoformat(),
-            "phase": self.phase,
-        }
+        self.record.interrupted = Interruption(signal.signal, signal.at.isoformat(), self.phase)
         self.save()
 
     def check(self) -> CheckResult:
         """Check what was recorded; a results file that cannot be written is a run error."""
         try:
-            return check_run(self.run_dir, self.test)
+            return check_run(self.run_dir, self.record)
         except OSError as problem:
             self.fail(problem)
-            return check_run(self.run_dir, self.test, write=False)
+            return check_run(self.run_dir, self.record, write=False)
 
 
 def _disk_problem(problem: OSError) -> str:
@@ -261,49 +259,36 @@ def _disk_problem(problem: OSError) -> str:
 
 
 def check_run(
-    run_dir: RunDir, test: Mapping[str, Any] | None = None, *, write: bool = True
+    run_dir: RunDir, record: RunRecord | None = None, *, write: bool = True
 ) -> CheckResult:
     """Check a run directory's history with its inventory and TTL and write ``results.json``
-    (unless ``write`` is false).
+    (unless ``write`` is false); ``record`` is the run's, read from ``test.json`` when absent.
 
     A run cut short (interrupted: which signal, when, in which phase; or broken off by an error)
     says so first among the unknown reasons. The report and the store's index are the caller's
     to write (:func:`harness.report.publish`).
     """
-    test = test if test is not None else run_dir.read_test()
-    inventory = {
-        row["sink"]: Sink(
-            row["sink"],
-            bool(row["fenced"]),
-            row["mitigation"],
-            str(row.get("description", "")),
-            seq=bool(row.get("seq", False)),
-        )
-        for row in test["inventory"]
-    }
-    result = check_file(run_dir.history, inventory=inventory, lease_ttl=test.get("lease_ttl"))
-    stopped = test.get("interrupted")
+    record = record if record is not None else RunRecord.from_json(run_dir.read_test())
+    sinks = record.sinks
+    result = check_file(run_dir.history, inventory=sinks, lease_ttl=record.lease_ttl)
     cut_short = None
-    if stopped:
-        cut_short = (
-            f"the run was interrupted by {stopped.get('signal')} at {stopped.get('at')} during "
-            f"{stopped.get('phase')}"
-        )
-    elif test.get("error"):
-        cut_short = f"the run broke off: {test['error']}"
+    if record.interrupted is not None:
+        cut_short = f"the run was {record.interrupted.describe()}"
+    elif record.error:
+        cut_short = f"the run broke off: {record.error}"
     if cut_short is not None:
         result = replace(result, unknown_reasons=_cut_short_reasons(cut_short, result))
     data = result.to_json()
     data["coverage"] = coverage_of(
         read_history(run_dir.history),
-        sinks=inventory,
-        lease_ttl=test.get("lease_ttl"),
-        roles={node["name"]: node["role"] for node in test.get("topology", ())},
+        sinks=sinks,
+        lease_ttl=record.lease_ttl,
+        roles=record.roles,
     ).to_json()
-    if stopped:
-        data["interrupted"] = stopped
-    if test.get("error"):
-        data["run_error"] = test["error"]
+    if record.interrupted is not None:
+        data["interrupted"] = record.interrupted.to_json()
+    if record.error:
+        data["run_error"] = record.error
     if write:
         run_dir.write_json(run_dir.results, data)
     return result
@@ -424,79 +409,95 @@ def _exercise(
 
     An interruption or a full disk still heals and collects; the final reads need neither.
     """
-    recorder, run_dir, test = state.recorder, state.run_dir, state.test
+    recorder, run_dir = state.recorder, state.run_dir
     assert recorder is not None
     deployment, agents = deploy_system(system, nodes, config, spec.bugs)
     lease_ttl = deployment.lease_ttl or config.lease_ttl
     interrupted = False
-    try:
-        processes = {target.role: target.daemon for target in deployment.targets}
-        processes["worker"] = AGENT_DAEMON
-        schedule = _schedule(spec, {n.name: n.role for n in nodes.values()}, lease_ttl, processes)
-        test["schedule"] = schedule.to_json()
-        state.save()
-        options = _options(spec, inventory)
-        nemesis: Nemesis = (
-            standard_nemesis(spec.nemeses, restarter=kill_restarter(system, deployment, agents))
-            if spec.nemeses
-            else NoopNemesis()
-        )
-        board = HolderBoard()
-        stop = threading.Event()
-        op_timeout = spec.op_timeout or _outlast(schedule, lease_ttl)
-        holders = _holders(agents, lease_ttl, recorder, spec, stop, op_timeout, board, base=0)
-        threads = [
-            threading.Thread(
-                target=workload.holder, args=(ops, options), name=f"holder-{ops.node}", daemon=True
-            )
-            for ops in holders
-        ]
-        player = NemesisPlayer(
-            nodes,
-            nemesis,
-            schedule.windows,
-            clock=recorder.now,
-            record=recorder.record_nemesis,
-            resolve_holder=board.current,
-            resolve_leader=_leader(system, nodes),
-        )
+    # Everything the run holds is released here, last taken first: the agent links, then the
+    # logs are collected, the agents stopped and the system torn down, whatever happened.
+    with contextlib.ExitStack() as resources:
+        resources.callback(system.teardown, nodes)
+        resources.callback(_stop_agents_quietly, nodes)
+        resources.callback(_collect_logs, system, nodes, run_dir)
+        resources.callback(setattr, state, "phase", "teardown")
         try:
-            state.phase = "the workload"
-            recorder.begin()
-            with RunProgress(recorder, spec.time_limit, state.console, progress) as display:
-                for thread in threads:
-                    thread.start()
-                player.start()
-                deadline = time.monotonic() + spec.time_limit
-                while time.monotonic() < deadline and not recorder.stopped.is_set():
-                    time.sleep(0.25)
-                    display.refresh()
+            processes = {target.role: target.daemon for target in deployment.targets}
+            processes["worker"] = AGENT_DAEMON
+            schedule = _schedule(
+                spec, {n.name: n.role for n in nodes.values()}, lease_ttl, processes
+            )
+            state.record.schedule = schedule.to_json()
+            state.save()
+            options = _options(spec, inventory)
+            nemesis: Nemesis = (
+                standard_nemesis(spec.nemeses, restarter=kill_restarter(system, deployment, agents))
+                if spec.nemeses
+                else NoopNemesis()
+            )
+            board = HolderBoard()
+            stop = threading.Event()
+            op_timeout = spec.op_timeout or _outlast(schedule, lease_ttl)
+            holders = _holders(agents, lease_ttl, recorder, spec, stop, op_timeout, board, 0)
+            for ops in holders:
+                resources.callback(ops.close)
+            threads = [
+                threading.Thread(
+                    target=workload.holder,
+                    args=(ops, options),
+                    name=f"holder-{ops.node}",
+                    daemon=True,
+                )
+                for ops in holders
+            ]
+            player = NemesisPlayer(
+                nodes,
+                nemesis,
+                schedule.windows,
+                clock=recorder.now,
+                record=recorder.record_nemesis,
+                resolve_holder=board.current,
+                resolve_leader=_leader(system, nodes),
+            )
+            try:
+                state.phase = "the workload"
+                recorder.begin()
+                with RunProgress(recorder, spec.time_limit, state.console, progress) as display:
+                    for thread in threads:
+                        thread.start()
+                    player.start()
+                    deadline = time.monotonic() + spec.time_limit
+                    while time.monotonic() < deadline and not recorder.stopped.is_set():
+                        time.sleep(0.25)
+                        display.refresh()
+            except KeyboardInterrupt:
+                interrupted = True
+            finally:
+                stop.set()
+                state.phase = "healing"
+                with interrupts_deferred():
+                    report = player.close()
+                if not report.ok:
+                    state.record.heal_errors = tuple(str(e) for e in report.errors)
+                    state.save()
+                _join(threads, op_timeout + 5)
+            if not interrupted and recorder.failure is None:
+                state.phase = "the final reads"
+                # Let expired leases lapse and restarted processes settle before the final reads.
+                time.sleep(lease_ttl)
+                reads = workload.final_reads(options)
+                readers = _final_readers(agents, lease_ttl, recorder, spec, op_timeout, len(reads))
+                for ops in readers:
+                    resources.callback(ops.close)
+                _final_reads(readers, reads, recorder.stopped)
         except KeyboardInterrupt:
-            interrupted = True
-        finally:
-            stop.set()
-            state.phase = "healing"
-            with interrupts_deferred():
-                report = player.close()
-            if not report.ok:
-                test["heal_errors"] = [str(e) for e in report.errors]
-                state.save()
-            _join(threads, op_timeout + 5)
-        if not interrupted and recorder.failure is None:
-            state.phase = "the final reads"
-            # Let expired leases lapse and restarted processes settle before the final reads.
-            time.sleep(lease_ttl)
-            reads = workload.final_reads(options)
-            readers = _final_readers(agents, lease_ttl, recorder, spec, op_timeout, len(reads))
-            _final_reads(readers, reads, recorder.stopped)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        state.phase = "teardown"
-        _collect_logs(system, nodes, run_dir)
-        with contextlib.suppress(Exception):
-            stop_agents(nodes)
-        system.teardown(nodes)
+            pass
+
+
+def _stop_agents_quietly(nodes: Mapping[str, Node]) -> None:
+    # The system's own teardown comes next and must run even when a node no longer answers.
+    with contextlib.suppress(Exception):
+        stop_agents(nodes)
 
 
 def kill_restarter(
@@ -656,16 +657,6 @@ def _collect_logs(system: System, nodes: Mapping[str, Node], run_dir: RunDir) ->
             for name, files in system.collect(nodes).items():
                 for file_name, data in files.items():
                     (run_dir.logs / name / file_name).write_bytes(data)
-
-
-def _sink_json(sink: Sink) -> dict[str, Any]:
-    return {
-        "sink": sink.name,
-        "fenced": sink.fenced,
-        "mitigation": sink.mitigation,
-        "description": sink.description,
-        "seq": sink.seq,
-    }
 
 
 def _versions() -> dict[str, str]:

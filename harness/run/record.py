@@ -1,0 +1,151 @@
+"""The run record: what ``test.json`` holds, typed.
+
+The spec the run carried out, and what the runner learnt while carrying it out: the lease TTL
+the holders really used, the fault schedule, the write-path inventory, the nodes, the versions,
+and, for a run cut short, why (an error, or the signal, when and in which phase). The runner
+fills one record and rewrites ``test.json`` from it; the checker reads it back to judge the
+history with the run's inventory and TTL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, cast
+
+from harness.history import Mitigation, Sink
+from harness.run.spec import TestSpec, spec_from_dict
+
+__all__ = ["Interruption", "NodeEntry", "RunRecord"]
+
+
+@dataclass(frozen=True, slots=True)
+class Interruption:
+    """Which signal stopped a run, when (ISO 8601), and during which phase."""
+
+    signal: str
+    at: str
+    phase: str
+
+    def to_json(self) -> dict[str, str]:
+        """The interruption as JSON data."""
+        return {"signal": self.signal, "at": self.at, "phase": self.phase}
+
+    def describe(self) -> str:
+        """``"interrupted by SIGINT at … during the workload"``."""
+        return f"interrupted by {self.signal} at {self.at} during {self.phase}"
+
+
+@dataclass(frozen=True, slots=True)
+class NodeEntry:
+    """One node of the run and its role."""
+
+    name: str
+    role: str
+
+
+@dataclass(slots=True)
+class RunRecord:
+    """Everything ``test.json`` says about one run (see the module documentation).
+
+    ``schedule`` stays JSON data: it is written by :meth:`nemeses.Schedule.to_json` and only the
+    report and a replay read it back.
+    """
+
+    spec: TestSpec
+    run_id: str
+    started: str
+    command: str
+    lease_ttl: float
+    schedule: dict[str, Any]
+    inventory: tuple[Sink, ...]
+    topology: tuple[NodeEntry, ...]
+    versions: dict[str, str] = field(default_factory=dict)
+    error: str | None = None
+    interrupted: Interruption | None = None
+    heal_errors: tuple[str, ...] = ()
+
+    @property
+    def sinks(self) -> dict[str, Sink]:
+        """The inventory by sink name, as the checker takes it."""
+        return {sink.name: sink for sink in self.inventory}
+
+    @property
+    def roles(self) -> dict[str, str]:
+        """Node name -> role."""
+        return {node.name: node.role for node in self.topology}
+
+    def to_json(self) -> dict[str, Any]:
+        """``test.json``'s content; optional facts are left out until they happen."""
+        data: dict[str, Any] = {
+            "spec": self.spec.to_json(),
+            "run_id": self.run_id,
+            "started": self.started,
+            "command": self.command,
+            "lease_ttl": self.lease_ttl,
+            "schedule": self.schedule,
+            "inventory": [_sink_json(sink) for sink in self.inventory],
+            "topology": [{"name": node.name, "role": node.role} for node in self.topology],
+            "versions": dict(self.versions),
+        }
+        if self.error is not None:
+            data["error"] = self.error
+        if self.interrupted is not None:
+            data["interrupted"] = self.interrupted.to_json()
+        if self.heal_errors:
+            data["heal_errors"] = list(self.heal_errors)
+        return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> RunRecord:
+        """Read ``test.json``'s content back; raises ``ValueError`` naming the field at fault.
+
+        Records written before a field existed still load: what they lack takes its default.
+        """
+        try:
+            stopped = data.get("interrupted")
+            return cls(
+                spec=spec_from_dict(dict(data["spec"])),
+                run_id=str(data.get("run_id", "")),
+                started=str(data.get("started", "")),
+                command=str(data.get("command", "")),
+                lease_ttl=float(data["lease_ttl"]),
+                schedule=dict(data.get("schedule") or {}),
+                inventory=tuple(_sink(row) for row in data["inventory"]),
+                topology=tuple(
+                    NodeEntry(str(node["name"]), str(node["role"]))
+                    for node in data.get("topology", ())
+                ),
+                versions={str(k): str(v) for k, v in dict(data.get("versions") or {}).items()},
+                error=str(data["error"]) if data.get("error") else None,
+                interrupted=(
+                    Interruption(str(stopped["signal"]), str(stopped["at"]), str(stopped["phase"]))
+                    if stopped
+                    else None
+                ),
+                heal_errors=tuple(str(e) for e in data.get("heal_errors", ())),
+            )
+        except KeyError as missing:
+            raise ValueError(f"test.json lacks {missing.args[0]!r}") from None
+        except (TypeError, AttributeError) as problem:
+            raise ValueError(f"test.json is malformed: {problem}") from None
+
+
+def _sink_json(sink: Sink) -> dict[str, Any]:
+    return {
+        "sink": sink.name,
+        "fenced": sink.fenced,
+        "mitigation": sink.mitigation,
+        "description": sink.description,
+        "seq": sink.seq,
+    }
+
+
+def _sink(row: Mapping[str, Any]) -> Sink:
+    return Sink(
+        str(row["sink"]),
+        bool(row["fenced"]),
+        cast(Mitigation, row.get("mitigation", "none")),
+        str(row.get("description", "")),
+        seq=bool(row.get("seq", False)),
+    )

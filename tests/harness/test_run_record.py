@@ -1,0 +1,60 @@
+"""The run record round-trips through test.json, and old or damaged records are handled."""
+
+from __future__ import annotations
+
+import pytest
+
+from harness.history import Sink
+from harness.run.record import Interruption, NodeEntry, RunRecord
+from harness.run.spec import TestSpec
+
+
+def _record() -> RunRecord:
+    return RunRecord(
+        spec=TestSpec(bugs=("no-store-check",), seed=7),
+        run_id="r1",
+        started="2026-11-30T12:00:00+00:00",
+        command="fencecheck run --bug no-store-check",
+        lease_ttl=1.5,
+        schedule={"seed": 7, "windows": []},
+        inventory=(Sink("store", True, seq=True), Sink("audit", False, "lock-delay")),
+        topology=(NodeEntry("l1", "lock"), NodeEntry("w1", "worker")),
+        versions={"fencecheck": "0.1.0"},
+    )
+
+
+def test_a_record_round_trips_with_what_happened_to_the_run() -> None:
+    record = _record()
+    record.error = "RuntimeError: the engine went away"
+    record.interrupted = Interruption("SIGINT", "2026-11-30T12:00:09+00:00", "the workload")
+    record.heal_errors = ("w1: cannot thaw",)
+    again = RunRecord.from_json(record.to_json())
+    assert again == record
+    assert again.sinks["store"].seq and again.roles == {"l1": "lock", "w1": "worker"}
+    assert again.interrupted is not None
+    assert again.interrupted.describe() == (
+        "interrupted by SIGINT at 2026-11-30T12:00:09+00:00 during the workload"
+    )
+
+
+def test_a_plain_run_writes_no_empty_facts() -> None:
+    data = _record().to_json()
+    assert not {"error", "interrupted", "heal_errors"} & set(data)
+
+
+def test_an_older_record_without_the_newer_fields_still_loads() -> None:
+    data = _record().to_json()
+    for row in data["inventory"]:
+        del row["seq"], row["description"]
+    del data["versions"], data["topology"]
+    record = RunRecord.from_json(data)
+    assert not record.sinks["store"].seq and record.topology == ()
+
+
+def test_a_damaged_record_names_what_is_missing() -> None:
+    data = _record().to_json()
+    del data["lease_ttl"]
+    with pytest.raises(ValueError, match="lease_ttl"):
+        RunRecord.from_json(data)
+    with pytest.raises(ValueError, match="malformed"):
+        RunRecord.from_json({**_record().to_json(), "inventory": [1]})
