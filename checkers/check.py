@@ -221,7 +221,7 @@ class _Run:
                 unknown_keys=tuple(unknown.get(sink, ())),
                 reasons=tuple(reasons),
                 seq_observable=seq,
-                coverage=() if seq else ((_NO_SEQ, _SEQ_MISSING) if spec.seq else (_NO_SEQ,)),
+                coverage=_seq_coverage(seq, spec.seq, accepted[sink]),
             )
         return out
 
@@ -261,3 +261,10 @@ def _refused_read(event: Event, invoke: Event) -> OpRef | None:
         key=value.get("key"),
         error=STALE_EPOCH,
     )
+
+
+def _seq_coverage(observed: bool, declared: bool, accepted: int) -> tuple[str, ...]:
+    """What the sink's ``seq`` let the run observe; nothing to say of a sink no write reached."""
+    if observed or not accepted:
+        return ()
+    return (_NO_SEQ, _SEQ_MISSING) if declared else (_NO_SEQ,)
