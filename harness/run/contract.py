@@ -83,13 +83,14 @@ class _Agents:
 
     def __init__(self, agents: AgentSet) -> None:
         self._endpoints = agents.endpoints
+        self._token = agents.token
         self.workers = sorted(agents.endpoints)
         self._ids = itertools.count(1)
 
     def ask(self, worker: str, request: dict[str, Any]) -> dict[str, Any]:
         endpoint = self._endpoints[worker]
         try:
-            return call((endpoint.host, endpoint.port), request, _CALL_TIMEOUT)
+            return call((endpoint.host, endpoint.port), request, _CALL_TIMEOUT, self._token)
         except (OSError, NotDelivered) as problem:
             return {"ok": False, "error": f"no answer from the agent on {worker}: {problem}"}
 

@@ -30,11 +30,10 @@ def running(node_image: str) -> Iterator[Running]:
 
 
 def test_a_forged_grant_or_write_from_the_host_is_refused(running: Running) -> None:
-    cluster, deployment, agents = running
-    (store,) = deployment.targets_for("store")
-    (lock,) = deployment.targets_for("lock")
-    store_at = (cluster.nodes[store.node].ip, store.port)
-    lock_at = (cluster.nodes[lock.node].ip, lock.port)
+    _, deployment, agents = running
+    # The client's own addresses of the lock server and store.
+    store_at = wire.parse_address(str(deployment.client.config["store"]))
+    lock_at = wire.parse_address(str(deployment.client.config["lock"]))
     agent = agents.endpoints["w1"]
     forged = {
         "op": "write",
