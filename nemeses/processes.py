@@ -12,9 +12,11 @@ import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, Final
 
 from harness.node import Daemon, Node, NodeError
+from harness.nodeside import procscan
 from nemeses._observe import observe
 from nemeses.protocol import NemesisError
 
@@ -40,61 +42,8 @@ Locator = Callable[[Node, str | None], list[Daemon]]
 _GONE_STATES: Final = frozenset({None, "Z", "X"})
 _SCAN_TIMEOUT_S: Final = 20.0
 
-# Run on the node as `python3 -c _SCAN MODE ARG`; prints one JSON list of processes.
-# Modes: `daemons NAME` (NAME may be empty: all), `pattern REGEX` (like pgrep -f),
-# `pid PID` (one process), `continue` (SIGCONT every stopped process, list them).
-_SCAN: Final = r"""
-import json, os, re, signal, sys
-mode, arg = sys.argv[1], sys.argv[2]
-logs = sys.argv[3]
-found = []
-for entry in os.listdir("/proc"):
-    if not entry.isdigit():
-        continue
-    pid = int(entry)
-    if pid in (1, os.getpid(), os.getppid()):
-        continue
-    base = "/proc/%d/" % pid
-    try:
-        with open(base + "stat") as f:
-            stat = f.read()
-        with open(base + "cmdline", "rb") as f:
-            argv = [a.decode("utf-8", "replace") for a in f.read().split(b"\0")[:-1]]
-    except OSError:
-        continue
-    if not argv:
-        continue
-    fields = stat[stat.rfind(")") + 2 :].split()
-    try:
-        out = os.readlink(base + "fd/1")
-    except OSError:
-        out = ""
-    name = out[len(logs) : -4] if out.startswith(logs) and out.endswith(".log") else ""
-    if mode == "daemons":
-        hit = bool(name) and (not arg or name == arg)
-    elif mode == "pattern":
-        hit = re.search(arg, " ".join(argv)) is not None
-    elif mode == "pid":
-        hit = pid == int(arg)
-    else:
-        hit = fields[0] == "T"
-        if hit:
-            os.kill(pid, signal.SIGCONT)
-    if not hit:
-        continue
-    try:
-        with open(base + "environ", "rb") as f:
-            env = dict(
-                kv.decode("utf-8", "replace").split("=", 1)
-                for kv in f.read().split(b"\0") if b"=" in kv
-            )
-        cwd = os.readlink(base + "cwd")
-    except OSError:
-        env, cwd = {}, "/"
-    found.append(dict(pid=pid, ppid=int(fields[1]), state=fields[0], name=name,
-                      argv=argv, env=env, cwd=cwd))
-print(json.dumps(found))
-"""
+# Sent whole, so that nodes need no file of ours (a manual command may meet a bare node).
+_SCAN: Final = Path(procscan.__file__).read_text()
 
 
 @dataclass(frozen=True, slots=True)
