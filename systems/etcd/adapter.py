@@ -1,10 +1,11 @@
 """The etcd system's adapter: three etcd members as the lock service, etcd and PostgreSQL as stores.
 
 Nodes: ``e1..e3`` run one etcd member each (static bootstrap), ``s1`` runs PostgreSQL 15 with its
-durable defaults, ``w1..`` are the holders. Holder ``wN``'s client talks to member ``e((N-1) mod 3
-+ 1)`` only (an etcd client pinned to one endpoint), so a fault aimed at ``e2`` is a fault at the
-member ``w2`` talks to. Data lives under ``/var/lib/fencecheck``; both servers recover from it
-after a SIGKILL (etcd's WAL, PostgreSQL's crash recovery), restarted with the same command line.
+durable defaults, ``w1..`` are the holders. Holder ``wN``'s client is pinned to member ``e((N-1)
+mod 3 + 1)`` and moves to the next member only when that one refuses connections (killed), so a
+pause or partition aimed at ``e2`` is a fault at the member ``w2`` talks to. Data lives under
+``/var/lib/fencecheck``; both servers recover from it after a SIGKILL (etcd's WAL, PostgreSQL's
+crash recovery), restarted with the same command line.
 
 The holder client (:mod:`systems.etcd.holder`) holds the locks, writes the sinks and carries the
 holder-side bug switches; the server-side one (``pg-async-commit``) is a PostgreSQL setting.
@@ -75,8 +76,9 @@ BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
             ),
             BugSwitch(
                 holder.CHECK_THEN_WRITE,
-                "the holder looks that its lock key still exists, then writes etcd-txn with a "
-                "plain put (no guard in the txn)",
+                "the holder trusts its lock key (each renewal looks that the key still exists; "
+                "it checks its lease before each unit) and writes etcd-txn with a plain put, "
+                "no guard in the txn",
                 _PAUSE_PAST_LEASE,
                 ("stale-write",),
                 (holder.ETCD_TXN,),
@@ -98,8 +100,8 @@ BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
             ),
             BugSwitch(
                 holder.PG_CHECK_THEN_ACT,
-                "the postgres sink SELECTs the lock's epoch, compares in the client and UPDATEs "
-                "without a guard (READ COMMITTED lets a newer epoch commit in between)",
+                "the postgres sink SELECTs the lock's epoch when it reads and compares in the "
+                "client; the UPDATE that acts on it later carries no guard",
                 Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
                 ("stale-write",),
                 (holder.POSTGRES,),
@@ -226,7 +228,10 @@ class EtcdSystem:
         urls = [f"http://{m.ip}:{self.ports.etcd_client}" for m in members]
         workers = nodes_with_role(nodes, "worker")
         client = {
-            "etcd": {w.name: urls[index % len(urls)] for index, w in enumerate(workers)},
+            "etcd": {
+                w.name: urls[index % len(urls) :] + urls[: index % len(urls)]
+                for index, w in enumerate(workers)
+            },
             "postgres": {
                 "host": store.ip,
                 "port": self.ports.postgres,

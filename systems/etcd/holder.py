@@ -24,8 +24,8 @@ Sinks:
   follows the commit order of that lock's writes.
 - ``etcd-put`` (unfenced, mitigation none): a plain put.
 
-Configuration (the ``client`` object of the deployment): ``etcd`` (worker name -> the client URL
-of the one member that worker's holder talks to, as an etcd client pinned to one endpoint does),
+Configuration (the ``client`` object of the deployment): ``etcd`` (worker name -> the members'
+client URLs, the one that worker's holder is pinned to first, see :class:`Gateway`),
 ``postgres`` (``host``, ``port``, ``user``, ``dbname``), ``timeout`` (seconds per request),
 ``bugs`` (the holder-side bug switches of :mod:`systems.etcd.adapter` that are on).
 """
@@ -126,22 +126,33 @@ def _prefix_end(prefix: str) -> str:
 
 
 class Gateway:
-    """etcd's v3 JSON gateway at ``url`` (one member): POST JSON, int64 fields as strings, keys
-    and values base64, false and zero fields left out of answers."""
+    """etcd's v3 JSON gateway: POST JSON, int64 fields as strings, keys and values base64, false
+    and zero fields left out of answers.
 
-    def __init__(self, url: str, timeout: float) -> None:
-        self._url = url.rstrip("/")
+    Requests go to the first of ``urls`` (the member this holder is pinned to); only a member
+    that refuses the connection outright (killed) makes it try the next, as etcd's own client
+    fails over. A member that is paused or cut off is waited for until ``timeout``.
+    """
+
+    def __init__(self, urls: list[str], timeout: float) -> None:
+        self._urls = [url.rstrip("/") for url in urls]
         self._timeout = timeout
 
     def call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
-        """One request; raises :class:`NotSent`, :class:`EtcdError`, or anything else for an
-        unknown outcome (a timeout, a connection lost after sending)."""
-        request = urllib.request.Request(
-            self._url + path,
-            data=json.dumps(body).encode(),
-            headers={"Content-Type": "application/json"},
-            method="POST",
-        )
+        """One request; raises :class:`NotSent` (no member took it), :class:`EtcdError`, or
+        anything else for an unknown outcome (a timeout, a connection lost after sending)."""
+        data = json.dumps(body).encode()
+        refused = []
+        for url in self._urls:
+            try:
+                return self._post(url + path, data)
+            except NotSent as problem:
+                refused.append(f"{url}: {problem}")
+        raise NotSent("; ".join(refused))
+
+    def _post(self, url: str, data: bytes) -> dict[str, Any]:
+        headers = {"Content-Type": "application/json"}
+        request = urllib.request.Request(url, data=data, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=self._timeout) as reply:
                 answer: dict[str, Any] = json.loads(reply.read())
@@ -151,9 +162,8 @@ class Gateway:
                 error = json.loads(problem.read())
             except ValueError:
                 error = {}
-            raise EtcdError(
-                int(error.get("code", -1)), str(error.get("message", problem))
-            ) from None
+            code, message = int(error.get("code", -1)), str(error.get("message", problem))
+            raise EtcdError(code, message) from None
         except urllib.error.URLError as problem:
             if isinstance(problem.reason, ConnectionRefusedError | socket.gaierror):
                 raise NotSent(str(problem.reason)) from None
@@ -245,7 +255,7 @@ class Client:
         self._node = str(config.get("node", "?"))
         self._timeout = float(config.get("timeout", 10.0))
         # Each holder talks to one member, as an etcd client pinned to one endpoint does.
-        self._etcd = Gateway(str(config["etcd"][self._node]), self._timeout)
+        self._etcd = Gateway([str(url) for url in config["etcd"][self._node]], self._timeout)
         self._postgres: dict[str, Any] = dict(config.get("postgres", {}))
         self._bugs = frozenset(str(bug) for bug in config.get("bugs", ()))
         self._state = threading.Lock()
@@ -365,7 +375,9 @@ class Client:
             if sink != ETCD_TXN:
                 return api.Refused("bad-request")
             if CHECK_THEN_WRITE in self._bugs:
-                return self._checked_put(lock, epoch, entry, value)
+                # The mistake: the holder trusts its lock key (its renewals look that the key is
+                # still there, and it checks its lease before each unit) and puts unguarded.
+                return api.Accepted(self._etcd.put(entry, value))
             refused, answer = self._fenced(sink, lock, epoch, [_put(entry, value)])
         except NotSent:
             return api.Refused(api.UNAVAILABLE)
@@ -384,19 +396,6 @@ class Client:
         mark = _padded(epoch)
         compare = [{"key": fence, "target": "VALUE", "result": "GREATER", "value": _b64(mark)}]
         return self._etcd.txn(compare, [], [_put(f"{_FENCE_PREFIX}{sink}/{lock}", mark), *then])
-
-    def _checked_put(
-        self, lock: str, epoch: int, entry: str, value: str
-    ) -> api.Accepted | api.Refused:
-        """The mistake: look that our lock key still exists, then put without a guard."""
-        with self._state:
-            held = self._held.get((lock, epoch))
-        if held is None:
-            return api.Refused("not-held")
-        kvs = self._etcd.range(held.key)
-        if not kvs or int(kvs[0]["create_revision"]) != held.revision:
-            return api.Refused("not-held")
-        return api.Accepted(self._etcd.put(entry, value))
 
     def read(
         self, sink: str, key: str, lock: str | None = None, epoch: int | None = None
@@ -429,7 +428,11 @@ class Client:
         self, lock: str, key: str, id: str, epoch: int, prev: Any
     ) -> api.Accepted | api.Refused:
         def transaction(cursor: Any) -> api.Accepted | api.Refused:
-            if not self._pg_fence(cursor, lock, epoch):
+            if PG_CHECK_THEN_ACT in self._bugs:
+                # The mistake: the epoch was compared when the row was read; the UPDATE that
+                # acts on that comparison carries no guard.
+                cursor.execute(_UNGUARDED_FENCE, (lock, epoch))
+            elif not self._pg_fence(cursor, lock, epoch):
                 return api.Refused(api.STALE)
             cursor.execute(_APPEND, (key, id, epoch, lock, None if prev is None else str(prev)))
             return api.Accepted(int(cursor.fetchone()[0]))
@@ -448,13 +451,10 @@ class Client:
     def _pg_fence(self, cursor: Any, lock: str, epoch: int) -> bool:
         """Raise the lock's highest epoch to ``epoch`` unless it is higher; False if it is."""
         if PG_CHECK_THEN_ACT in self._bugs:
-            # The mistake: compare in the client, then update without a guard.
+            # The check half of the mistake: SELECT the epoch and compare in the client.
             cursor.execute("SELECT epoch FROM fence WHERE lock = %s", (lock,))
             row = cursor.fetchone()
-            if row is not None and int(row[0]) > epoch:
-                return False
-            cursor.execute(_UNGUARDED_FENCE, (lock, epoch))
-            return True
+            return row is None or int(row[0]) <= epoch
         cursor.execute(_GUARDED_FENCE, (lock, epoch))
         return bool(cursor.rowcount)
 
