@@ -460,18 +460,26 @@ class Client:
 
     def _pg(self, transaction: Callable[[Any], _T]) -> _T | api.Refused:
         """Run ``transaction(cursor)`` and commit (roll back on a refusal). A failure before the
-        commit is a definite refusal; one during the commit leaves the outcome unknown."""
+        commit is a definite refusal; one during the commit leaves the outcome unknown.
+
+        A kept connection that turns out broken (PostgreSQL restarted since) is replaced once:
+        nothing of the transaction was committed, so trying again is safe.
+        """
         psycopg2 = importlib.import_module("psycopg2")
-        try:
-            connection = self._connection(psycopg2)
-        except psycopg2.OperationalError:
-            return api.Refused(api.UNAVAILABLE)
-        try:
-            with connection.cursor() as cursor:
-                result = transaction(cursor)
-        except psycopg2.Error as problem:
-            self._discard(connection)
-            return api.Refused(f"postgres-error-{problem.pgcode or 'connection'}")
+        for kept in (True, False):
+            try:
+                connection = self._connection(psycopg2, kept)
+            except psycopg2.OperationalError:
+                return api.Refused(api.UNAVAILABLE)
+            try:
+                with connection.cursor() as cursor:
+                    result = transaction(cursor)
+                break
+            except psycopg2.Error as problem:
+                self._discard(connection)
+                if problem.pgcode is None and kept:
+                    continue
+                return api.Refused(f"postgres-error-{problem.pgcode or 'connection'}")
         try:
             if isinstance(result, api.Refused):
                 connection.rollback()
@@ -484,9 +492,10 @@ class Client:
             self._idle.append(connection)
         return result
 
-    def _connection(self, psycopg2: Any) -> Any:
+    def _connection(self, psycopg2: Any, kept: bool) -> Any:
+        """A kept connection if ``kept`` and one is idle, else a new one."""
         with self._state:
-            if self._idle:
+            if kept and self._idle:
                 return self._idle.pop()
         return psycopg2.connect(
             connect_timeout=max(1, round(self._timeout)),

@@ -135,6 +135,7 @@ def test_a_paused_holder_is_fenced_off_even_across_restarts(running: Running) ->
         assert replies["etcd-put"]["ok"] is True  # unfenced: the inventory says so
         for sink in ("etcd-txn", "postgres"):
             read = ask(holders, "w2", {"op": "read", "sink": sink, "key": "k"})
+            assert read["ok"], read
             assert [(e["id"], e["epoch"]) for e in read["entries"]] == [(f"w2-{sink}", new)]
         after = ask(holders, "w2", {"op": "acquire", "lock": "L", "wait": 20})["epoch"]
         assert after > new
