@@ -1,0 +1,69 @@
+"""The etcd adapter's declarations and the holder client's encodings, without an engine."""
+
+from __future__ import annotations
+
+import pytest
+
+from systems import ConfigError, SystemConfig, load_system
+from systems.base import BugSwitch, topology
+from systems.etcd import BUG_SWITCHES, EtcdSystem, holder
+
+
+def test_the_registry_builds_it_with_three_members_a_store_and_workers() -> None:
+    system = load_system("etcd")
+    assert isinstance(system, EtcdSystem)
+    names = [name for name, _ in topology(system.roles(), 3)]
+    assert names == ["e1", "e2", "e3", "s1", "w1", "w2", "w3"]
+
+
+def test_its_node_image_adds_etcd_and_postgresql_from_debian() -> None:
+    packages = EtcdSystem().packages()
+    for wanted in ("etcd-server", "etcd-client", "postgresql-15", "python3-psycopg2"):
+        assert wanted in packages
+
+
+def test_the_inventory_has_two_fenced_sinks_and_one_unfenced() -> None:
+    sinks = {sink.name: sink for sink in EtcdSystem().inventory(SystemConfig())}
+    assert sinks["etcd-txn"].fenced and sinks["postgres"].fenced
+    assert not sinks["etcd-put"].fenced and sinks["etcd-put"].mitigation == "none"
+
+
+@pytest.mark.parametrize(("asked", "used"), [(0.5, 2.0), (2.0, 2.0), (2.5, 3.0), (10.0, 10.0)])
+def test_lease_ttls_are_etcds_whole_seconds_of_at_least_two(asked: float, used: float) -> None:
+    assert EtcdSystem().lease_ttl(SystemConfig(lease_ttl=asked)) == used
+
+
+def test_every_switch_says_how_to_expose_it_and_unknown_ones_are_refused() -> None:
+    assert set(BUG_SWITCHES) == {
+        "lease-id-token",
+        "check-then-write",
+        "ignore-expired-refresh",
+        "shared-lease",
+        "pg-check-then-act",
+        "pg-async-commit",
+    }
+    for switch in BUG_SWITCHES.values():
+        assert isinstance(switch, BugSwitch) and switch.exposed_by.faults and switch.anomalies
+    with pytest.raises(ConfigError, match="no bug switch 'no-store-check'"):
+        EtcdSystem().validate(SystemConfig(bugs=frozenset({"no-store-check"})))
+
+
+def test_padded_epochs_compare_as_bytes_in_number_order() -> None:
+    epochs = [0, 9, 10, 99, 100, 2**63 - 1]
+    assert sorted(epochs, key=holder._padded) == epochs
+    assert sorted(holder._padded(e) for e in epochs) == [holder._padded(e) for e in epochs]
+
+
+def test_a_prefix_range_ends_just_past_the_prefix() -> None:
+    end = holder._prefix_end("/fencecheck/lock/L/")
+    assert "/fencecheck/lock/L/" < "/fencecheck/lock/L/ffff" < end
+    assert not (end > "/fencecheck/lock/L0/x")  # a lock whose name extends this one's
+
+
+def test_entries_come_back_in_etcds_acceptance_order() -> None:
+    def kv(id: str, epoch: int, revision: int) -> dict[str, str]:
+        value = holder._b64(f'{{"id": "{id}", "epoch": {epoch}, "prev": null}}')
+        return {"key": holder._b64(f"k/{id}"), "value": value, "mod_revision": str(revision)}
+
+    read = holder._entries([kv("b", 7, 12), kv("a", 6, 9)])
+    assert [(e.id, e.epoch, e.seq) for e in read.entries] == [("a", 6, 9), ("b", 7, 12)]
