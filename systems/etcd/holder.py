@@ -273,8 +273,10 @@ class Client:
         first_try = True
         while first_try or time.monotonic() < deadline:
             first_try = False
+            # Taken before the grant is sent: the lease cannot start earlier than that.
+            anchor = time.monotonic()
             try:
-                lease, anchor = self._lease(lock, seconds), time.monotonic()
+                lease = self._lease(lock, seconds)
             except NotSent:
                 return api.Refused(api.UNAVAILABLE)
             key = f"{prefix}{lease:016x}"
