@@ -236,6 +236,19 @@ def _entries(kvs: list[dict[str, Any]]) -> api.Read:
     return api.Read(tuple(entries))
 
 
+def _definite(send: Callable[[], _T]) -> _T | api.Refused:
+    """``send()``, with etcd's definite failures as refusals; any other failure is raised (the
+    outcome is unknown)."""
+    try:
+        return send()
+    except NotSent:
+        return api.Refused(api.UNAVAILABLE)
+    except EtcdError as problem:
+        if problem.definite:
+            return api.Refused(f"etcd-error-{problem.code}")
+        raise
+
+
 class _Held(NamedTuple):
     """A lock this holder was granted: the lease, its key in the queue and that key's revision.
 
@@ -367,27 +380,22 @@ class Client:
         self, lock: str, sink: str, key: str, id: str, epoch: int, prev: Any
     ) -> api.Accepted | api.Refused | api.Unknown:
         """Append ``id`` to ``key`` of ``sink`` carrying ``epoch`` of ``lock``."""
-        try:
-            if sink == POSTGRES:
-                return self._pg_write(lock, key, id, epoch, prev)
-            entry = f"{_DATA_PREFIX}{sink}/{key}/{id}"
-            value = json.dumps({"id": id, "epoch": epoch, "prev": prev})
-            if sink == ETCD_PUT:
-                return api.Accepted(self._etcd.put(entry, value))
-            if sink != ETCD_TXN:
-                return api.Refused("bad-request")
-            if CHECK_THEN_WRITE in self._bugs:
-                # The mistake: the holder trusts its lock key (its renewals look that the key is
-                # still there, and it checks its lease before each unit) and puts unguarded.
+        if sink == POSTGRES:
+            return self._pg_write(lock, key, id, epoch, prev)
+        if sink not in (ETCD_TXN, ETCD_PUT):
+            return api.Refused("bad-request")
+        entry = f"{_DATA_PREFIX}{sink}/{key}/{id}"
+        value = json.dumps({"id": id, "epoch": epoch, "prev": prev})
+
+        def send() -> api.Accepted | api.Refused:
+            if sink == ETCD_PUT or CHECK_THEN_WRITE in self._bugs:
+                # check-then-write, the mistake: the holder trusts its lock key (its renewals
+                # look that the key is still there, it checks its lease before each unit).
                 return api.Accepted(self._etcd.put(entry, value))
             refused, answer = self._fenced(sink, lock, epoch, [_put(entry, value)])
-        except NotSent:
-            return api.Refused(api.UNAVAILABLE)
-        except EtcdError as problem:
-            if problem.definite:
-                return api.Refused(f"etcd-error-{problem.code}")
-            raise
-        return api.Refused(api.STALE) if refused else api.Accepted(_revision(answer))
+            return api.Refused(api.STALE) if refused else api.Accepted(_revision(answer))
+
+        return _definite(send)
 
     def _fenced(
         self, sink: str, lock: str, epoch: int, then: list[dict[str, Any]]
@@ -403,26 +411,22 @@ class Client:
         self, sink: str, key: str, lock: str | None = None, epoch: int | None = None
     ) -> api.Read | api.Refused | api.Unknown:
         """The entries of ``key`` in ``sink``; a fenced read raises the sink's mark first."""
-        try:
-            if sink == POSTGRES:
-                return self._pg_read(key, lock, epoch)
-            if sink not in (ETCD_TXN, ETCD_PUT):
-                return api.Refused("bad-request")
-            prefix = f"{_DATA_PREFIX}{sink}/{key}/"
+        if sink == POSTGRES:
+            return self._pg_read(key, lock, epoch)
+        if sink not in (ETCD_TXN, ETCD_PUT):
+            return api.Refused("bad-request")
+        prefix = f"{_DATA_PREFIX}{sink}/{key}/"
+
+        def send() -> api.Read | api.Refused:
             if sink == ETCD_PUT or lock is None or epoch is None:
                 return _entries(self._etcd.range(prefix, True))
-            refused, answer = self._fenced(
-                sink, lock, epoch, [{"request_range": _range(prefix, True)}]
-            )
-        except NotSent:
-            return api.Refused(api.UNAVAILABLE)
-        except EtcdError as problem:
-            if problem.definite:
-                return api.Refused(f"etcd-error-{problem.code}")
-            raise
-        if refused:
-            return api.Refused(api.STALE)
-        return _entries(answer["responses"][1]["response_range"].get("kvs", []))
+            scan = {"request_range": _range(prefix, True)}
+            refused, answer = self._fenced(sink, lock, epoch, [scan])
+            if refused:
+                return api.Refused(api.STALE)
+            return _entries(answer["responses"][1]["response_range"].get("kvs", []))
+
+        return _definite(send)
 
     # -- PostgreSQL -------------------------------------------------------------------------
 
