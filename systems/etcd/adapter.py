@@ -276,7 +276,8 @@ class EtcdSystem:
         return CommandSucceeds(argv, timeout=self.ready_timeout, interval=0.2)
 
     def _pg_ready(self) -> CommandSucceeds:
-        argv = [f"{_PG_BIN}/pg_isready", "-q", "-h", "127.0.0.1", "-p", str(self.ports.postgres)]
+        argv = [f"{_PG_BIN}/pg_isready", "-q", "-h", "127.0.0.1", "-U", "postgres"]
+        argv += ["-p", str(self.ports.postgres)]
         return CommandSucceeds(argv, timeout=self.ready_timeout, interval=0.2)
 
     def _start_postgres(self, node: Node, config: SystemConfig) -> Daemon:
