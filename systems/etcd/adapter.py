@@ -41,7 +41,6 @@ from systems.base import (
     check_roles,
     nodes_with_role,
     read_packages,
-    reporting_seq,
 )
 from systems.etcd import holder
 from systems.holder_flaws import check_no_clash
@@ -180,13 +179,14 @@ class EtcdSystem:
 
     def inventory(self, config: SystemConfig) -> tuple[Sink, ...]:
         """etcd-txn and postgres fenced, etcd-put unfenced; all report ``seq``."""
-        sinks = (
+        return (
             Sink(
                 holder.ETCD_TXN,
                 fenced=True,
                 mitigation="none",
                 description="an etcd key per write, put in a txn that refuses an epoch below "
                 "the lock's highest (kept in etcd); seq = mod_revision",
+                seq=True,
             ),
             Sink(
                 holder.POSTGRES,
@@ -194,15 +194,16 @@ class EtcdSystem:
                 mitigation="none",
                 description="PostgreSQL 15 table: guarded upsert of the lock's highest epoch, "
                 "then an insert, in one transaction; seq = a bigserial",
+                seq=True,
             ),
             Sink(
                 holder.ETCD_PUT,
                 fenced=False,
                 mitigation="none",
                 description="a plain etcd put of a key per write, no guard; seq = mod_revision",
+                seq=True,
             ),
         )
-        return tuple(reporting_seq(sink) for sink in sinks)
 
     # -- setup and teardown -----------------------------------------------------------------
 

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import pytest
 
-from systems import ConfigError, SystemConfig, load_system
+from systems import ConfigError, System, SystemConfig
 from systems.base import BugSwitch, topology
 from systems.etcd import BUG_SWITCHES, EtcdSystem, holder
 
 
-def test_the_registry_builds_it_with_three_members_a_store_and_workers() -> None:
-    system = load_system("etcd")
-    assert isinstance(system, EtcdSystem)
+def test_it_is_registered_and_asks_for_three_members_a_store_and_workers() -> None:
+    project = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())
+    entry = project["project"]["entry-points"]["fencecheck.systems"]["etcd"]
+    assert entry == "systems.etcd:EtcdSystem"
+    system = EtcdSystem()
+    assert isinstance(system, System)
     names = [name for name, _ in topology(system.roles(), 3)]
     assert names == ["e1", "e2", "e3", "s1", "w1", "w2", "w3"]
 
@@ -26,6 +32,7 @@ def test_the_inventory_has_two_fenced_sinks_and_one_unfenced() -> None:
     sinks = {sink.name: sink for sink in EtcdSystem().inventory(SystemConfig())}
     assert sinks["etcd-txn"].fenced and sinks["postgres"].fenced
     assert not sinks["etcd-put"].fenced and sinks["etcd-put"].mitigation == "none"
+    assert all(sink.seq for sink in sinks.values())  # etcd revisions, a PostgreSQL bigserial
 
 
 @pytest.mark.parametrize(("asked", "used"), [(0.5, 2.0), (2.0, 2.0), (2.5, 3.0), (10.0, 10.0)])

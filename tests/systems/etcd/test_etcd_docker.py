@@ -23,7 +23,7 @@ from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.images import system_image
 from harness.nodeside import wire
 from harness.run.agents import AgentSet, start_agents, stop_agents
-from systems import Deployment, SystemConfig, load_system
+from systems import Deployment, SystemConfig
 from systems.base import topology
 from systems.etcd import EtcdSystem
 from systems.etcd.adapter import ETCD_DAEMON, POSTGRES_DAEMON
@@ -36,8 +36,7 @@ _TTL = 2.0
 
 @pytest.fixture(scope="module")
 def running() -> Iterator[Running]:
-    system = load_system("etcd")
-    assert isinstance(system, EtcdSystem)
+    system = EtcdSystem()
     image = system_image(system.packages())
     nodes = [NodeSpec(name, role) for name, role in topology(system.roles(), 2)]
     with Cluster(f"test-etcd-{new_run_id()}", nodes, image=image) as cluster:
