@@ -16,21 +16,22 @@ from dataclasses import replace
 from typing import Any
 
 import pytest
-from localcluster import wait_until
 
 from harness.node import Node, NodeError
 from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.images import system_image
 from harness.nodeside import wire
-from harness.run.agents import AgentSet, start_agents, stop_agents
+from harness.run.agents import AgentSet, deploy_system, start_agents, stop_agents
 from systems import Deployment, SystemConfig
 from systems.base import topology
+from systems.deploy import SECRET_FILE
 from systems.etcd import EtcdSystem
 from systems.etcd.adapter import ETCD_DAEMON, POSTGRES_DAEMON
+from tests.support.localcluster import wait_until
 
 pytestmark = pytest.mark.docker
 
-Running = tuple[Cluster, EtcdSystem, Deployment]
+Running = tuple[Cluster, EtcdSystem, Deployment, AgentSet]
 _TTL = 2.0
 
 
@@ -40,9 +41,9 @@ def running() -> Iterator[Running]:
     image = system_image(system.packages())
     nodes = [NodeSpec(name, role) for name, role in topology(system.roles(), 2)]
     with Cluster(f"test-etcd-{new_run_id()}", nodes, image=image) as cluster:
-        deployment = system.setup(cluster.nodes, SystemConfig(lease_ttl=_TTL))
+        deployment, started = deploy_system(system, cluster.nodes, SystemConfig(lease_ttl=_TTL))
         try:
-            yield cluster, system, deployment
+            yield cluster, system, deployment, started
         finally:
             for node in cluster.nodes.values():
                 for daemon in node.daemons():
@@ -54,19 +55,24 @@ def running() -> Iterator[Running]:
 
 @contextlib.contextmanager
 def agents(running: Running, bugs: tuple[str, ...] = ()) -> Iterator[AgentSet]:
-    """The harness's agents with the etcd client (and the client-side ``bugs`` switched on)."""
-    cluster, _, deployment = running
-    client = replace(deployment.client, config={**deployment.client.config, "bugs": bugs})
-    started = start_agents(cluster.nodes, client, _TTL)
-    try:
+    """The run's agents, restarted with the client-side ``bugs`` switched on until the end."""
+    cluster, _, deployment, started = running
+    if not bugs:
         yield started
+        return
+    client = replace(deployment.client, config={**deployment.client.config, "bugs": bugs})
+    secret = (started.token or "", SECRET_FILE)
+    stop_agents(cluster.nodes)
+    try:
+        yield start_agents(cluster.nodes, client, _TTL, secret=secret)
     finally:
         stop_agents(cluster.nodes)
+        start_agents(cluster.nodes, deployment.client, _TTL, secret=secret)
 
 
 def ask(agents: AgentSet, worker: str, request: dict[str, Any]) -> dict[str, Any]:
     endpoint = agents.endpoints[worker]
-    return wire.call((endpoint.host, endpoint.port), request, 60.0)
+    return wire.call((endpoint.host, endpoint.port), request, 60.0, agents.token)
 
 
 def kill_and_restart(system: EtcdSystem, node: Node, name: str) -> None:
@@ -77,7 +83,7 @@ def kill_and_restart(system: EtcdSystem, node: Node, name: str) -> None:
 
 
 def test_the_leader_is_found_and_a_new_one_is_elected_when_it_pauses(running: Running) -> None:
-    cluster, system, _ = running
+    cluster, system, _, _ = running
     leader = system.lock_leader(cluster.nodes)
     assert leader in ("e1", "e2", "e3")
     node = cluster.nodes[leader]
@@ -91,7 +97,7 @@ def test_the_leader_is_found_and_a_new_one_is_elected_when_it_pauses(running: Ru
 
 
 def test_a_paused_holder_is_fenced_off_even_across_restarts(running: Running) -> None:
-    cluster, system, _ = running
+    cluster, system, _, _ = running
     with agents(running) as holders:
         old = ask(holders, "w1", {"op": "acquire", "lock": "L", "wait": 10})["epoch"]
         replies: dict[str, dict[str, Any]] = {}
