@@ -84,8 +84,9 @@ BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
             ),
             BugSwitch(
                 holder.IGNORE_EXPIRED_REFRESH,
-                "a lease refresh answering TTL 0 (expired) does not stop the holder: it keeps "
-                "its lock and goes on writing",
+                "a lease refresh answering TTL 0 (expired) does not stop the holder: it goes on "
+                "writing; the fenced sinks refuse it, the unfenced etcd-put takes its stale "
+                "writes (expected there, so the run stays valid)",
                 Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
                 ("stale-write",),
                 (holder.ETCD_PUT,),
