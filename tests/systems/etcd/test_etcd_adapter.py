@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.run.exposure import switches_of, unexposed
+from harness.run.matrix import MatrixEntry, load_matrix
+from nemeses import DEFAULT_TTL_MULTIPLES, generate_schedule
 from systems import ConfigError, System, SystemConfig
 from systems.base import BugSwitch, topology
 from systems.etcd import BUG_SWITCHES, EtcdSystem, holder
@@ -74,3 +77,24 @@ def test_entries_come_back_in_etcds_acceptance_order() -> None:
 
     read = holder._entries([kv("b", 7, 12), kv("a", 6, 9)])
     assert [(e.id, e.epoch, e.seq) for e in read.entries] == [("a", 6, 9), ("b", 7, 12)]
+
+
+_MATRIX = Path(__file__).parents[3] / "matrices" / "etcd.json"
+
+
+@pytest.mark.parametrize("entry", load_matrix(_MATRIX), ids=lambda entry: entry.label)
+def test_every_row_of_its_matrix_passes_runs_preflight_exposure_check(entry: MatrixEntry) -> None:
+    spec, system = entry.spec, EtcdSystem()
+    roles = dict(topology(system.roles(), spec.workers))
+    ttl = system.lease_ttl(SystemConfig(lease_ttl=spec.ttl, bugs=frozenset(spec.bugs)))
+    schedule = generate_schedule(
+        spec.seed,
+        roles,
+        lease_ttl_ns=round(ttl * 1e9),
+        duration_ns=round(spec.time_limit * 1e9),
+        kinds=spec.nemeses,
+        targets=spec.targets,
+        ttl_multiples=spec.fault_lengths or DEFAULT_TTL_MULTIPLES,
+    )
+    assert unexposed(spec, schedule, roles, switches_of(system)) is None
+    assert set(spec.bugs) <= set(BUG_SWITCHES)
