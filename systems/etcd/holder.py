@@ -58,6 +58,9 @@ __all__ = [
     "POSTGRES",
     "SHARED_LEASE",
     "Client",
+    "EtcdError",
+    "Gateway",
+    "NotSent",
 ]
 
 ETCD_TXN: Final = "etcd-txn"
