@@ -10,12 +10,14 @@ Part ``overhead`` (targets of issue 5 item 7):
   <= 1 ms.
 
 Part ``detection``: ``--runs`` seeded runs of every bug switch of the reference system under the
-fault that exposes it (the cases of ``tests/e2e/test_detection_matrix.py``), reporting the share
+fault that exposes it (the cases of ``tests/e2e/test_detection_matrix.py``; ``--matrix`` takes
+another matrix's cases, ``--every-fault`` every correct row of it), reporting the share
 detected (invalid, with the anomaly the switch plants) against >= 95 % and the median time to the
 first violating operation against <= 15 s; and as many runs of the correct system, whose false
 alarms must be 0.
 
     python bench/run.py [--part all|overhead|detection] [--runs 5] [--duration 60] [--bugs a,b]
+    python bench/run.py --part detection --matrix matrices/etcd.json --every-fault --runs 3
 
 Exit status is 0 whatever the numbers: machines are noisy (2 cores shared with the containers),
 so the figures are for people to read, not a gate. Run directories are kept under ``--store``
@@ -104,17 +106,28 @@ class _Case:
 def _case(entry: MatrixEntry) -> _Case:
     spec = entry.spec
     name = "+".join(spec.bugs) or f"correct {spec.workload}+{'+'.join(spec.nemeses)}"
+    if not spec.bugs and spec.targets != ("holder",):
+        name += f"@{','.join(spec.targets)}"
     return _Case(name, spec, entry.expect.anomalies)
 
 
 # The same cases CI runs (tests/e2e/test_detection_matrix.py): each bug switch under the fault
-# that exposes it, and the correct system under pauses with every workload.
+# that exposes it, and the correct system under pauses with every workload. ``--matrix`` picks
+# another matrix (a real system's, e.g. matrices/etcd.json).
 _MATRIX: Final = Path(__file__).resolve().parent.parent / "matrices" / "detection.json"
-_ENTRIES: Final = [_case(entry) for entry in load_matrix(_MATRIX)]
-_BUG_CASES: Final = tuple(case for case in _ENTRIES if case.spec.bugs)
-_CORRECT_CASES: Final = tuple(
-    case for case in _ENTRIES if not case.spec.bugs and case.spec.nemeses == ("pause",)
-)
+
+
+def _cases(matrix: Path, every_fault: bool) -> tuple[tuple[_Case, ...], tuple[_Case, ...]]:
+    """The matrix's bug cases (expected invalid) and correct cases: those under pauses, or,
+    with ``every_fault``, every bug-free row."""
+    entries = [_case(entry) for entry in load_matrix(matrix)]
+    bugs = tuple(case for case in entries if case.spec.bugs and case.anomalies)
+    correct = tuple(
+        case
+        for case in entries
+        if not case.spec.bugs and (every_fault or case.spec.nemeses == ("pause",))
+    )
+    return bugs, correct
 
 
 # -- helpers --------------------------------------------------------------------------------------
@@ -403,9 +416,17 @@ def _detect(case: _Case, seed: int, duration: float, store: Path) -> _Outcome:
 
 def _part_detection(args: argparse.Namespace, store: Path, console: Console) -> list[str]:
     console.rule(f"detection power: {args.runs} run(s) of {args.duration:g} s per case")
-    cases = [c for c in _BUG_CASES if c.name in args.bugs]
+    bug_cases, correct_cases = _cases(args.matrix, args.every_fault)
+    known = [case.name for case in bug_cases]
+    unknown = [name for name in args.bugs or () if name not in known]
+    if unknown:
+        raise SystemExit(
+            f"unknown bug switch(es) {', '.join(unknown)} in {args.matrix}; "
+            f"choose from {', '.join(known)}"
+        )
+    cases = [c for c in bug_cases if args.bugs is None or c.name in args.bugs]
     if args.correct:
-        cases += _CORRECT_CASES
+        cases += correct_cases
     outcomes: dict[str, list[_Outcome]] = {}
     for case in cases:
         for n in range(args.runs):
@@ -476,14 +497,7 @@ def _part_detection(args: argparse.Namespace, store: Path, console: Console) -> 
 
 
 def _bug_list(text: str) -> tuple[str, ...]:
-    names = tuple(part.strip() for part in text.split(",") if part.strip())
-    known = [case.name for case in _BUG_CASES]
-    unknown = [name for name in names if name not in known]
-    if unknown:
-        raise argparse.ArgumentTypeError(
-            f"unknown bug switch(es) {', '.join(unknown)}; choose from {', '.join(known)}"
-        )
-    return names
+    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def _positive(text: str) -> float:
@@ -503,10 +517,15 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=5, help="seeded runs per detection case")
     parser.add_argument("--duration", type=_positive, default=60.0, help="seconds per run")
     parser.add_argument(
-        "--bugs",
-        type=_bug_list,
-        default=tuple(case.name for case in _BUG_CASES),
-        help="comma-separated bug switches to measure",
+        "--matrix", type=Path, default=_MATRIX, help="the matrix whose cases to measure"
+    )
+    parser.add_argument(
+        "--bugs", type=_bug_list, help="comma-separated bug switches to measure (default: all)"
+    )
+    parser.add_argument(
+        "--every-fault",
+        action="store_true",
+        help="measure the correct system under every bug-free row, not only the pause rows",
     )
     parser.add_argument(
         "--correct",

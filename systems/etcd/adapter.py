@@ -1,0 +1,365 @@
+"""The etcd system's adapter: three etcd members as the lock service, etcd and PostgreSQL as stores.
+
+Nodes: ``e1..e3`` run one etcd member each (static bootstrap), ``s1`` runs PostgreSQL 15 with its
+durable defaults, ``w1..`` are the holders. Holder ``wN``'s client is pinned to member ``e((N-1)
+mod 3 + 1)`` and moves to the next member only when that one refuses connections (killed), so a
+pause or partition aimed at ``e2`` is a fault at the member ``w2`` talks to. Data lives under
+``/var/lib/fencecheck``; both servers recover from it after a SIGKILL (etcd's WAL, PostgreSQL's
+crash recovery), restarted with the same command line.
+
+The holder client (:mod:`systems.etcd.holder`) holds the locks, writes the sinks and carries the
+holder-side bug switches; the server-side one (``pg-async-commit``) is a PostgreSQL setting.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+import types
+import urllib.error
+import urllib.request
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+from harness.node import Daemon, Node, NodeError
+from harness.node.wait import CommandSucceeds
+from systems import deploy
+from systems.base import (
+    AdapterError,
+    BugSwitch,
+    Deployment,
+    Exposure,
+    HolderClientCode,
+    ProcessTarget,
+    RoleSpec,
+    Sink,
+    SystemConfig,
+    check_bugs,
+    check_roles,
+    nodes_with_role,
+    read_packages,
+)
+from systems.etcd import holder
+from systems.holder_flaws import check_no_clash
+
+__all__ = ["BUG_SWITCHES", "ETCD_DAEMON", "POSTGRES_DAEMON", "EtcdSystem", "Ports"]
+
+ETCD_DAEMON: Final = "etcd"
+POSTGRES_DAEMON: Final = "postgres"
+PG_ASYNC_COMMIT: Final = "pg-async-commit"
+_PG_BIN: Final = "/usr/lib/postgresql/15/bin"
+_AS_POSTGRES: Final = ("setpriv", "--reuid=postgres", "--regid=postgres", "--init-groups")
+# etcd raises a lease's TTL to 1.5 election timeouts (1 s by default), rounded up: 2 s.
+_MIN_TTL: Final = 2
+_SCHEMA: Final = (
+    "CREATE TABLE fence (lock text PRIMARY KEY, epoch bigint NOT NULL);"
+    "CREATE TABLE log (seq bigserial PRIMARY KEY, key text NOT NULL, id text NOT NULL,"
+    " epoch bigint NOT NULL, lock text NOT NULL, prev text);"
+    "CREATE INDEX log_key ON log (key, seq);"
+)
+_PAUSE_PAST_LEASE: Final = Exposure(faults=("pause",), ttl_multiples=(3.0,))
+
+BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
+    {
+        switch.name: switch
+        for switch in (
+            BugSwitch(
+                holder.LEASE_ID_TOKEN,
+                "the lease ID is used as the epoch instead of the lock key's create revision "
+                "(IDs carry the granting member's prefix: a later lease may have a lower ID)",
+                Exposure(faults=("pause",)),
+                ("grant-regression",),
+            ),
+            BugSwitch(
+                holder.CHECK_THEN_WRITE,
+                "the holder trusts its lock key (each renewal looks that the key still exists; "
+                "it checks its lease before each unit) and writes etcd-txn with a plain put, "
+                "no guard in the txn",
+                _PAUSE_PAST_LEASE,
+                ("stale-write",),
+                (holder.ETCD_TXN,),
+            ),
+            BugSwitch(
+                holder.IGNORE_EXPIRED_REFRESH,
+                "a lease refresh answering TTL 0 (expired) does not stop the holder: it goes on "
+                "writing; the fenced sinks refuse it, the unfenced etcd-put takes its stale "
+                "writes (expected there, so the run stays valid)",
+                Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
+                ("stale-write",),
+                (holder.ETCD_PUT,),
+            ),
+            BugSwitch(
+                holder.SHARED_LEASE,
+                "the holders share one session lease, so two of them lock with the same lease "
+                "and etcd treats that as one acquisition: both hold the lock",
+                Exposure(faults=("pause",)),
+                ("epoch-reuse",),
+            ),
+            BugSwitch(
+                holder.PG_CHECK_THEN_ACT,
+                "the postgres sink SELECTs the lock's epoch when it reads and compares in the "
+                "client; the UPDATE that acts on it later carries no guard",
+                Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
+                ("stale-write",),
+                (holder.POSTGRES,),
+            ),
+            BugSwitch(
+                PG_ASYNC_COMMIT,
+                "PostgreSQL runs with synchronous_commit=off: a commit is acknowledged before "
+                "its WAL reaches the disk",
+                Exposure(faults=("kill",), targets=("store",), workload="sinks"),
+                ("lost-write",),
+                (holder.POSTGRES,),
+            ),
+        )
+    }
+)
+"""The mistakes etcd and PostgreSQL users make, each planted by one switch."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ports:
+    """The TCP ports of the servers."""
+
+    etcd_client: int = 2379
+    etcd_peer: int = 2380
+    postgres: int = 5432
+
+
+class EtcdSystem:
+    """etcd 3.4 (three members) as the lock service; etcd and PostgreSQL 15 as fenced stores.
+
+    ``ready_timeout`` bounds the wait for a server to serve after a start; ``client_timeout`` is
+    how long a holder waits for etcd or PostgreSQL before it reports an outcome as unknown.
+    """
+
+    name: Final = "etcd"
+
+    def __init__(
+        self,
+        ports: Ports | None = None,
+        data_dir: str = deploy.DATA_DIR,
+        ready_timeout: float = 30.0,
+        client_timeout: float = 5.0,
+    ) -> None:
+        self.ports = ports or Ports()
+        self.data_dir = data_dir
+        self.ready_timeout = ready_timeout
+        self.client_timeout = client_timeout
+        check_no_clash(self.name, BUG_SWITCHES)
+
+    def describe(self) -> str:
+        """What the system is."""
+        return (
+            "etcd 3.4 (3 members) locks, token = the lock key's create revision; fenced sinks "
+            "etcd-txn and postgres (PostgreSQL 15), unfenced etcd-put"
+        )
+
+    def roles(self) -> Mapping[str, RoleSpec]:
+        """Members ``e1..e3``, PostgreSQL on ``s1``, workers ``w1..``."""
+        return {"lock": RoleSpec(3, "e"), "store": RoleSpec(1, "s"), "worker": RoleSpec(1, "w")}
+
+    def packages(self) -> tuple[str, ...]:
+        """The Debian packages of ``packages.txt`` beside this module."""
+        return read_packages(Path(__file__).with_name("packages.txt"))
+
+    def bug_switches(self) -> Mapping[str, BugSwitch]:
+        """See :data:`BUG_SWITCHES`."""
+        return BUG_SWITCHES
+
+    def validate(self, config: SystemConfig) -> None:
+        """Reject unknown switches."""
+        check_bugs(self.name, list(BUG_SWITCHES), config)
+
+    def lease_ttl(self, config: SystemConfig) -> float:
+        """etcd's TTLs are whole seconds, at least 2 with the default election timeout."""
+        return float(max(_MIN_TTL, math.ceil(config.lease_ttl)))
+
+    def inventory(self, config: SystemConfig) -> tuple[Sink, ...]:
+        """etcd-txn and postgres fenced, etcd-put unfenced; all report ``seq``."""
+        return (
+            Sink(
+                holder.ETCD_TXN,
+                fenced=True,
+                mitigation="none",
+                description="an etcd key per write, put in a txn that refuses an epoch below "
+                "the lock's highest (kept in etcd); seq = mod_revision",
+                seq=True,
+            ),
+            Sink(
+                holder.POSTGRES,
+                fenced=True,
+                mitigation="none",
+                description="PostgreSQL 15 table: guarded upsert of the lock's highest epoch, "
+                "then an insert, in one transaction; seq = a bigserial",
+                seq=True,
+            ),
+            Sink(
+                holder.ETCD_PUT,
+                fenced=False,
+                mitigation="none",
+                description="a plain etcd put of a key per write, no guard; seq = mod_revision",
+                seq=True,
+            ),
+        )
+
+    # -- setup and teardown -----------------------------------------------------------------
+
+    def setup(self, nodes: Mapping[str, Node], config: SystemConfig) -> Deployment:
+        """Start the three etcd members and PostgreSQL, create the schema, name the client."""
+        self.validate(config)
+        check_roles(self.name, self.roles(), nodes)
+        members = nodes_with_role(nodes, "lock")
+        (store,) = nodes_with_role(nodes, "store")
+        cluster = ",".join(f"{m.name}=http://{m.ip}:{self.ports.etcd_peer}" for m in members)
+        token = f"fencecheck-{'-'.join(m.ip for m in members)}"
+
+        def start(node: Node) -> Daemon:
+            if node.role == "store":
+                return self._start_postgres(node, config)
+            return self._start_member(node, cluster, token)
+
+        try:
+            deploy.on_each([*members, store], start)
+        except AdapterError as problem:
+            self.teardown(nodes)
+            raise AdapterError(f"setting up system {self.name!r} failed:\n{problem}") from None
+        urls = [f"http://{m.ip}:{self.ports.etcd_client}" for m in members]
+        workers = nodes_with_role(nodes, "worker")
+        client = {
+            "etcd": {
+                w.name: urls[index % len(urls) :] + urls[: index % len(urls)]
+                for index, w in enumerate(workers)
+            },
+            "postgres": {
+                "host": store.ip,
+                "port": self.ports.postgres,
+                "user": "postgres",
+                "dbname": "postgres",
+            },
+            "timeout": self.client_timeout,
+            "bugs": sorted(config.bugs - {PG_ASYNC_COMMIT}),
+        }
+        return Deployment(
+            client=HolderClientCode(holder, client),
+            targets=(
+                *(ProcessTarget("lock", m.name, ETCD_DAEMON) for m in members),
+                ProcessTarget("store", store.name, POSTGRES_DAEMON),
+            ),
+            lease_ttl=self.lease_ttl(config),
+        )
+
+    def _start_member(self, node: Node, cluster: str, token: str) -> Daemon:
+        data = f"{self.data_dir}/etcd"
+        deploy.fresh_dir(node, data)
+        client, peer = self.ports.etcd_client, self.ports.etcd_peer
+        argv = [
+            "etcd",
+            f"--name={node.name}",
+            f"--data-dir={data}",
+            f"--listen-client-urls=http://0.0.0.0:{client}",
+            f"--advertise-client-urls=http://{node.ip}:{client}",
+            f"--listen-peer-urls=http://0.0.0.0:{peer}",
+            f"--initial-advertise-peer-urls=http://{node.ip}:{peer}",
+            f"--initial-cluster={cluster}",
+            "--initial-cluster-state=new",
+            f"--initial-cluster-token={token}",
+            "--logger=zap",
+        ]
+        # A new cluster is ready when it has a leader; that takes the other members too.
+        return deploy.start_and_wait(node, ETCD_DAEMON, argv, self._etcd_ready("health"))
+
+    def _etcd_ready(self, command: str) -> CommandSucceeds:
+        local = f"--endpoints=http://127.0.0.1:{self.ports.etcd_client}"
+        argv = ["etcdctl", local, "--command-timeout=1s", "endpoint", command]
+        return CommandSucceeds(argv, timeout=self.ready_timeout, interval=0.2)
+
+    def _pg_ready(self) -> CommandSucceeds:
+        argv = [f"{_PG_BIN}/pg_isready", "-q", "-h", "127.0.0.1", "-U", "postgres"]
+        argv += ["-p", str(self.ports.postgres)]
+        return CommandSucceeds(argv, timeout=self.ready_timeout, interval=0.2)
+
+    def _start_postgres(self, node: Node, config: SystemConfig) -> Daemon:
+        data = f"{self.data_dir}/postgres"
+        deploy.fresh_dir(node, data)
+        node.run(["chown", "postgres:postgres", data], check=True)
+        initdb = [*_AS_POSTGRES, f"{_PG_BIN}/initdb", "-D", data, "--auth=trust", "--no-sync"]
+        result = node.run(initdb, timeout=self.ready_timeout)
+        if not result.ok:
+            raise AdapterError(f"initdb on {node.name} failed: {result.stderr or result.stdout}")
+        hba = shlex.quote(f"{data}/pg_hba.conf")
+        node.run(f"echo 'host all all 0.0.0.0/0 trust' >> {hba}", check=True)
+        argv = [
+            *_AS_POSTGRES,
+            f"{_PG_BIN}/postgres",
+            "-D",
+            data,
+            "-c",
+            "listen_addresses=*",
+            "-c",
+            f"port={self.ports.postgres}",
+            "-c",
+            "shared_buffers=16MB",
+            "-c",
+            f"unix_socket_directories={data}",
+        ]
+        if PG_ASYNC_COMMIT in config.bugs:
+            argv += ["-c", "synchronous_commit=off"]
+        daemon = deploy.start_and_wait(node, POSTGRES_DAEMON, argv, self._pg_ready())
+        psql = ["psql", "-h", "127.0.0.1", "-p", str(self.ports.postgres), "-U", "postgres"]
+        result = node.run([*psql, "-v", "ON_ERROR_STOP=1", "-q", "-c", _SCHEMA])
+        if not result.ok:
+            raise AdapterError(f"creating the schema on {node.name} failed: {result.stderr}")
+        return daemon
+
+    def teardown(self, nodes: Mapping[str, Node]) -> None:
+        """SIGKILL etcd and PostgreSQL (their data stays for collection)."""
+        problems = []
+        for node in nodes.values():
+            try:
+                deploy.kill_daemons(node, (ETCD_DAEMON, POSTGRES_DAEMON))
+            except NodeError as problem:
+                problems.append(f"{node.name}: {problem}")
+        if problems:
+            raise AdapterError("tearing down the etcd system failed:\n" + "\n".join(problems))
+
+    # -- optional abilities -----------------------------------------------------------------
+
+    def restart(self, node: Node, daemon: str) -> Daemon:
+        """Start a killed etcd member or PostgreSQL again on its data (same command line).
+
+        PostgreSQL's backends outlive a SIGKILLed postmaster for a moment and hold its shared
+        memory, which a new postmaster refuses to share: they are killed first, as a crash of
+        the host would have.
+        """
+        if daemon == ETCD_DAEMON:
+            # Serving, not healthy: a member restarted inside a partition has no leader yet.
+            return deploy.restart_daemon(node, daemon, self._etcd_ready("status"))
+        if daemon == POSTGRES_DAEMON:
+            node.run(
+                "pkill -KILL -u postgres; while pgrep -u postgres >/dev/null; do sleep 0.05; done"
+            )
+            return deploy.restart_daemon(node, daemon, self._pg_ready())
+        raise AdapterError(f"the etcd system has no daemon {daemon!r} to restart")
+
+    def lock_leader(self, nodes: Mapping[str, Node]) -> str | None:
+        """The member that says it leads (asked over the gateway; a silent member is skipped)."""
+        for member in nodes_with_role(nodes, "lock"):
+            url = f"http://{member.ip}:{self.ports.etcd_client}/v3/maintenance/status"
+            try:
+                status = _post(url, {}, timeout=1.0)
+            except (OSError, ValueError):
+                continue
+            if str(status.get("leader")) == str(status.get("header", {}).get("member_id")):
+                return member.name
+        return None
+
+
+def _post(url: str, body: dict[str, Any], timeout: float) -> dict[str, Any]:
+    request = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST")
+    with urllib.request.urlopen(request, timeout=timeout) as reply:
+        answer: dict[str, Any] = json.loads(reply.read())
+    return answer

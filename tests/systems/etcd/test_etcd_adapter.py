@@ -1,0 +1,100 @@
+"""The etcd adapter's declarations and the holder client's encodings, without an engine."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from harness.run.exposure import switches_of, unexposed
+from harness.run.matrix import MatrixEntry, load_matrix
+from nemeses import DEFAULT_TTL_MULTIPLES, generate_schedule
+from systems import ConfigError, System, SystemConfig
+from systems.base import BugSwitch, topology
+from systems.etcd import BUG_SWITCHES, EtcdSystem, holder
+
+
+def test_it_is_registered_and_asks_for_three_members_a_store_and_workers() -> None:
+    project = tomllib.loads((Path(__file__).parents[3] / "pyproject.toml").read_text())
+    entry = project["project"]["entry-points"]["fencecheck.systems"]["etcd"]
+    assert entry == "systems.etcd:EtcdSystem"
+    system = EtcdSystem()
+    assert isinstance(system, System)
+    names = [name for name, _ in topology(system.roles(), 3)]
+    assert names == ["e1", "e2", "e3", "s1", "w1", "w2", "w3"]
+
+
+def test_its_node_image_adds_etcd_and_postgresql_from_debian() -> None:
+    packages = EtcdSystem().packages()
+    for wanted in ("etcd-server", "etcd-client", "postgresql-15", "python3-psycopg2"):
+        assert wanted in packages
+
+
+def test_the_inventory_has_two_fenced_sinks_and_one_unfenced() -> None:
+    sinks = {sink.name: sink for sink in EtcdSystem().inventory(SystemConfig())}
+    assert sinks["etcd-txn"].fenced and sinks["postgres"].fenced
+    assert not sinks["etcd-put"].fenced and sinks["etcd-put"].mitigation == "none"
+    assert all(sink.seq for sink in sinks.values())  # etcd revisions, a PostgreSQL bigserial
+
+
+@pytest.mark.parametrize(("asked", "used"), [(0.5, 2.0), (2.0, 2.0), (2.5, 3.0), (10.0, 10.0)])
+def test_lease_ttls_are_etcds_whole_seconds_of_at_least_two(asked: float, used: float) -> None:
+    assert EtcdSystem().lease_ttl(SystemConfig(lease_ttl=asked)) == used
+
+
+def test_every_switch_says_how_to_expose_it_and_unknown_ones_are_refused() -> None:
+    assert set(BUG_SWITCHES) == {
+        "lease-id-token",
+        "check-then-write",
+        "ignore-expired-refresh",
+        "shared-lease",
+        "pg-check-then-act",
+        "pg-async-commit",
+    }
+    for switch in BUG_SWITCHES.values():
+        assert isinstance(switch, BugSwitch) and switch.exposed_by.faults and switch.anomalies
+    with pytest.raises(ConfigError, match="no bug switch 'no-store-check'"):
+        EtcdSystem().validate(SystemConfig(bugs=frozenset({"no-store-check"})))
+
+
+def test_padded_epochs_compare_as_bytes_in_number_order() -> None:
+    epochs = [0, 9, 10, 99, 100, 2**63 - 1]
+    assert sorted(epochs, key=holder._padded) == epochs
+    assert sorted(holder._padded(e) for e in epochs) == [holder._padded(e) for e in epochs]
+
+
+def test_a_prefix_range_ends_just_past_the_prefix() -> None:
+    end = holder._prefix_end("/fencecheck/lock/L/")
+    assert "/fencecheck/lock/L/" < "/fencecheck/lock/L/ffff" < end
+    assert not (end > "/fencecheck/lock/L0/x")  # a lock whose name extends this one's
+
+
+def test_entries_come_back_in_etcds_acceptance_order() -> None:
+    def kv(id: str, epoch: int, revision: int) -> dict[str, str]:
+        value = holder._b64(f'{{"id": "{id}", "epoch": {epoch}, "prev": null}}')
+        return {"key": holder._b64(f"k/{id}"), "value": value, "mod_revision": str(revision)}
+
+    read = holder._entries([kv("b", 7, 12), kv("a", 6, 9)])
+    assert [(e.id, e.epoch, e.seq) for e in read.entries] == [("a", 6, 9), ("b", 7, 12)]
+
+
+_MATRIX = Path(__file__).parents[3] / "matrices" / "etcd.json"
+
+
+@pytest.mark.parametrize("entry", load_matrix(_MATRIX), ids=lambda entry: entry.label)
+def test_every_row_of_its_matrix_passes_runs_preflight_exposure_check(entry: MatrixEntry) -> None:
+    spec, system = entry.spec, EtcdSystem()
+    roles = dict(topology(system.roles(), spec.workers))
+    ttl = system.lease_ttl(SystemConfig(lease_ttl=spec.ttl, bugs=frozenset(spec.bugs)))
+    schedule = generate_schedule(
+        spec.seed,
+        roles,
+        lease_ttl_ns=round(ttl * 1e9),
+        duration_ns=round(spec.time_limit * 1e9),
+        kinds=spec.nemeses,
+        targets=spec.targets,
+        ttl_multiples=spec.fault_lengths or DEFAULT_TTL_MULTIPLES,
+    )
+    assert unexposed(spec, schedule, roles, switches_of(system)) is None
+    assert set(spec.bugs) <= set(BUG_SWITCHES)
