@@ -55,6 +55,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -361,6 +362,8 @@ def load_client(path: str, config: dict[str, Any]) -> HolderClient:
     if spec is None or spec.loader is None:
         raise ImportError(f"cannot load a Python module from {path!r}")
     module = importlib.util.module_from_spec(spec)
+    # Registered before it runs, as an import would: a dataclass in it looks its module up there.
+    sys.modules[spec.name] = module
     spec.loader.exec_module(module)
     factory = getattr(module, "Client", None)
     if factory is None:

@@ -7,10 +7,12 @@ import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness.nodeside.agent import load_client
 from harness.nodeside.client import Accepted
 from tests.support.localcluster import (
     LocalCluster,
@@ -322,3 +324,18 @@ def test_short_lock_delay_lets_a_paused_holders_write_reach_the_audit_sink_late(
     # The audit sink cannot refuse: only the lock-delay protects it.
     assert reply == {"ok": True, "seq": 2}
     assert read(cluster, "audit") == [("w2-1", new), ("w1-1", new - 1)]
+
+
+def test_a_client_module_may_define_dataclasses(tmp_path: Path) -> None:
+    # A dataclass looks its module up in sys.modules while it is being created.
+    module = tmp_path / "client.py"
+    module.write_text(
+        "from __future__ import annotations\n"
+        "from dataclasses import dataclass\n\n"
+        "@dataclass\nclass Settings:\n    where: str\n\n"
+        "class Client:\n"
+        "    def __init__(self, config):\n"
+        "        self.settings = Settings(config['where'])\n"
+    )
+    client = load_client(str(module), {"where": "e1:2379"})
+    assert client.settings.where == "e1:2379"  # type: ignore[attr-defined]
