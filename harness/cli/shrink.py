@@ -117,7 +117,7 @@ def _print(result: Shrunk, run: RunDir) -> None:
         click.echo(
             f"  window {window.index}: {window.kind} of {', '.join(window.targets)} for "
             f"{window.ttl_multiple:g} x TTL ({window.duration_ns / 1e9:g} s, TTL {ttl:g} s) "
-            f"from {window.start_ns / 1e9:g} s"
+            f"from {window.start_ns / 1e9:.3f} s"
         )
     click.echo(f"reproduce: {result.replay_command}")
     click.echo(f"as a run:  {result.command}")

@@ -334,7 +334,8 @@ class _Search:
     def _fewer_workers(self) -> None:
         while self.best.spec.workers > 1 and not self.spent:
             fewer = _with_workers(self.best, self.best.spec.workers - 1)
-            if fewer is None or not self.attempt(f"{fewer.spec.workers} workers", fewer):
+            step = f"{fewer.spec.workers} worker(s)" if fewer else ""
+            if fewer is None or not self.attempt(step, fewer):
                 return
 
 
