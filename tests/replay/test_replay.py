@@ -4,8 +4,6 @@ shows its anomaly again; runs that cannot be replayed exit 3 with the fix."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,19 +13,7 @@ from harness.history import Sink
 from harness.run.record import NodeEntry, RunRecord
 from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
 from harness.run.store import new_run_dir
-
-_ROOT = Path(__file__).resolve().parents[2]
-
-
-def _fencecheck(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        capture_output=True,
-        text=True,
-        cwd=_ROOT,
-        timeout=300,
-        check=False,
-    )
+from tests.support.cli import fencecheck
 
 
 def _stored(store: Path, schedule: dict[str, object], *, checked: bool) -> Path:
@@ -93,7 +79,7 @@ def test_a_folder_that_is_no_run_exits_3(
 @pytest.mark.docker
 def test_a_stored_invalid_run_replays_with_its_anomaly(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    first = _fencecheck(
+    first = fencecheck(
         "run",
         "--bug",
         "no-store-check",
@@ -111,7 +97,7 @@ def test_a_stored_invalid_run_replays_with_its_anomaly(tmp_path: Path) -> None:
     original = (store / "latest").resolve()
     assert "stale-write" in json.loads((original / "results.json").read_text())["anomaly_types"]
 
-    again = _fencecheck("replay", str(original), "--no-progress")
+    again = fencecheck("replay", str(original), "--no-progress")
     story = again.stdout + again.stderr[-2000:]
     assert again.returncode == EXIT_INVALID, story
     assert (

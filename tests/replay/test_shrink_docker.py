@@ -4,36 +4,23 @@ one or two, and the run that shows the minimal candidate replays it."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from harness.cli import EXIT_INVALID
+from tests.support.cli import fencecheck
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 
-_ROOT = Path(__file__).resolve().parents[2]
 _BUDGET = 10
 """Candidate runs: a few seconds each once the first drops have shortened the run."""
-
-
-def _fencecheck(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "harness", *args],
-        capture_output=True,
-        text=True,
-        cwd=_ROOT,
-        timeout=600,
-        check=False,
-    )
 
 
 def test_a_planted_bug_run_shrinks_to_at_most_two_windows(tmp_path: Path) -> None:
     store = tmp_path / "store"
     # seed 2 with a 0.5 s lease draws 9 windows over 25 s, pauses of 0.15, 0.8, 3 and 8 TTLs
-    first = _fencecheck(
+    first = fencecheck(
         "run",
         "--bug",
         "no-store-check",
@@ -52,7 +39,7 @@ def test_a_planted_bug_run_shrinks_to_at_most_two_windows(tmp_path: Path) -> Non
     windows = json.loads((original / "test.json").read_text())["schedule"]["windows"]
     assert len(windows) >= 8
 
-    shrunk = _fencecheck("shrink", str(original), "--budget", str(_BUDGET), "--no-progress")
+    shrunk = fencecheck("shrink", str(original), "--budget", str(_BUDGET), "--no-progress")
     story = shrunk.stdout + shrunk.stderr[-3000:]
     assert shrunk.returncode == EXIT_INVALID, story
     result = json.loads((original / "shrunk.json").read_text())
