@@ -7,6 +7,7 @@ from pathlib import Path
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
 
 from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_VALID, cli
@@ -87,10 +88,16 @@ def sweep_command(
 
     def on_run(cell: Cell) -> None:
         nonlocal done
-        done += 1
+        # A refused cell's seeds all go at once: none of them runs.
+        done += len(grid.seeds) if cell.refused else 1
+        found = (
+            f"refused: {escape(cell.refused)}"
+            if cell.refused
+            else f"{cell.shown()} with a stale write"
+        )
         console.print(
             f"[bold]{done}/{total}[/] {cell.variant.label}, TTL {cell.ttl:g} s, "
-            f"pause {cell.multiple:g} x TTL: {cell.shown()} with a stale write"
+            f"pause {cell.multiple:g} x TTL: {found}"
         )
 
     cells = run_sweep(grid, runner, store, on_run)

@@ -428,6 +428,7 @@ def _exercise(
         try:
             processes = {target.role: target.daemon for target in deployment.targets}
             processes["worker"] = AGENT_DAEMON
+            # A given schedule (a replay's) already names the daemons its faults aim at.
             if not fixed:
                 schedule = _schedule(
                     spec, {n.name: n.role for n in nodes.values()}, lease_ttl, processes

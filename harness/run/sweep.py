@@ -123,7 +123,8 @@ def run_sweep(
     store: Path,
     on_run: Callable[[Cell], None] | None = None,
 ) -> list[Cell]:
-    """Run every cell of ``grid`` (storing runs under ``store``) and count its stale writes."""
+    """Run every cell of ``grid`` (storing runs under ``store``) and count its stale writes;
+    ``on_run(cell)`` follows each run, and each refused cell."""
     cells = []
     for variant in grid.variants:
         for ttl in grid.ttls:
@@ -135,6 +136,8 @@ def run_sweep(
                         outcome = runner(spec)
                     except RunError as problem:
                         cell.refused = str(problem)
+                        if on_run is not None:
+                            on_run(cell)
                         break  # every seed of the cell is refused for the same reason
                     finding = finding_of(outcome.run_dir)
                     cell.runs += 1
