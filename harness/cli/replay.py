@@ -25,8 +25,14 @@ __all__ = ["replay_command"]
     default=None,
     help="Store the replay here (default: the original run's store).",
 )
+@click.option(
+    "--pin",
+    is_flag=True,
+    help="Aim each holder (or lock-leader) window at the node it landed on the first time, "
+    "instead of whoever holds the lease (or leads) when it opens in the replay.",
+)
 @click.option("--no-progress", is_flag=True, help="No live display (CI logs).")
-def replay_command(run_dir: Path, store: Path | None, no_progress: bool) -> None:
+def replay_command(run_dir: Path, store: Path | None, pin: bool, no_progress: bool) -> None:
     """Run RUN_DIR (e.g. store/latest) again: same spec, seed and fault windows.
 
     Prints whether the verdict and the anomaly types reproduced. Exit code: the replay's
@@ -45,6 +51,7 @@ def replay_command(run_dir: Path, store: Path | None, no_progress: bool) -> None
             console=console,
             progress=not no_progress and console.is_terminal,
             store=store,
+            pin=pin,
         )
         publish(done.outcome.run_dir)
     except (ReplayError, RunError, StoreError) as problem:

@@ -2,9 +2,11 @@
 
 The seed fixes the holders' operation choices and the recorded schedule fixes the fault windows
 (start, length, kind, targets); a symbolic ``holder`` target still lands on whoever holds the
-lease when the window opens, as it did the first time. Timing on a real cluster is not
-deterministic, so a replay says whether the verdict and the anomaly types came back rather than
-assuming they will. :mod:`harness.run.shrink` replays modified schedules the same way.
+lease when the window opens, as it did the first time. :func:`pinned` instead aims each window
+at the very nodes it landed on in the original run, read from its history. Timing on a real
+cluster is not deterministic, so a replay says whether the verdict and the anomaly types came
+back rather than assuming they will. :mod:`harness.run.shrink` replays modified schedules the
+same way.
 """
 
 from __future__ import annotations
@@ -14,13 +16,23 @@ from pathlib import Path
 
 from rich.console import Console
 
+from harness.history import NEMESIS, HistoryError, read_history
 from harness.run.record import RunRecord
 from harness.run.runner import RunOutcome, run_test
 from harness.run.store import RunDir, open_run_dir
 from harness.run.summary import Verdict, summarize
 from nemeses import NemesisError, Schedule
 
-__all__ = ["Finding", "Replay", "ReplayError", "StoredRun", "finding_of", "load_run", "replay"]
+__all__ = [
+    "Finding",
+    "Replay",
+    "ReplayError",
+    "StoredRun",
+    "finding_of",
+    "load_run",
+    "pinned",
+    "replay",
+]
 
 
 class ReplayError(ValueError):
@@ -114,22 +126,51 @@ def load_run(path: str | Path) -> StoredRun:
     return StoredRun(run, record, schedule, finding)
 
 
+def pinned(stored: StoredRun) -> Schedule:
+    """``stored``'s schedule with each window aimed at the nodes it landed on in the original run
+    (the holder or lock leader of that moment), as its history's ``start-<kind>`` event records.
+
+    Partitions keep their symbolic targets (their drops are worked out from them), and so does a
+    window that never started or whose fault was not applied.
+    """
+    landed: dict[int, tuple[str, ...]] = {}
+    try:
+        for event in read_history(stored.run.history):
+            value = event.value
+            if event.process != NEMESIS or value.get("applied") is False:
+                continue
+            window, targets = value.get("id"), value.get("targets")
+            if isinstance(window, int) and isinstance(targets, list):
+                landed.setdefault(window, tuple(str(t) for t in targets))
+    except (OSError, HistoryError) as problem:
+        raise ReplayError(f"cannot read {stored.run.history}: {problem}") from None
+    windows = tuple(
+        replace(w, targets=landed[w.index])
+        if (w.wants_holder or w.wants_leader) and w.kind != "partition" and w.index in landed
+        else w
+        for w in stored.schedule.windows
+    )
+    return replace(stored.schedule, windows=windows)
+
+
 def replay(
     stored: StoredRun,
     *,
     console: Console | None = None,
     progress: bool = False,
     store: Path | None = None,
+    pin: bool = False,
 ) -> Replay:
     """Run ``stored``'s spec again with its seed and recorded schedule (into ``store``, by
-    default the original's store) and compare the findings. Raises
-    :class:`harness.run.runner.RunError` when the run cannot start."""
+    default the original's store; with ``pin``, each window on the nodes it landed on, see
+    :func:`pinned`) and compare the findings. Raises :class:`harness.run.runner.RunError` when
+    the run cannot start."""
     spec = replace(stored.record.spec, store=store or stored.store)
     outcome = run_test(
         spec,
         console=console,
         progress=progress,
-        command=["fencecheck", "replay", str(stored.run.path)],
-        schedule=stored.schedule,
+        command=["fencecheck", "replay", *(["--pin"] if pin else []), str(stored.run.path)],
+        schedule=pinned(stored) if pin else stored.schedule,
     )
     return Replay(stored.finding, finding_of(outcome.run_dir), outcome)
