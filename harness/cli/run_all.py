@@ -8,7 +8,9 @@ came out as expected, else the worst surprise: 3 a run crashed, 2 a run was unkn
 from __future__ import annotations
 
 import json
+import threading
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -28,8 +30,10 @@ from harness.run.matrix import (
     MatrixResult,
     entries_from,
     load_matrix,
+    parse_shard,
     tally,
 )
+from harness.run.matrix import shard as shard_of
 from harness.run.runner import RunError, RunOutcome, run_test
 from harness.run.spec import TestSpec
 from harness.run.store import StoreError, check_output_file, check_store
@@ -56,32 +60,71 @@ def run_matrix(
     console: Console,
     *,
     fail_fast: bool = False,
+    parallel: int = 1,
 ) -> list[MatrixResult]:
-    """Carry out every entry in order; a crash is recorded and the matrix goes on.
+    """Carry out every entry, ``parallel`` at a time; a crash is recorded and the matrix goes on.
 
-    Stops early after an interrupted run (Ctrl-C, SIGTERM), or after the first unexpected result
-    with ``fail_fast``.
+    Results come in matrix order. Stops starting runs after an interrupted run (Ctrl-C, SIGTERM),
+    or after the first unexpected result with ``fail_fast``. With ``parallel`` above 1 the runs
+    go in threads, each on its own cluster and network; only the main thread handles signals,
+    so Ctrl-C there starts no further run and waits for the running ones to end (each heals and
+    removes its cluster at its time limit).
     """
-    results: list[MatrixResult] = []
-    for number, entry in enumerate(entries, 1):
-        console.rule(
-            f"[bold]{number}/{len(entries)}[/] {escape(entry.label)}  expect {entry.expect}"
-        )
-        try:
-            outcome = runner(entry.spec)
-        except RunError as problem:
-            results.append(MatrixResult(entry, None, str(problem)))
-        except Exception as problem:  # one crashed run must not lose the others' results
-            results.append(MatrixResult(entry, None, f"{type(problem).__name__}: {problem}"))
-        else:
-            results.append(MatrixResult(entry, summarize(outcome.run_dir)))
-            if outcome.interrupted:
-                console.print("[yellow]interrupted: the remaining runs are skipped[/]")
+    if parallel <= 1:
+        results: list[MatrixResult] = []
+        for position, entry in enumerate(entries, 1):
+            result, stop = _run_entry(
+                entry, f"{position}/{len(entries)}", runner, console, fail_fast
+            )
+            results.append(result)
+            if stop:
                 break
-        if fail_fast and results[-1].mismatch is not None:
-            console.print("[yellow]--fail-fast: stopping at the first unexpected result[/]")
-            break
-    return results
+        return results
+    stopping = threading.Event()
+
+    def job(position: str, entry: MatrixEntry) -> MatrixResult | None:
+        if stopping.is_set():
+            return None
+        result, stop = _run_entry(entry, position, runner, console, fail_fast)
+        if stop:
+            stopping.set()
+        return result
+
+    with ThreadPoolExecutor(parallel, thread_name_prefix="matrix") as pool:
+        futures = [
+            pool.submit(job, f"{position}/{len(entries)}", entry)
+            for position, entry in enumerate(entries, 1)
+        ]
+        try:
+            done = [future.result() for future in futures]
+        except KeyboardInterrupt:
+            stopping.set()
+            console.print("[yellow]interrupted: waiting for the running runs to end[/]")
+            done = [future.result() for future in futures]
+    return [result for result in done if result is not None]
+
+
+def _run_entry(
+    entry: MatrixEntry, position: str, runner: Runner, console: Console, fail_fast: bool
+) -> tuple[MatrixResult, bool]:
+    """Carry out one entry (``position`` is ``"3/8"``); also whether the matrix should start
+    no further run."""
+    console.rule(f"[bold]{position}[/] {escape(entry.label)}  expect {entry.expect}")
+    try:
+        outcome = runner(entry.spec)
+    except RunError as problem:
+        result = MatrixResult(entry, None, str(problem))
+    except Exception as problem:  # one crashed run must not lose the others' results
+        result = MatrixResult(entry, None, f"{type(problem).__name__}: {problem}")
+    else:
+        result = MatrixResult(entry, summarize(outcome.run_dir))
+        if outcome.interrupted:
+            console.print("[yellow]interrupted: the remaining runs are skipped[/]")
+            return result, True
+    if fail_fast and result.mismatch is not None:
+        console.print("[yellow]--fail-fast: stopping at the first unexpected result[/]")
+        return result, True
+    return result, False
 
 
 def _table(results: Sequence[MatrixResult]) -> Table:
@@ -100,7 +143,8 @@ def _table(results: Sequence[MatrixResult]) -> Table:
     for column in columns:
         table.add_column(column)
     table.add_column("report / problem", overflow="fold")
-    for number, result in enumerate(results, 1):
+    for position, result in enumerate(results, 1):
+        number = result.entry.number or position
         spec = result.entry.spec
         verdict = result.verdict
         mismatch = result.mismatch
@@ -230,6 +274,19 @@ def _entries(
 @click.option("--no-progress", is_flag=True, help="No live display (CI logs).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first unexpected result.")
 @click.option("--dry-run", is_flag=True, help="Print the runs and expectations; run nothing.")
+@click.option(
+    "--shard",
+    default=None,
+    metavar="I/N",
+    help="Run only shard I of N (rows dealt round-robin by row number), e.g. one per CI job.",
+)
+@click.option(
+    "--parallel",
+    type=click.IntRange(1, 16),
+    default=1,
+    show_default=True,
+    help="Runs side by side, each on its own cluster and network (no live display then).",
+)
 def run_all(
     matrix: Path | None,
     systems: tuple[str, ...],
@@ -247,6 +304,8 @@ def run_all(
     no_progress: bool,
     fail_fast: bool,
     dry_run: bool,
+    shard: str | None,
+    parallel: int,
 ) -> None:
     """Run a matrix of tests (from --matrix, or the product of --system, --bugs, --nemesis).
 
@@ -264,10 +323,12 @@ def run_all(
     overrides["store"] = str(store)
     try:
         entries = _entries(matrix, systems, bug_sets, nemesis_sets, expect, overrides)
+        if shard is not None:
+            entries = shard_of(entries, *parse_shard(shard))
         if dry_run:
-            for number, entry in enumerate(entries, 1):
+            for entry in entries:
                 seed = entry.spec.seed
-                click.echo(f"{number}. {entry.label}  seed {seed}  expect {entry.expect}")
+                click.echo(f"{entry.number}. {entry.label}  seed {seed}  expect {entry.expect}")
             return
         if junit_xml is not None:
             check_output_file(junit_xml, "--junit-xml")
@@ -276,14 +337,15 @@ def run_all(
     except (MatrixError, StoreError) as problem:
         raise click.ClickException(str(problem)) from None
     console = Console(stderr=True)
-    show_progress = not no_progress and console.is_terminal
+    # Live displays of runs in several threads would overwrite one another.
+    show_progress = not no_progress and console.is_terminal and parallel == 1
 
     def runner(spec: TestSpec) -> RunOutcome:
         outcome = run_test(spec, console=console, progress=show_progress)
         publish(outcome.run_dir)
         return outcome
 
-    results = run_matrix(entries, runner, console, fail_fast=fail_fast)
+    results = run_matrix(entries, runner, console, fail_fast=fail_fast, parallel=parallel)
     # CI logs are no terminal: rich would squeeze the table into 80 columns.
     wide = console if console.is_terminal else Console(stderr=True, width=_LOG_WIDTH)
     wide.print(_table(results))

@@ -32,7 +32,7 @@ import json
 import os
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import Any, Final, Literal, cast
 
@@ -52,6 +52,8 @@ __all__ = [
     "MatrixResult",
     "entries_from",
     "load_matrix",
+    "parse_shard",
+    "shard",
     "tally",
 ]
 
@@ -118,10 +120,12 @@ class Expectation:
 
 @dataclass(frozen=True, slots=True)
 class MatrixEntry:
-    """One run of a matrix: its spec and what it should find."""
+    """One run of a matrix: its spec, what it should find, and its row number in the matrix
+    (1-based, in the order runs then cross; a shard keeps the numbers of the whole matrix)."""
 
     spec: TestSpec
     expect: Expectation
+    number: int = 0
 
     @property
     def label(self) -> str:
@@ -302,7 +306,7 @@ def entries_from(
         entries.extend(_crossed(cross, defaults, overrides, f"{source} cross"))
     if not entries:
         raise MatrixError(f"{source}: no runs; add a 'runs' list or a 'cross' object")
-    return entries
+    return [replace(entry, number=n) for n, entry in enumerate(entries, 1)]
 
 
 def _crossed(
@@ -338,6 +342,28 @@ def load_matrix(
         kind = "TOML" if file.suffix == ".toml" else "JSON"
         raise MatrixError(f"matrix {file} is not valid {kind}: {problem}") from None
     return entries_from(data, str(file), overrides)
+
+
+def parse_shard(text: str) -> tuple[int, int]:
+    """``"2/4"`` -> ``(2, 4)``: the second of four shards; raises :class:`MatrixError` otherwise."""
+    index, slash, count = text.partition("/")
+    try:
+        shard_index, shard_count = int(index), int(count)
+    except ValueError:
+        shard_index = shard_count = 0
+    if not slash or not 1 <= shard_index <= shard_count:
+        raise MatrixError(
+            f"--shard {text!r}: give I/N with 1 <= I <= N, e.g. --shard 2/4 (the second of four)"
+        )
+    return shard_index, shard_count
+
+
+def shard(entries: Sequence[MatrixEntry], index: int, count: int) -> list[MatrixEntry]:
+    """Shard ``index`` of ``count`` (1-based): the rows whose number, less one, is ``index - 1``
+    modulo ``count``. Dealt round-robin by row number, so the split depends only on the matrix,
+    the shards together hold every row exactly once, and neighbouring rows (often one system's
+    slow runs) land on different machines."""
+    return [entry for entry in entries if (entry.number - 1) % count == index - 1]
 
 
 def tally(results: Sequence[MatrixResult]) -> tuple[int, int, int]:

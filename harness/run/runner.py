@@ -112,9 +112,10 @@ def run_test(
     keep_cluster: bool = False,
     command: Sequence[str] | None = None,
     hosts: HostsFile | None = None,
+    schedule: Schedule | None = None,
 ) -> RunOutcome:
     """Carry out ``spec`` on a fresh Docker cluster (or on ``hosts``) and return the checked
-    outcome.
+    outcome. ``schedule`` (a replay's or a shrink candidate's) is played instead of the seed's.
 
     Raises :class:`RunError` for a spec that cannot run (nothing is started then). Once the run
     directory exists, failures, interruptions and a full disk still end in a checked history.
@@ -145,7 +146,8 @@ def run_test(
         )
     roles = {node.name: node.role for node in nodes}
     ttl = lease_ttl_of(system, config)
-    schedule = _schedule(spec, roles, ttl)
+    fixed = schedule is not None
+    schedule = schedule if schedule is not None else _schedule(spec, roles, ttl)
     shortfall = unexposed(spec, schedule, roles, switches_of(system))
     if shortfall is not None:
         raise RunError(shortfall)
@@ -188,6 +190,7 @@ def run_test(
                         inventory,
                         workload,
                         schedule,
+                        fixed,
                         running,
                         state,
                         progress,
@@ -401,6 +404,7 @@ def _exercise(
     inventory: Sequence[Sink],
     workload: Workload,
     schedule: Schedule,
+    fixed: bool,
     nodes: Mapping[str, Node],
     state: _RunState,
     progress: bool,
@@ -424,9 +428,11 @@ def _exercise(
         try:
             processes = {target.role: target.daemon for target in deployment.targets}
             processes["worker"] = AGENT_DAEMON
-            schedule = _schedule(
-                spec, {n.name: n.role for n in nodes.values()}, lease_ttl, processes
-            )
+            # A given schedule (a replay's) already names the daemons its faults aim at.
+            if not fixed:
+                schedule = _schedule(
+                    spec, {n.name: n.role for n in nodes.values()}, lease_ttl, processes
+                )
             state.record.schedule = schedule.to_json()
             state.save()
             options = _options(spec, inventory)

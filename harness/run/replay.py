@@ -1,0 +1,176 @@
+"""Replaying a stored run: the same spec, seed and fault schedule, on a fresh cluster.
+
+The seed fixes the holders' operation choices and the recorded schedule fixes the fault windows
+(start, length, kind, targets); a symbolic ``holder`` target still lands on whoever holds the
+lease when the window opens, as it did the first time. :func:`pinned` instead aims each window
+at the very nodes it landed on in the original run, read from its history. Timing on a real
+cluster is not deterministic, so a replay says whether the verdict and the anomaly types came
+back rather than assuming they will. :mod:`harness.run.shrink` replays modified schedules the
+same way.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from rich.console import Console
+
+from harness.history import NEMESIS, HistoryError, read_history
+from harness.run.record import RunRecord
+from harness.run.runner import RunOutcome, run_test
+from harness.run.store import RunDir, open_run_dir
+from harness.run.summary import Verdict, summarize
+from nemeses import NemesisError, Schedule
+
+__all__ = [
+    "Finding",
+    "Replay",
+    "ReplayError",
+    "StoredRun",
+    "finding_of",
+    "load_run",
+    "pinned",
+    "replay",
+]
+
+
+class ReplayError(ValueError):
+    """A run that cannot be replayed; the message names the problem and the fix."""
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """What the checker said about one run: its verdict and the anomaly types that decided it."""
+
+    verdict: Verdict
+    anomaly_types: tuple[str, ...]
+
+    def __str__(self) -> str:
+        found = f" ({', '.join(self.anomaly_types)})" if self.anomaly_types else ""
+        return f"{self.verdict}{found}"
+
+
+@dataclass(frozen=True, slots=True)
+class StoredRun:
+    """A stored run read back for replaying: its folder, record, schedule and finding."""
+
+    run: RunDir
+    record: RunRecord
+    schedule: Schedule
+    finding: Finding
+
+    @property
+    def store(self) -> Path:
+        """The store the run lives in (``<store>/<test>/<timestamp>``): replays go there too."""
+        return self.run.path.parent.parent
+
+
+@dataclass(frozen=True, slots=True)
+class Replay:
+    """A replay's outcome beside the original run's finding."""
+
+    original: Finding
+    again: Finding
+    outcome: RunOutcome
+
+    @property
+    def verdict_reproduced(self) -> bool:
+        """The replay reached the original verdict."""
+        return self.again.verdict == self.original.verdict
+
+    @property
+    def anomalies_reproduced(self) -> bool:
+        """The replay found exactly the original anomaly types."""
+        return set(self.again.anomaly_types) == set(self.original.anomaly_types)
+
+    @property
+    def reproduced(self) -> bool:
+        """Both the verdict and the anomaly types came back (and the replay did not break off)."""
+        return (
+            self.outcome.error is None
+            and not self.outcome.interrupted
+            and self.verdict_reproduced
+            and self.anomalies_reproduced
+        )
+
+
+def finding_of(run: RunDir) -> Finding:
+    """The verdict and anomaly types ``results.json`` of ``run`` records."""
+    summary = summarize(run)
+    return Finding(summary.verdict, summary.anomaly_types)
+
+
+def load_run(path: str | Path) -> StoredRun:
+    """Read a run directory for replaying; raises :class:`ReplayError` naming what is missing."""
+    try:
+        run = open_run_dir(path)
+        record = RunRecord.from_json(run.read_test())
+    except (OSError, ValueError) as problem:
+        raise ReplayError(f"cannot read the run {path}: {problem}") from None
+    if not record.schedule:
+        raise ReplayError(
+            f"{run.test_json} records no fault schedule (the run broke off before it was drawn); "
+            "rerun its command instead: " + record.command
+        )
+    try:
+        schedule = Schedule.from_json(record.schedule)
+    except NemesisError as problem:
+        raise ReplayError(f"{run.test_json}: {problem}") from None
+    finding = finding_of(run)
+    if finding.verdict == "unchecked":
+        raise ReplayError(
+            f"{path} was never checked, so there is nothing to compare a replay with; "
+            f"run `fencecheck analyze {path}` first"
+        )
+    return StoredRun(run, record, schedule, finding)
+
+
+def pinned(stored: StoredRun) -> Schedule:
+    """``stored``'s schedule with each window aimed at the nodes it landed on in the original run
+    (the holder or lock leader of that moment), as its history's ``start-<kind>`` event records.
+
+    Partitions keep their symbolic targets (their drops are worked out from them), and so does a
+    window that never started or whose fault was not applied.
+    """
+    landed: dict[int, tuple[str, ...]] = {}
+    try:
+        for event in read_history(stored.run.history):
+            value = event.value
+            if event.process != NEMESIS or value.get("applied") is False:
+                continue
+            window, targets = value.get("id"), value.get("targets")
+            if isinstance(window, int) and isinstance(targets, list):
+                landed.setdefault(window, tuple(str(t) for t in targets))
+    except (OSError, HistoryError) as problem:
+        raise ReplayError(f"cannot read {stored.run.history}: {problem}") from None
+    windows = tuple(
+        replace(w, targets=landed[w.index])
+        if (w.wants_holder or w.wants_leader) and w.kind != "partition" and w.index in landed
+        else w
+        for w in stored.schedule.windows
+    )
+    return replace(stored.schedule, windows=windows)
+
+
+def replay(
+    stored: StoredRun,
+    *,
+    console: Console | None = None,
+    progress: bool = False,
+    store: Path | None = None,
+    pin: bool = False,
+) -> Replay:
+    """Run ``stored``'s spec again with its seed and recorded schedule (into ``store``, by
+    default the original's store; with ``pin``, each window on the nodes it landed on, see
+    :func:`pinned`) and compare the findings. Raises :class:`harness.run.runner.RunError` when
+    the run cannot start."""
+    spec = replace(stored.record.spec, store=store or stored.store)
+    outcome = run_test(
+        spec,
+        console=console,
+        progress=progress,
+        command=["fencecheck", "replay", *(["--pin"] if pin else []), str(stored.run.path)],
+        schedule=pinned(stored) if pin else stored.schedule,
+    )
+    return Replay(stored.finding, finding_of(outcome.run_dir), outcome)

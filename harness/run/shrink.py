@@ -1,0 +1,371 @@
+"""Shrinking a failing run to the few faults that matter (delta debugging over its schedule).
+
+A red run's schedule is data, so fencecheck can do what a person otherwise does by luck: run
+smaller variants of it and keep each one that still shows the anomaly. The steps, each a series
+of candidates, each candidate one real run (a replay with a modified schedule or spec):
+
+1. drop windows: keep either half while one still fails, then try without each window in turn;
+2. shorten each window, halving its length while the anomaly still shows;
+3. reduce the workers one at a time.
+
+In every candidate the remaining windows move up to close the gaps that dropped or shortened ones
+leave (each keeps the recovery gap it had before it), and the run ends a little after the last
+window: the time after it only costs run time, and shorter candidates make the search cheaper.
+A failure that needs a window at its original moment therefore resists dropping what precedes
+it; the search then keeps those windows rather than claim a smaller reproduction.
+
+Most failures need three events or fewer (Yuan et al., OSDI '14), so the result is usually one
+or two windows. A candidate is kept when at least one of its ``tries`` runs shows the anomaly
+type; timing on a real cluster varies, so a candidate that fails once may be a false negative and
+the result is a local minimum, not a proof. The run budget bounds the whole search.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Final
+
+from rich.console import Console
+
+from harness.run.record import RunRecord
+from harness.run.replay import Finding, StoredRun, finding_of
+from harness.run.runner import RunError, run_test
+from harness.run.spec import TestSpec
+from harness.run.store import RunDir
+from nemeses import Schedule, Window
+from systems import AdapterError, load_system, topology
+
+__all__ = [
+    "Attempt",
+    "Candidate",
+    "Runner",
+    "Shrunk",
+    "Trial",
+    "cluster_runner",
+    "shrink",
+]
+
+_SHORTEST_TTL: Final = 0.1
+"""Windows are not halved below this many TTLs: a shorter fault tests nothing a lease notices."""
+_TAIL_TTL: Final = 2.0
+"""A candidate ends this many TTLs after its last window (the stale write comes on resuming)..."""
+_TAIL_S: Final = 1.0
+"""...plus this many seconds, for the write the resumed holder was about to make."""
+_DEFAULT_BUDGET: Final = 20
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """A spec and the windows to play over it (a shrink's unit of search)."""
+
+    spec: TestSpec
+    windows: tuple[Window, ...]
+
+    def schedule(self, lease_ttl_ns: int) -> Schedule:
+        """The schedule to play: the windows over the spec's time limit."""
+        return Schedule(
+            self.spec.seed, lease_ttl_ns, round(self.spec.time_limit * 1e9), self.windows
+        )
+
+
+@dataclass(frozen=True, slots=True)
+class Attempt:
+    """One run of a candidate: what it found, or why it could not run (nothing started then)."""
+
+    finding: Finding | None
+    run_dir: Path | None
+    problem: str | None = None
+    interrupted: bool = False
+
+
+Runner = Callable[[TestSpec, Schedule], Attempt]
+"""Runs a spec with a given schedule: :func:`cluster_runner` in real use."""
+
+
+@dataclass(frozen=True, slots=True)
+class Trial:
+    """A candidate tried during a shrink: which step, what it was, and whether it was kept."""
+
+    step: str
+    candidate: Candidate
+    attempts: tuple[Attempt, ...]
+    kept: bool
+
+
+@dataclass(frozen=True, slots=True)
+class Shrunk:
+    """A shrink's result: the smallest candidate that still showed ``anomaly``, the run that
+    showed it (``evidence``; the original run when nothing smaller did) and what it cost."""
+
+    anomaly: str
+    original: Candidate
+    minimal: Candidate
+    evidence: Path
+    command: str
+    """The minimal spec as a ``fencecheck run`` command line (its seed draws its own windows)."""
+    runs: int
+    trials: tuple[Trial, ...]
+    budget: int
+    interrupted: bool = False
+
+    @property
+    def replay_command(self) -> str:
+        """The one-line reproduction: a replay of the run that showed the minimal candidate."""
+        return f"fencecheck replay {self.evidence}"
+
+    @property
+    def matrix_row(self) -> dict[str, Any]:
+        """The minimal spec as a ``run-all`` matrix row expecting the anomaly.
+
+        A row carries a spec, not windows: its seed draws a schedule of the shrunk fault lengths
+        over the shrunk time limit, close to the minimal one but not the same windows.
+        """
+        spec, default = self.minimal.spec.to_json(), TestSpec(seed=0).to_json()
+        row = {
+            key: value
+            for key, value in spec.items()
+            if key not in ("store", "name", "test_name") and value != default[key]
+        }
+        row["seed"] = self.minimal.spec.seed
+        return {**row, "expect": "invalid", "expect_anomalies": [self.anomaly]}
+
+    def to_json(self) -> dict[str, Any]:
+        """What ``shrunk.json`` holds."""
+        ttl_ns = round(self.minimal.spec.ttl * 1e9)
+        return {
+            "anomaly": self.anomaly,
+            "runs": self.runs,
+            "budget": self.budget,
+            "interrupted": self.interrupted,
+            "windows_before": len(self.original.windows),
+            "windows_after": len(self.minimal.windows),
+            "workers_before": self.original.spec.workers,
+            "workers_after": self.minimal.spec.workers,
+            "time_limit_before": self.original.spec.time_limit,
+            "time_limit_after": self.minimal.spec.time_limit,
+            "replay": self.replay_command,
+            "command": self.command,
+            "evidence": str(self.evidence),
+            "spec": self.minimal.spec.to_json(),
+            "schedule": self.minimal.schedule(ttl_ns).to_json(),
+            "matrix_row": self.matrix_row,
+            "trials": [
+                {
+                    "step": trial.step,
+                    "windows": [w.index for w in trial.candidate.windows],
+                    "kept": trial.kept,
+                    "runs": [str(a.run_dir) if a.run_dir else a.problem for a in trial.attempts],
+                }
+                for trial in self.trials
+            ],
+        }
+
+
+def cluster_runner(console: Console, store: Path) -> Runner:
+    """Run candidates on fresh clusters, storing them under ``store``."""
+
+    def run(spec: TestSpec, schedule: Schedule) -> Attempt:
+        try:
+            outcome = run_test(
+                replace(spec, store=store), console=console, progress=False, schedule=schedule
+            )
+        except RunError as problem:
+            return Attempt(None, None, str(problem))
+        return Attempt(
+            finding_of(outcome.run_dir), outcome.run_dir.path, interrupted=outcome.interrupted
+        )
+
+    return run
+
+
+def shrink(
+    stored: StoredRun,
+    runner: Runner,
+    *,
+    anomaly: str | None = None,
+    budget: int = _DEFAULT_BUDGET,
+    tries: int = 1,
+    on_trial: Callable[[Trial, int], None] | None = None,
+) -> Shrunk:
+    """Shrink ``stored`` (an invalid run) to the smallest candidate that still shows ``anomaly``
+    (default: its first anomaly type), running at most ``budget`` candidates, each up to
+    ``tries`` times. ``on_trial(trial, runs so far)`` follows the progress. Raises
+    ``ValueError`` when the run shows no such anomaly."""
+    found = stored.finding.anomaly_types
+    target = anomaly or (found[0] if found else None)
+    if target is None or target not in found:
+        raise ValueError(
+            f"{stored.run.path} shows {stored.finding}; shrink needs an invalid run and an "
+            f"anomaly it shows ({', '.join(found) or 'none'})"
+        )
+    search = _Search(stored, runner, target, budget, tries, on_trial)
+    search.run()
+    return Shrunk(
+        anomaly=target,
+        original=search.original,
+        minimal=search.best,
+        evidence=search.evidence,
+        command=_command_of(search.evidence),
+        runs=search.runs,
+        trials=tuple(search.trials),
+        budget=budget,
+        interrupted=search.interrupted,
+    )
+
+
+class _Search:
+    """The state of one shrink: the best candidate so far and the runs spent."""
+
+    def __init__(
+        self,
+        stored: StoredRun,
+        runner: Runner,
+        anomaly: str,
+        budget: int,
+        tries: int,
+        on_trial: Callable[[Trial, int], None] | None,
+    ) -> None:
+        self.original = Candidate(stored.record.spec, stored.schedule.windows)
+        self.best = self.original
+        self.evidence = stored.run.path
+        self.ttl_ns = stored.schedule.lease_ttl_ns
+        windows = stored.schedule.windows
+        self.lead_in_ns = windows[0].start_ns if windows else 0
+        self.gaps = {
+            later.index: later.start_ns - earlier.end_ns
+            for earlier, later in itertools.pairwise(windows)
+        }
+        self.runner, self.anomaly, self.budget, self.tries = runner, anomaly, budget, max(1, tries)
+        self.on_trial = on_trial
+        self.runs = 0
+        self.trials: list[Trial] = []
+        self.interrupted = False
+
+    @property
+    def spent(self) -> bool:
+        """No runs left, or the user stopped the shrink."""
+        return self.runs >= self.budget or self.interrupted
+
+    def run(self) -> None:
+        """The steps of the module documentation, in order, until the budget is spent."""
+        self._drop_halves()
+        self._drop_each()
+        self._shorten()
+        self._fewer_workers()
+
+    def attempt(self, step: str, candidate: Candidate) -> bool:
+        """Run ``candidate``; make it the best when it shows the anomaly."""
+        if self.spent:
+            return False
+        attempts: list[Attempt] = []
+        kept = False
+        for _ in range(self.tries):
+            if self.spent:
+                break
+            attempt = self.runner(candidate.spec, candidate.schedule(self.ttl_ns))
+            attempts.append(attempt)
+            if attempt.run_dir is not None:
+                self.runs += 1
+            if attempt.interrupted:
+                self.interrupted = True
+            finding = attempt.finding
+            if finding is not None and self.anomaly in finding.anomaly_types:
+                kept = True
+                self.best = candidate
+                assert attempt.run_dir is not None
+                self.evidence = attempt.run_dir
+                break
+            if attempt.run_dir is None:
+                break  # it could not start: another try would not either
+        trial = Trial(step, candidate, tuple(attempts), kept)
+        self.trials.append(trial)
+        if self.on_trial is not None:
+            self.on_trial(trial, self.runs)
+        return kept
+
+    def layout(self, spec: TestSpec, windows: Sequence[Window]) -> Candidate:
+        """``windows`` (in schedule order) moved up to close the gaps dropped windows leave, each
+        after the recovery gap it had, and the run ended a little after the last one."""
+        placed: list[Window] = []
+        for window in windows:
+            at = placed[-1].end_ns + self.gaps[window.index] if placed else self.lead_in_ns
+            placed.append(replace(window, start_ns=at))
+        end = (placed[-1].end_ns / 1e9 if placed else 0.0) + _TAIL_TTL * spec.ttl + _TAIL_S
+        limit = min(self.original.spec.time_limit, max(spec.ttl, math.ceil(end * 10) / 10))
+        lengths = tuple(sorted({w.ttl_multiple for w in placed})) or spec.fault_lengths
+        return Candidate(replace(spec, time_limit=limit, fault_lengths=lengths), tuple(placed))
+
+    def _drop_halves(self) -> None:
+        while len(self.best.windows) > 1 and not self.spent:
+            windows = self.best.windows
+            middle = len(windows) // 2
+            halves = (windows[:middle], windows[middle:])
+            spec = self.best.spec
+            if not any(self.attempt("drop half", self.layout(spec, h)) for h in halves):
+                return
+
+    def _drop_each(self) -> None:
+        for window in self.best.windows:
+            if self.spent:
+                return
+            rest = [w for w in self.best.windows if w.index != window.index]
+            if rest:
+                self.attempt(f"drop window {window.index}", self.layout(self.best.spec, rest))
+
+    def _shorten(self) -> None:
+        for index in [w.index for w in self.best.windows]:
+            while not self.spent:
+                current = next(w for w in self.best.windows if w.index == index)
+                multiple = current.ttl_multiple / 2
+                if multiple < _SHORTEST_TTL:
+                    break
+                shorter = replace(
+                    current, ttl_multiple=multiple, duration_ns=round(multiple * self.ttl_ns)
+                )
+                windows = [shorter if w.index == index else w for w in self.best.windows]
+                step = f"window {index} at {multiple:g} x TTL"
+                if not self.attempt(step, self.layout(self.best.spec, windows)):
+                    break
+
+    def _fewer_workers(self) -> None:
+        while self.best.spec.workers > 1 and not self.spent:
+            fewer = _with_workers(self.best, self.best.spec.workers - 1)
+            step = f"{fewer.spec.workers} worker(s)" if fewer else ""
+            if fewer is None or not self.attempt(step, fewer):
+                return
+
+
+def _with_workers(candidate: Candidate, workers: int) -> Candidate | None:
+    """``candidate`` on ``workers`` workers, or ``None`` when a window names a node that goes
+    (a holder window's fallback moves to a worker that stays)."""
+    spec = candidate.spec
+    try:
+        roles = load_system(spec.system).roles()
+        before = {name for name, role in topology(roles, spec.workers) if role == "worker"}
+        after = sorted(name for name, role in topology(roles, workers) if role == "worker")
+    except (LookupError, ValueError, AdapterError):
+        return None
+    gone = before - set(after)
+    if not gone:
+        return None
+    windows = []
+    for window in candidate.windows:
+        peers = window.params.get("peers") or ()
+        if gone & set(window.targets) or gone & set(peers):
+            return None
+        if window.fallback in gone:
+            window = replace(window, fallback=after[0])
+        windows.append(window)
+    return Candidate(replace(spec, workers=workers), tuple(windows))
+
+
+def _command_of(run: Path) -> str:
+    """The ``fencecheck run`` command line a run's ``test.json`` records."""
+    try:
+        return RunRecord.from_json(RunDir(run).read_test()).command
+    except (OSError, ValueError):
+        return ""

@@ -1,0 +1,145 @@
+"""The shrink search over a seeded schedule, with runs judged by a rule instead of a cluster.
+
+The rule is the one ``no-store-check`` obeys on a real cluster (a stale write needs a holder
+paused longer than its lease while another worker takes over), so these tests pin down the
+search itself: what it drops, shortens and lays out, what it counts, and that it stops at its
+budget. The Docker test in ``test_shrink_docker.py`` runs the same search on real clusters.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.history import Sink
+from harness.run.matrix import entries_from
+from harness.run.record import NodeEntry, RunRecord
+from harness.run.replay import Finding, load_run
+from harness.run.shrink import Attempt, Runner, shrink
+from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
+from harness.run.store import new_run_dir
+from nemeses import Schedule, generate_schedule
+
+_ROLES = {"l1": "lock", "s1": "store", "w1": "worker", "w2": "worker", "w3": "worker"}
+_TTL = 0.5
+
+
+def _stored(tmp_path: Path, verdict: bool = False) -> Path:
+    spec = RunSpec(
+        bugs=("no-store-check",), ttl=_TTL, time_limit=25.0, seed=2, store=tmp_path / "store"
+    )
+    schedule = generate_schedule(
+        spec.seed,
+        _ROLES,
+        lease_ttl_ns=round(_TTL * 1e9),
+        duration_ns=round(spec.time_limit * 1e9),
+        kinds=spec.nemeses,
+        processes={"worker": "agent"},
+    )
+    run = new_run_dir(spec.test_name, spec.store)
+    record = RunRecord(
+        spec=spec,
+        run_id="r",
+        started="2026-01-01T00:00:00+00:00",
+        command="fencecheck run",
+        lease_ttl=_TTL,
+        schedule=schedule.to_json(),
+        inventory=(Sink("store", True, "none", ""),),
+        topology=tuple(NodeEntry(name, role) for name, role in _ROLES.items()),
+    )
+    run.write_json(run.test_json, record.to_json())
+    anomalies = [] if verdict else ["stale-write"]
+    run.write_json(run.results, {"valid": verdict, "anomaly_types": anomalies})
+    return run.path
+
+
+class _Rule:
+    """A stale write shows when some holder pause outlasts the lease and two workers remain."""
+
+    def __init__(self, tmp_path: Path) -> None:
+        self.folder = tmp_path / "runs"
+        self.runs: list[tuple[RunSpec, Schedule]] = []
+
+    def __call__(self, spec: RunSpec, schedule: Schedule) -> Attempt:
+        self.runs.append((spec, schedule))
+        shows = spec.workers >= 2 and any(
+            w.kind == "pause" and w.duration_ns > schedule.lease_ttl_ns for w in schedule.windows
+        )
+        finding = Finding("invalid", ("stale-write",)) if shows else Finding("valid", ())
+        return Attempt(finding, self.folder / str(len(self.runs)))
+
+
+def test_many_windows_shrink_to_one_pause_just_over_the_lease(tmp_path: Path) -> None:
+    stored = load_run(_stored(tmp_path))
+    assert len(stored.schedule.windows) >= 8
+    rule = _Rule(tmp_path)
+    result = shrink(stored, rule, budget=30)
+
+    assert len(result.minimal.windows) == 1
+    (window,) = result.minimal.windows
+    assert window.kind == "pause"
+    assert 1 < window.ttl_multiple < 2  # 3 or 8 TTLs halved while still past the lease
+    assert result.minimal.spec.workers == 2
+    assert result.minimal.spec.fault_lengths == (window.ttl_multiple,)
+    # the window moved up to the original lead-in; the run ends a little after it
+    assert window.start_ns == stored.schedule.windows[0].start_ns
+    assert result.minimal.spec.time_limit < stored.record.spec.time_limit
+    assert result.minimal.spec.time_limit * 1e9 > window.end_ns
+    assert result.runs == len(rule.runs) <= 30
+    assert result.evidence == rule.folder / str(
+        max(n for n, t in enumerate(result.trials, 1) if t.kept)
+    )
+    assert result.replay_command == f"fencecheck replay {result.evidence}"
+
+
+def test_the_budget_bounds_the_runs_and_the_best_so_far_is_kept(tmp_path: Path) -> None:
+    stored = load_run(_stored(tmp_path))
+    rule = _Rule(tmp_path)
+    result = shrink(stored, rule, budget=2)
+    assert result.runs == len(rule.runs) == 2
+    kept = [t.candidate for t in result.trials if t.kept]
+    assert result.minimal == (kept[-1] if kept else result.original)
+    assert len(result.minimal.windows) < len(stored.schedule.windows)
+
+
+def test_a_candidate_that_cannot_start_costs_no_run(tmp_path: Path) -> None:
+    stored = load_run(_stored(tmp_path))
+    rule = _Rule(tmp_path)
+
+    def refuse_short(spec: RunSpec, schedule: Schedule) -> Attempt:
+        if not any(w.duration_ns > schedule.lease_ttl_ns for w in schedule.windows):
+            return Attempt(None, None, "--bug no-store-check cannot show in this run")
+        return rule(spec, schedule)
+
+    runner: Runner = refuse_short
+    result = shrink(stored, runner, budget=30)
+    refused = [t for t in result.trials if t.attempts[0].run_dir is None]
+    assert refused and not any(t.kept for t in refused)
+    assert result.runs == len(rule.runs)
+
+
+def test_the_matrix_row_is_a_loadable_row_expecting_the_anomaly(tmp_path: Path) -> None:
+    result = shrink(load_run(_stored(tmp_path)), _Rule(tmp_path), budget=30)
+    row = json.loads(json.dumps(result.matrix_row))
+    (entry,) = entries_from({"runs": [row]})
+    assert entry.expect.verdict == "invalid"
+    assert entry.expect.anomalies == ("stale-write",)
+    assert entry.spec.workers == result.minimal.spec.workers
+    assert entry.spec.time_limit == result.minimal.spec.time_limit
+    assert entry.spec.fault_lengths == result.minimal.spec.fault_lengths
+    assert entry.spec.seed == 2
+    data = result.to_json()
+    assert (data["windows_before"], data["windows_after"]) == (9, 1)
+    assert Schedule.from_json(data["schedule"]).windows == result.minimal.windows
+
+
+def test_a_valid_run_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="shrink needs an invalid run"):
+        shrink(load_run(_stored(tmp_path, verdict=True)), _Rule(tmp_path))
+
+
+def test_an_anomaly_the_run_lacks_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="an anomaly it shows"):
+        shrink(load_run(_stored(tmp_path)), _Rule(tmp_path), anomaly="lost-update")
