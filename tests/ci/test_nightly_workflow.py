@@ -22,17 +22,16 @@ def _workflow() -> dict[str, Any]:
     return data
 
 
-def _steps() -> list[dict[str, Any]]:
-    jobs = _workflow()["jobs"]
-    (job,) = jobs.values()
-    steps: list[dict[str, Any]] = job["steps"]
+def _steps(job: str = "matrix") -> list[dict[str, Any]]:
+    steps: list[dict[str, Any]] = _workflow()["jobs"][job]["steps"]
     return steps
 
 
-def _run_all_argv() -> list[str]:
-    """The ``fencecheck run-all ...`` arguments of the workflow's matrix step."""
+def _run_all_argv(shard: int = 1) -> list[str]:
+    """The ``fencecheck run-all ...`` arguments of the workflow's matrix step, as shard
+    ``shard`` runs them."""
     (command,) = [s["run"] for s in _steps() if "fencecheck run-all" in s.get("run", "")]
-    words = shlex.split(command)
+    words = shlex.split(command.replace("${{ matrix.shard }}", str(shard)))
     return words[words.index("fencecheck") + 1 :]
 
 
@@ -87,3 +86,22 @@ def test_the_store_is_uploaded_even_when_runs_fail() -> None:
     paths = [str(s["with"]["path"]) for s in uploads]
     assert "store/" in paths
     assert all(s.get("if") == "always()" for s in uploads)
+
+
+def test_the_shards_cover_every_row_once_and_their_junit_files_are_merged(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    shards = _workflow()["jobs"]["matrix"]["strategy"]["matrix"]["shard"]
+    listed: list[str] = []
+    for shard in shards:
+        argv = _run_all_argv(shard)
+        assert argv[argv.index("--shard") + 1] == f"{shard}/{len(shards)}"
+        assert _main([*argv, "--dry-run"]) == EXIT_VALID
+        listed += capsys.readouterr().out.splitlines()
+    assert _main(["run-all", "--matrix", "matrices/nightly.json", "--dry-run"]) == EXIT_VALID
+    whole = capsys.readouterr().out.splitlines()
+    # Dry runs list rows by their number in the matrix (seeds are drawn anew each time).
+    rows = [line.split(". ", 1)[0] for line in listed]
+    assert sorted(rows, key=int) == [line.split(". ", 1)[0] for line in whole]
+    merged = [s.get("run", "") for s in _steps("junit")]
+    assert any("reports/nightly-*.xml" in run and "reports/nightly.xml" in run for run in merged)
