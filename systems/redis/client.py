@@ -1,0 +1,257 @@
+"""The redis system's holder client, loaded by the agent on each worker node.
+
+It talks to one Redis 7 server through redis-py (Debian's ``python3-redis``, installed on the
+nodes: imported when a :class:`Client` is made, so the controller can ship this file without
+having redis-py). Every step that must be atomic is one server-side Lua script:
+
+- **acquire**: ``SET lock:L owner NX PX ttl`` and, only if it was set, ``INCR epoch:L``: the
+  counter's value is the token, and the lock's value becomes ``owner/token`` so that renew, release
+  and the ``owned`` sink can tell this grant from any other.
+- **store** (fenced): compares the request's epoch with the highest seen for its lock
+  (``mark:L``, numerically), refuses a lower one, and appends ``id epoch seq`` to the key's list,
+  ``seq`` taken from the sink's own counter in the same script.
+- **owned** (fenced by ownership): appends only while the lock's value is this grant's, the idiom
+  of "check the lock is mine, then write" done atomically inside the lock's own server.
+- **log** (unfenced): a plain ``RPUSH`` of ``id epoch``.
+
+Its configuration (the ``client`` object of the agent's ``--config``): ``host`` and ``port`` of
+the server, ``node`` (the holder's name), ``timeout`` (seconds to wait for a reply), and ``bugs``:
+``random-value-token`` (the lock's random value is the token, as redis-py's ``Lock`` and Redlock
+have it) and ``unchecked-release`` (renew re-sets the lock and release deletes it, neither checking
+whose it is).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Any
+
+__all__ = ["Client"]
+
+RANDOM_VALUE_TOKEN = "random-value-token"
+UNCHECKED_RELEASE = "unchecked-release"
+
+# KEYS: lock, counter. ARGV: owner, ttl ms. Returns the new epoch, or nil when the lock is held.
+_ACQUIRE = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return nil end
+local epoch = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1] .. '/' .. epoch, 'XX', 'KEEPTTL')
+return epoch
+"""
+# KEYS: lock. ARGV: owner/token, ttl ms. The lock's value is the token itself (random-value-token).
+_ACQUIRE_RANDOM = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+return 1
+"""
+# KEYS: lock. ARGV: owner/epoch, ttl ms. 1 when still this grant's and extended, else 0.
+_RENEW = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+"""
+# The classic mistake: "extend" by setting the lock again, whoever holds it now.
+_RENEW_UNCHECKED = """
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('DEL', KEYS[1])
+"""
+_RELEASE_UNCHECKED = """
+redis.call('DEL', KEYS[1])
+return 1
+"""
+# KEYS: mark, list, seq counter. ARGV: epoch, id. The new seq, or -1 when refused as stale.
+# Epochs compare as numbers (tonumber): exact up to 2^53, which random tokens stay below.
+_STORE_WRITE = """
+local mark = tonumber(redis.call('GET', KEYS[1]) or '-1')
+local epoch = tonumber(ARGV[1])
+if epoch < mark then return -1 end
+if epoch > mark then redis.call('SET', KEYS[1], ARGV[1]) end
+local seq = redis.call('INCR', KEYS[3])
+redis.call('RPUSH', KEYS[2], ARGV[2] .. ' ' .. ARGV[1] .. ' ' .. seq)
+return seq
+"""
+# KEYS: mark, list. ARGV: epoch. A fenced read: refused below the mark, else raises it.
+_STORE_READ = """
+local mark = tonumber(redis.call('GET', KEYS[1]) or '-1')
+local epoch = tonumber(ARGV[1])
+if epoch < mark then return -1 end
+if epoch > mark then redis.call('SET', KEYS[1], ARGV[1]) end
+return redis.call('LRANGE', KEYS[2], 0, -1)
+"""
+# KEYS: lock, list, seq counter. ARGV: owner/epoch, id, epoch. The new seq; -1 when another grant
+# holds the lock (a newer one: the counter only grows), -2 when nobody holds it.
+_OWNED_WRITE = """
+local holder = redis.call('GET', KEYS[1])
+if holder ~= ARGV[1] then
+  if holder then return -1 end
+  return -2
+end
+local seq = redis.call('INCR', KEYS[3])
+redis.call('RPUSH', KEYS[2], ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. seq)
+return seq
+"""
+# KEYS: lock, list. ARGV: owner/epoch. The entries while this grant holds the lock, else -1/-2.
+_OWNED_READ = """
+local holder = redis.call('GET', KEYS[1])
+if holder ~= ARGV[1] then
+  if holder then return -1 end
+  return -2
+end
+return redis.call('LRANGE', KEYS[2], 0, -1)
+"""
+
+_STORE = "store"
+_OWNED = "owned"
+_LOG = "log"
+_STALE = "stale-epoch"
+_NOT_HELD = "not-held"
+_UNAVAILABLE = "unavailable"
+_POLL_S = 0.02
+# Random tokens stay below 2^53, where Lua's numbers (doubles) are still exact integers.
+_TOKEN_BITS = 52
+
+
+class Client:
+    """Talks to the Redis server for one holder (thread-safe: redis-py pools connections)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        import redis  # Debian's python3-redis on the node; the controller never builds a Client
+
+        self._redis_errors: tuple[type[Exception], ...] = (redis.RedisError,)
+        self._owner = str(config.get("node", "?"))
+        bugs = set(config.get("bugs", ()))
+        self._random_token = RANDOM_VALUE_TOKEN in bugs
+        unchecked = UNCHECKED_RELEASE in bugs
+        timeout = float(config.get("timeout", 10.0))
+        self._redis = redis.Redis(
+            host=str(config["host"]),
+            port=int(config["port"]),
+            socket_timeout=timeout,
+            socket_connect_timeout=min(timeout, 2.0),
+            decode_responses=True,
+        )
+        script = self._redis.register_script
+        self._acquire_script = script(_ACQUIRE_RANDOM if self._random_token else _ACQUIRE)
+        self._renew_script = script(_RENEW_UNCHECKED if unchecked else _RENEW)
+        self._release_script = script(_RELEASE_UNCHECKED if unchecked else _RELEASE)
+        self._store_write = script(_STORE_WRITE)
+        self._store_read = script(_STORE_READ)
+        self._owned_write = script(_OWNED_WRITE)
+        self._owned_read = script(_OWNED_READ)
+        self._ttl_ms: dict[str, int] = {}
+        self._state = threading.Lock()
+
+    def _value(self, epoch: int) -> str:
+        """The lock's value while grant ``epoch`` of this holder has it."""
+        return f"{self._owner}/{epoch}"
+
+    def _never_sent(self, problem: Exception) -> bool:
+        """redis-py says "Error 111 connecting to ..." (or "Timeout connecting to ...") when the
+        connection could not be opened: the request certainly did not reach the server."""
+        return "connecting to" in str(problem).lower()
+
+    def acquire(self, lock: str, ttl: float, wait: float) -> tuple[int, float] | str:
+        """Poll the acquire script until it grants or ``wait`` runs out (``timeout``)."""
+        ttl_ms = max(1, round(ttl * 1000))
+        with self._state:
+            self._ttl_ms[lock] = ttl_ms
+        start = time.monotonic()
+        while True:
+            sent = time.monotonic()
+            try:
+                epoch = self._grant(lock, ttl_ms)
+            except self._redis_errors as problem:
+                if self._never_sent(problem):
+                    return _UNAVAILABLE
+                raise
+            if epoch is not None:
+                return epoch, sent - start
+            if time.monotonic() - start >= wait:
+                return "timeout"
+            time.sleep(_POLL_S)
+
+    def _grant(self, lock: str, ttl_ms: int) -> int | None:
+        if self._random_token:
+            token = random.getrandbits(_TOKEN_BITS)
+            granted = self._acquire_script(keys=[f"lock:{lock}"], args=[self._value(token), ttl_ms])
+            return token if granted == 1 else None
+        epoch = self._acquire_script(
+            keys=[f"lock:{lock}", f"epoch:{lock}"], args=[self._owner, ttl_ms]
+        )
+        return None if epoch is None else int(epoch)
+
+    def renew(self, lock: str, epoch: int) -> bool:
+        """Extend the lock while it is still this grant's (with the switch: set it again)."""
+        with self._state:
+            ttl_ms = self._ttl_ms[lock]
+        return bool(self._renew_script(keys=[f"lock:{lock}"], args=[self._value(epoch), ttl_ms]))
+
+    def release(self, lock: str, epoch: int) -> bool:
+        """Delete the lock if it is still this grant's (with the switch: whoever's it is)."""
+        return bool(self._release_script(keys=[f"lock:{lock}"], args=[self._value(epoch)]))
+
+    def write(self, lock: str, sink: str, key: str, id: str, epoch: int, prev: Any) -> str:
+        """``ok``, ``stale-epoch``, ``not-held`` (owned: no grant holds the lock), ``unavailable``
+        (never sent); an exception when the outcome is unknown."""
+        try:
+            if sink == _LOG:
+                self._redis.rpush(f"{_LOG}:{key}", f"{id} {epoch}")
+                return "ok"
+            if sink == _STORE:
+                keys = [f"mark:{lock}", f"{_STORE}:{key}", f"seq:{_STORE}"]
+                seq = self._store_write(keys=keys, args=[epoch, id])
+            elif sink == _OWNED:
+                keys = [f"lock:{lock}", f"{_OWNED}:{key}", f"seq:{_OWNED}"]
+                seq = self._owned_write(keys=keys, args=[self._value(epoch), id, epoch])
+            else:
+                return "bad-request"
+        except self._redis_errors as problem:
+            if self._never_sent(problem):
+                return _UNAVAILABLE
+            raise
+        return _refusal(int(seq)) or "ok"
+
+    def read(
+        self, sink: str, key: str, lock: str | None = None, epoch: int | None = None
+    ) -> list[dict[str, Any]] | str:
+        """The key's entries in the sink's order (with ``seq`` on the fenced sinks), or why not.
+
+        A fenced read (``lock`` and ``epoch``) on ``store`` raises the lock's mark; on ``owned``
+        it reads only while the grant holds the lock; ``log`` cannot fence a read.
+        """
+        try:
+            if lock is None or epoch is None:
+                raw = self._redis.lrange(f"{sink}:{key}", 0, -1)
+            elif sink == _STORE:
+                keys = [f"mark:{lock}", f"{_STORE}:{key}"]
+                raw = self._store_read(keys=keys, args=[epoch])
+            elif sink == _OWNED:
+                keys = [f"lock:{lock}", f"{_OWNED}:{key}"]
+                raw = self._owned_read(keys=keys, args=[self._value(epoch)])
+            else:
+                return "bad-request"
+        except self._redis_errors as problem:
+            if self._never_sent(problem):
+                return _UNAVAILABLE
+            raise
+        if isinstance(raw, int):
+            return _refusal(raw) or "bad-request"
+        return [_entry(item) for item in raw]
+
+
+def _refusal(code: int) -> str | None:
+    """The refusal a script's negative answer means (None for a seq: accepted)."""
+    return {-1: _STALE, -2: _NOT_HELD}.get(code)
+
+
+def _entry(item: str) -> dict[str, Any]:
+    """``id epoch [seq]`` as an entry of a read."""
+    fields = item.split()
+    entry: dict[str, Any] = {"id": fields[0], "epoch": int(fields[1])}
+    if len(fields) > 2:
+        entry["seq"] = int(fields[2])
+    return entry
