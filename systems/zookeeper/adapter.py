@@ -1,0 +1,320 @@
+"""The zookeeper system's adapter: a three-member ZooKeeper 3.8 ensemble from Debian packages.
+
+Each lock node runs ``QuorumPeerMain`` from ``libzookeeper-java`` (not the ``zookeeper`` package,
+which pulls the desktop JRE) on Debian's headless JRE 17 with a small heap, logging through log4j
+1.2 to its daemon log (which the harness collects). Configuration is written fresh by
+:meth:`ZooKeeperSystem.setup`: ``tickTime=500`` so that session timeouts from 1 s to 10 s are
+allowed (ZooKeeper clamps them to [2, 20] ticks), and the four-letter words the adapter uses to
+probe readiness and find the leader. The holders' client is :mod:`systems.zookeeper.client`.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+from harness.node import Daemon, Node, NodeError
+from harness.node.wait import CommandSucceeds, wait_all, wait_for
+from systems import deploy
+from systems.base import (
+    AdapterError,
+    BugSwitch,
+    ConfigError,
+    Deployment,
+    Endpoint,
+    ProcessTarget,
+    Sink,
+    SystemConfig,
+    check_bugs,
+    check_roles,
+    nodes_with_role,
+)
+from systems.zookeeper import client
+
+__all__ = ["BUG_SWITCHES", "MEMBERS", "PACKAGES", "ZooKeeperSystem"]
+
+PACKAGES: Final = Path(__file__).with_name("packages.txt")
+"""The Debian packages its nodes need beyond the node image, one a line."""
+MEMBERS: Final = 3
+"""Ensemble size: the smallest that survives the loss (or partition) of one member."""
+
+_DAEMON: Final = "zookeeper"
+_TICK_MS: Final = 500
+_MIN_SESSION_S: Final = 2 * _TICK_MS / 1000
+_MAX_SESSION_S: Final = 20 * _TICK_MS / 1000
+_JARS: Final = (
+    "zookeeper",
+    "zookeeper-jute",
+    "slf4j-api",
+    "slf4j-log4j12",
+    "log4j-1.2",
+    "netty-handler",
+    "netty-transport",
+    "netty-transport-native-epoll",
+    "netty-transport-native-unix-common",
+    "netty-common",
+    "netty-buffer",
+    "netty-codec",
+    "netty-resolver",
+    "metrics-core",
+    "snappy-java",
+    "commons-cli",
+    "commons-io",
+)
+_LOG4J: Final = b"""\
+log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} [myid:%X{myid}] %-5p [%t:%C{1}@%L] %m%n
+"""
+# Runs on a node: ask a member's state with the ``srvr`` four-letter word; prints its mode
+# (leader, follower...) and exits 0, or exits 1 when it does not serve (yet).
+_SRVR: Final = """
+import socket, sys
+try:
+    with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2) as conn:
+        conn.sendall(b"srvr")
+        answer = b"".join(iter(lambda: conn.recv(4096), b"")).decode()
+except OSError:
+    sys.exit(1)
+modes = [line.split(":", 1)[1].strip() for line in answer.splitlines() if line.startswith("Mode:")]
+print(modes[0] if modes else "")
+sys.exit(0 if modes and modes[0] in ("leader", "follower") else 1)
+"""
+
+BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
+    {
+        switch.name: switch
+        for switch in (
+            BugSwitch(
+                client.TRUST_IS_ACQUIRED,
+                "the holder writes to store when kazoo's Lock.is_acquired says it holds the lock, "
+                "without the server checking: it stays True after the session expired",
+                "--nemesis pause --target holder: the holder paused past its session timeout",
+                "stale-write on store",
+            ),
+            BugSwitch(
+                client.SEQUENCE_TOKEN,
+                "the lock node's sequence number is the token: it restarts at 0 when the lock's "
+                "parent is removed (empty) and created again",
+                "any run whose lock goes free (the parent is removed after a release)",
+                "grant-regression, epoch-reuse",
+            ),
+            BugSwitch(
+                client.FOLLOWER_READ_CHECK,
+                "the holder checks that its lock node exists with a plain read, which a lagging "
+                "or cut-off follower answers from stale state, then writes to store unchecked",
+                "--nemesis partition --target lock: the holder's member cut off from the quorum "
+                "(and pauses of the holder between its check and its write)",
+                "stale-write on store",
+            ),
+        )
+    }
+)
+
+
+class ZooKeeperSystem:
+    """A three-member ZooKeeper ensemble as lock service and sinks (see
+    :mod:`systems.zookeeper`).
+
+    ``ready_timeout`` bounds the wait for the quorum and the agents after a start;
+    ``client_timeout`` is how long a holder waits for an answer; ``heap`` is each member's
+    ``-Xmx``.
+    """
+
+    name: Final = "zookeeper"
+
+    def __init__(
+        self,
+        client_port: int = 2181,
+        agent_port: int = 7000,
+        data_dir: str = f"{deploy.DATA_DIR}/zookeeper",
+        ready_timeout: float = 60.0,
+        client_timeout: float = 10.0,
+        heap: str = "96m",
+    ) -> None:
+        self.client_port = client_port
+        self.agent_port = agent_port
+        self.data_dir = data_dir
+        self.ready_timeout = ready_timeout
+        self.client_timeout = client_timeout
+        self.heap = heap
+
+    def roles(self) -> Mapping[str, int]:
+        """Three ensemble members (lock nodes) and at least one worker."""
+        return {"lock": MEMBERS, "worker": 1}
+
+    def bug_switches(self) -> Mapping[str, BugSwitch]:
+        """``trust-is-acquired``, ``sequence-token`` and ``follower-read-check``."""
+        return BUG_SWITCHES
+
+    def validate(self, config: SystemConfig) -> None:
+        """Reject unknown switches and a TTL outside the session timeouts the ensemble allows."""
+        check_bugs(self.name, list(BUG_SWITCHES), config)
+        if not _MIN_SESSION_S <= config.lease_ttl <= _MAX_SESSION_S:
+            raise ConfigError(
+                f"lease_ttl {config.lease_ttl:g}s is the ZooKeeper session timeout, which the "
+                f"ensemble (tickTime {_TICK_MS} ms) clamps to [{_MIN_SESSION_S:g}, "
+                f"{_MAX_SESSION_S:g}] s: pass --ttl within that range"
+            )
+
+    def inventory(self, config: SystemConfig) -> tuple[Sink, ...]:
+        """``store`` fenced by the lock node (reports ``seq``), ``log`` unfenced."""
+        return (
+            Sink(
+                "store",
+                fenced=True,
+                mitigation="none",
+                description="a znode per entry; a multi checks the holder's lock node still "
+                "exists and creates the entry; seq is the entry's czxid",
+            ),
+            Sink(
+                "log",
+                fenced=False,
+                mitigation="none",
+                description="a znode per entry, created with no check",
+            ),
+        )
+
+    def lease_ttl(self, config: SystemConfig) -> float:
+        """The configured TTL, which is each holder's session timeout."""
+        return config.lease_ttl
+
+    def config_files(self, members: Sequence[Node], index: int) -> dict[str, bytes]:
+        """``zoo.cfg``, ``myid`` and the log4j configuration of member ``index`` (from 1)."""
+        servers = "".join(
+            f"server.{number}={node.ip}:2888:3888\n" for number, node in enumerate(members, 1)
+        )
+        zoo_cfg = (
+            f"tickTime={_TICK_MS}\ninitLimit=20\nsyncLimit=4\n"
+            f"dataDir={self.data_dir}\nclientPort={self.client_port}\n"
+            f"maxSessionTimeout={round(_MAX_SESSION_S * 1000)}\n"
+            "4lw.commands.whitelist=ruok,srvr,stat,mntr\nadmin.enableServer=false\n"
+            "quorumListenOnAllIPs=true\n"
+        ) + servers
+        return {
+            f"{self.data_dir}/zoo.cfg": zoo_cfg.encode(),
+            f"{self.data_dir}/myid": f"{index}\n".encode(),
+            f"{self.data_dir}/log4j.properties": _LOG4J,
+        }
+
+    def server_argv(self) -> list[str]:
+        """A member's command line (the same on every member: its data dir says who it is)."""
+        classpath = ":".join(f"/usr/share/java/{jar}.jar" for jar in _JARS)
+        return [
+            "java",
+            f"-Xmx{self.heap}",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            f"-Dlog4j.configuration=file:{self.data_dir}/log4j.properties",
+            "-cp",
+            classpath,
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+            f"{self.data_dir}/zoo.cfg",
+        ]
+
+    def _serving(self, node: Node) -> CommandSucceeds:
+        """Ready when the member answers ``srvr`` as leader or follower (it is in a quorum)."""
+        probe = ["python3", "-c", _SRVR, node.ip, str(self.client_port)]
+        return CommandSucceeds(probe, timeout=self.ready_timeout, interval=0.2)
+
+    def mode(self, node: Node) -> str:
+        """The member's mode by ``srvr``: ``leader``, ``follower``, or ``""`` if not serving."""
+        result = node.run(["python3", "-c", _SRVR, node.ip, str(self.client_port)], timeout=10)
+        return result.stdout.strip()
+
+    def lock_leader(self, nodes: Mapping[str, Node]) -> str | None:
+        """The name of the member that leads now, or None when none says so."""
+        leaders = [
+            node.name for node in nodes_with_role(nodes, "lock") if self.mode(node) == "leader"
+        ]
+        return leaders[0] if len(leaders) == 1 else None
+
+    def setup(self, nodes: Mapping[str, Node], config: SystemConfig) -> Deployment:
+        """Start the three members, wait for their quorum, then one agent per worker."""
+        self.validate(config)
+        check_roles(self.name, self.roles(), nodes)
+        members = nodes_with_role(nodes, "lock")
+        workers = nodes_with_role(nodes, "worker")
+        hosts = ",".join(f"{node.ip}:{self.client_port}" for node in members)
+        client_config = {
+            "hosts": hosts,
+            "session_timeout": self.lease_ttl(config),
+            "timeout": self.client_timeout,
+            "bugs": sorted(config.bugs),
+        }
+
+        def start_member(node: Node) -> Daemon:
+            deploy.fresh_dir(node, self.data_dir)
+            deploy.install(node, self.config_files(members, members.index(node) + 1))
+            return node.start_daemon(_DAEMON, self.server_argv())
+
+        def start_agent(node: Node) -> Daemon:
+            listen = Endpoint(node.ip, self.agent_port)
+            client_path = f"{deploy.INSTALL_DIR}/zookeeper_client.py"
+            files = {client_path: deploy.source_of(client), **deploy.agent_files()}
+            argv = deploy.agent_argv(
+                deploy.INSTALL_DIR,
+                listen,
+                node.name,
+                client_path,
+                self.lease_ttl(config),
+                False,
+                client_config,
+            )
+            deploy.install(node, files)
+            return deploy.start_and_wait(
+                node, deploy.AGENT_DAEMON, argv, listen, self.ready_timeout
+            )
+
+        try:
+            deploy.on_each(members, start_member)
+            wait_all([(node, self._serving(node)) for node in members])
+            deploy.on_each(workers, start_agent)
+        except (AdapterError, NodeError) as problem:
+            self.teardown(nodes)
+            raise AdapterError(f"setting up system {self.name!r} failed:\n{problem}") from None
+        return Deployment(
+            system=self.name,
+            config=config,
+            lease_ttl=self.lease_ttl(config),
+            agents={node.name: Endpoint(node.ip, self.agent_port) for node in workers},
+            targets=(
+                *(ProcessTarget("lock", node.name, _DAEMON, self.client_port) for node in members),
+                *(
+                    ProcessTarget("worker", node.name, deploy.AGENT_DAEMON, self.agent_port)
+                    for node in workers
+                ),
+            ),
+            inventory=self.inventory(config),
+        )
+
+    def teardown(self, nodes: Mapping[str, Node]) -> None:
+        """SIGKILL the members and the agents (data directories stay for inspection)."""
+        problems = []
+        for node in nodes.values():
+            try:
+                deploy.kill_daemons(node, (_DAEMON, deploy.AGENT_DAEMON))
+            except NodeError as problem:
+                problems.append(f"{node.name}: {problem}")
+        if problems:
+            raise AdapterError("tearing down the zookeeper system failed:\n" + "\n".join(problems))
+
+    def restart(self, node: Node, target: ProcessTarget) -> Daemon:
+        """Start a killed target again with its last command line and wait until it serves
+        (a member: until it has rejoined a quorum)."""
+        if target.daemon != _DAEMON:
+            return deploy.restart_target(
+                node, target, Endpoint(node.ip, target.port), self.ready_timeout
+            )
+        old = node.daemon(_DAEMON)
+        if node.process_state(old) not in (None, "Z", "X"):
+            raise AdapterError(f"ZooKeeper on {node.name} (pid {old.pid}) is still running")
+        daemon = node.start_daemon(_DAEMON, old.argv)
+        try:
+            wait_for(node, self._serving(node))
+        except NodeError as problem:
+            raise AdapterError(f"ZooKeeper on {node.name} did not rejoin: {problem}") from None
+        return daemon

@@ -1,0 +1,226 @@
+"""The zookeeper system's holder client, loaded by the agent on each worker node.
+
+It talks to the three-member ensemble through kazoo (Debian's ``python3-kazoo``, installed on the
+nodes: imported when a :class:`Client` is made, so the controller can ship this file without it).
+One ZooKeeper session per holder, its timeout the lease TTL; the lease of a lock is kazoo's
+``Lock`` recipe under ``/locks/L``, and **the token is the lock node's czxid**, the zxid of the
+transaction that created it: global and strictly increasing for as long as the ensemble lives.
+After a release the holder removes the lock's parent when nobody else waits on it, as users do to
+keep the tree clean (Curator makes lock parents container nodes, which the server removes when
+empty): a harmless habit while the token is the czxid.
+
+Sinks, both on ZooKeeper itself, one znode per entry under ``/S/K`` (sequential ``e-`` children,
+data ``id epoch``), in the key's order:
+
+- **store** (fenced): a multi that checks the holder's lock node still exists and creates the
+  entry, atomically on the leader. Its entries carry ``seq``: their czxid, the ensemble's
+  acceptance order across all keys.
+- **log** (unfenced): a plain create.
+
+Its configuration (the ``client`` object of the agent's ``--config``): ``hosts`` (``host:port``
+list), ``node`` (the holder's name), ``timeout`` (seconds to wait for a reply), ``bugs``:
+``trust-is-acquired`` (store writes go out when kazoo's ``Lock.is_acquired`` says so, unchecked
+by the server), ``sequence-token`` (the lock node's sequence number is the token), and
+``follower-read-check`` (ownership is checked with a plain read of the lock node, then the store
+write goes out unchecked; a plain read is served by whichever member the session is on).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from typing import Any
+
+__all__ = ["Client"]
+
+TRUST_IS_ACQUIRED = "trust-is-acquired"
+SEQUENCE_TOKEN = "sequence-token"
+FOLLOWER_READ_CHECK = "follower-read-check"
+
+_STORE = "store"
+_LOG = "log"
+_SINKS = (_STORE, _LOG)
+_STALE = "stale-epoch"
+_NOT_HELD = "not-held"
+_UNAVAILABLE = "unavailable"
+_SEQUENCE_DIGITS = 10
+
+
+class _Held:
+    """A lock this holder was granted: kazoo's recipe object, its lock node and the token."""
+
+    def __init__(self, recipe: Any, path: str, epoch: int) -> None:
+        self.recipe = recipe
+        self.path = path
+        self.epoch = epoch
+
+
+class Client:
+    """Talks to the ensemble for one holder (kazoo's client is thread-safe)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        from kazoo import exceptions
+        from kazoo.client import KazooClient
+        from kazoo.retry import KazooRetry
+
+        self._errors = exceptions
+        self._owner = str(config.get("node", "?"))
+        self._timeout = float(config.get("timeout", 10.0))
+        bugs = set(config.get("bugs", ()))
+        self._trust_is_acquired = TRUST_IS_ACQUIRED in bugs
+        self._sequence_token = SEQUENCE_TOKEN in bugs
+        self._plain_read_check = FOLLOWER_READ_CHECK in bugs
+        # Reconnect for ever: the holder outlives any fault; its lease is its session.
+        self._zk = KazooClient(
+            hosts=str(config["hosts"]),
+            timeout=float(config["session_timeout"]),
+            connection_retry=KazooRetry(max_tries=-1, max_delay=0.5),
+        )
+        self._zk.start(timeout=self._timeout)
+        self._held: dict[str, _Held] = {}
+        self._keys: set[str] = set()  # store keys whose parent znode is known to exist
+        self._state = threading.Lock()
+
+    def _connected(self) -> bool:
+        """Whether the session is up: a request made while it is not would never be sent."""
+        return bool(self._zk.connected)
+
+    def acquire(self, lock: str, ttl: float, wait: float) -> tuple[int, float] | str:
+        """Take ``/locks/lock`` with kazoo's recipe, waiting up to ``wait`` seconds."""
+        if not self._connected():
+            return _UNAVAILABLE
+        parent = f"/locks/{lock}"
+        start = time.monotonic()
+        while True:
+            recipe = self._zk.Lock(parent, self._owner)
+            try:
+                granted = recipe.acquire(timeout=max(wait - (time.monotonic() - start), 0.001))
+            except self._errors.LockTimeout:
+                return "timeout"
+            except self._errors.NoNodeError:
+                # Another holder removed the empty parent between our ensure_path and our create.
+                continue
+            if not granted:
+                return "timeout"
+            break
+        path = f"{parent}/{recipe.node}"
+        if self._sequence_token:
+            epoch = int(recipe.node[-_SEQUENCE_DIGITS:])
+        else:
+            stat = self._zk.exists(path)
+            if stat is None:
+                # The session expired between the grant and this read: the lease is already gone.
+                recipe.release()
+                return _NOT_HELD
+            epoch = int(stat.czxid)
+        with self._state:
+            self._held[lock] = _Held(recipe, path, epoch)
+        return epoch, time.monotonic() - start
+
+    def _grant(self, lock: str, epoch: int) -> _Held | None:
+        with self._state:
+            held = self._held.get(lock)
+        return held if held is not None and held.epoch == epoch else None
+
+    def _owns(self, held: _Held) -> bool:
+        """Whether the lock node still exists, read through the leader's latest state (``sync``
+        first). With ``follower-read-check`` a plain read of the session's member decides; with
+        ``trust-is-acquired``, kazoo's belief."""
+        if self._trust_is_acquired:
+            return bool(held.recipe.is_acquired)
+        if not self._plain_read_check:
+            self._zk.sync(held.path)
+        return self._zk.exists(held.path) is not None
+
+    def renew(self, lock: str, epoch: int) -> bool:
+        """The session keeps the lease alive; renewing checks that the lock node still exists."""
+        held = self._grant(lock, epoch)
+        return held is not None and self._owns(held)
+
+    def release(self, lock: str, epoch: int) -> bool:
+        """Delete the lock node, then the lock's parent if nobody else waits on it."""
+        held = self._grant(lock, epoch)
+        if held is None:
+            return False
+        with self._state:
+            self._held.pop(lock, None)
+        existed = self._zk.exists(held.path) is not None
+        held.recipe.release()
+        with contextlib.suppress(self._errors.NotEmptyError, self._errors.NoNodeError):
+            self._zk.delete(held.path.rpartition("/")[0])
+        return existed
+
+    def write(self, lock: str, sink: str, key: str, id: str, epoch: int, prev: Any) -> str:
+        """``ok``, ``stale-epoch`` (the lock node is gone: the grant ended), ``not-held`` (no such
+        grant here), ``unavailable`` (never sent); an exception when the outcome is unknown."""
+        if sink not in _SINKS:
+            return "bad-request"
+        if not self._connected():
+            return _UNAVAILABLE
+        data = f"{id} {epoch}".encode()
+        entry = f"/{sink}/{key}/e-"
+        if sink == _LOG:
+            self._zk.create(entry, data, sequence=True, makepath=True)
+            return "ok"
+        held = self._grant(lock, epoch)
+        if held is None:
+            return _NOT_HELD
+        if self._trust_is_acquired or self._plain_read_check:
+            return self._checked_by_holder(held, entry, data)
+        if key not in self._keys:
+            self._zk.ensure_path(f"/{sink}/{key}")
+            with self._state:
+                self._keys.add(key)
+        transaction = self._zk.transaction()
+        transaction.check(held.path, -1)
+        transaction.create(entry, data, sequence=True)
+        results = transaction.commit()
+        if isinstance(results[0], self._errors.NoNodeError):
+            return _STALE
+        failed = [result for result in results if isinstance(result, Exception)]
+        if failed:
+            raise failed[-1]
+        return "ok"
+
+    def _checked_by_holder(self, held: _Held, entry: str, data: bytes) -> str:
+        """The planted mistakes: the holder decides it still owns the lock (kazoo's belief, or a
+        plain read), then writes with retries, as a client that trusts its check would."""
+        if not self._owns(held):
+            return _STALE
+        self._zk.retry(self._zk.create, entry, data, sequence=True, makepath=True)
+        return "ok"
+
+    def read(
+        self, sink: str, key: str, lock: str | None = None, epoch: int | None = None
+    ) -> list[dict[str, Any]] | str:
+        """The key's entries in creation order (``store``'s with ``seq``: their czxid).
+
+        A fenced read (``lock`` and ``epoch``) first checks, as a renewal does, that the grant's
+        lock node still exists (``stale-epoch`` if not); ``log`` cannot fence a read.
+        """
+        if sink not in _SINKS or (lock is not None and sink != _STORE):
+            return "bad-request"
+        if not self._connected():
+            return _UNAVAILABLE
+        if lock is not None and epoch is not None:
+            held = self._grant(lock, epoch)
+            if held is None:
+                return _NOT_HELD
+            if not self._owns(held):
+                return _STALE
+        parent = f"/{sink}/{key}"
+        try:
+            children = sorted(self._zk.get_children(parent))
+        except self._errors.NoNodeError:
+            return []
+        pending = [self._zk.get_async(f"{parent}/{child}") for child in children]
+        entries = []
+        for answer in pending:
+            value, stat = answer.get(timeout=self._timeout)
+            write_id, written = value.decode().split()
+            entry: dict[str, Any] = {"id": write_id, "epoch": int(written)}
+            if sink == _STORE:
+                entry["seq"] = int(stat.czxid)
+            entries.append(entry)
+        return entries
