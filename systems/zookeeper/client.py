@@ -71,6 +71,7 @@ class Client:
         self._trust_is_acquired = TRUST_IS_ACQUIRED in bugs
         self._sequence_token = SEQUENCE_TOKEN in bugs
         self._plain_read_check = FOLLOWER_READ_CHECK in bugs
+        self._holder_checks = self._trust_is_acquired or self._plain_read_check
         # Reconnect for ever: the holder outlives any fault; its lease is its session.
         self._zk = KazooClient(
             hosts=str(config["hosts"]),
@@ -78,6 +79,9 @@ class Client:
             connection_retry=KazooRetry(max_tries=-1, max_delay=0.5),
         )
         self._zk.start(timeout=self._timeout)
+        # What a client that trusts its own ownership check writes with: retried through
+        # reconnections (and new sessions) until the deadline.
+        self._retry = KazooRetry(max_tries=-1, max_delay=0.5, deadline=self._timeout)
         self._held: dict[str, _Held] = {}
         self._keys: set[str] = set()  # store keys whose parent znode is known to exist
         self._state = threading.Lock()
@@ -156,18 +160,20 @@ class Client:
         grant here), ``unavailable`` (never sent); an exception when the outcome is unknown."""
         if sink not in _SINKS:
             return "bad-request"
-        if not self._connected():
-            return _UNAVAILABLE
         data = f"{id} {epoch}".encode()
         entry = f"/{sink}/{key}/e-"
         if sink == _LOG:
+            if not self._connected():
+                return _UNAVAILABLE
             self._zk.create(entry, data, sequence=True, makepath=True)
             return "ok"
         held = self._grant(lock, epoch)
         if held is None:
             return _NOT_HELD
-        if self._trust_is_acquired or self._plain_read_check:
+        if self._holder_checks:
             return self._checked_by_holder(held, entry, data)
+        if not self._connected():
+            return _UNAVAILABLE
         if key not in self._keys:
             self._zk.ensure_path(f"/{sink}/{key}")
             with self._state:
@@ -188,7 +194,7 @@ class Client:
         plain read), then writes with retries, as a client that trusts its check would."""
         if not self._owns(held):
             return _STALE
-        self._zk.retry(self._zk.create, entry, data, sequence=True, makepath=True)
+        self._retry(self._zk.create, entry, data, sequence=True, makepath=True)
         return "ok"
 
     def read(
