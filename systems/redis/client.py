@@ -11,7 +11,8 @@ having redis-py). Every step that must be atomic is one server-side Lua script:
   (``mark:L``, numerically), refuses a lower one, and appends ``id epoch seq`` to the key's list,
   ``seq`` taken from the sink's own counter in the same script.
 - **owned** (fenced by ownership): appends only while the lock's value is this grant's, the idiom
-  of "check the lock is mine, then write" done atomically inside the lock's own server.
+  of "check the lock is mine, then write" done atomically inside the lock's own server; refuses
+  with ``not-owner`` otherwise.
 - **log** (unfenced): a plain ``RPUSH`` of ``id epoch``.
 
 Its configuration (the ``client`` object of the agent's ``--config``): ``host`` and ``port`` of
@@ -82,25 +83,17 @@ if epoch < mark then return -1 end
 if epoch > mark then redis.call('SET', KEYS[1], ARGV[1]) end
 return redis.call('LRANGE', KEYS[2], 0, -1)
 """
-# KEYS: lock, list, seq counter. ARGV: owner/epoch, id, epoch. The new seq; -1 when another grant
-# holds the lock (a newer one: the counter only grows), -2 when nobody holds it.
+# KEYS: lock, list, seq counter. ARGV: owner/epoch, id, epoch. The new seq, or -2 when the grant
+# no longer holds the lock (expired, released, or another's now).
 _OWNED_WRITE = """
-local holder = redis.call('GET', KEYS[1])
-if holder ~= ARGV[1] then
-  if holder then return -1 end
-  return -2
-end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -2 end
 local seq = redis.call('INCR', KEYS[3])
 redis.call('RPUSH', KEYS[2], ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. seq)
 return seq
 """
-# KEYS: lock, list. ARGV: owner/epoch. The entries while this grant holds the lock, else -1/-2.
+# KEYS: lock, list. ARGV: owner/epoch. The entries while this grant holds the lock, else -2.
 _OWNED_READ = """
-local holder = redis.call('GET', KEYS[1])
-if holder ~= ARGV[1] then
-  if holder then return -1 end
-  return -2
-end
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -2 end
 return redis.call('LRANGE', KEYS[2], 0, -1)
 """
 
@@ -108,7 +101,9 @@ _STORE = "store"
 _OWNED = "owned"
 _LOG = "log"
 _STALE = "stale-epoch"
-_NOT_HELD = "not-held"
+# An ownership check refused: not "stale-epoch", which promises that the sink has seen a higher
+# epoch, while a lock can lapse with no newer grant (and a newer grant need not have written).
+_NOT_OWNER = "not-owner"
 _UNAVAILABLE = "unavailable"
 _POLL_S = 0.02
 # Random tokens stay below 2^53, where Lua's numbers (doubles) are still exact integers.
@@ -195,8 +190,8 @@ class Client:
         return bool(self._release_script(keys=[f"lock:{lock}"], args=[self._value(epoch)]))
 
     def write(self, lock: str, sink: str, key: str, id: str, epoch: int, prev: Any) -> str:
-        """``ok``, ``stale-epoch``, ``not-held`` (owned: no grant holds the lock), ``unavailable``
-        (never sent); an exception when the outcome is unknown."""
+        """``ok``, ``stale-epoch`` (store), ``not-owner`` (owned: the grant no longer holds the
+        lock), ``unavailable`` (never sent); an exception when the outcome is unknown."""
         try:
             if sink == _LOG:
                 self._redis.rpush(f"{_LOG}:{key}", f"{id} {epoch}")
@@ -245,7 +240,7 @@ class Client:
 
 def _refusal(code: int) -> str | None:
     """The refusal a script's negative answer means (None for a seq: accepted)."""
-    return {-1: _STALE, -2: _NOT_HELD}.get(code)
+    return {-1: _STALE, -2: _NOT_OWNER}.get(code)
 
 
 def _entry(item: str) -> dict[str, Any]:

@@ -41,7 +41,9 @@ FOLLOWER_READ_CHECK = "follower-read-check"
 _STORE = "store"
 _LOG = "log"
 _SINKS = (_STORE, _LOG)
-_STALE = "stale-epoch"
+# The lock node of the grant is gone. Not "stale-epoch", which promises that the sink has seen a
+# higher epoch: a session can expire before anyone else is granted the lock.
+_NOT_OWNER = "not-owner"
 _NOT_HELD = "not-held"
 _UNAVAILABLE = "unavailable"
 _SEQUENCE_DIGITS = 10
@@ -156,7 +158,7 @@ class Client:
         return existed
 
     def write(self, lock: str, sink: str, key: str, id: str, epoch: int, prev: Any) -> str:
-        """``ok``, ``stale-epoch`` (the lock node is gone: the grant ended), ``not-held`` (no such
+        """``ok``, ``not-owner`` (store: the grant's lock node is gone), ``not-held`` (no such
         grant here), ``unavailable`` (never sent); an exception when the outcome is unknown."""
         if sink not in _SINKS:
             return "bad-request"
@@ -183,7 +185,7 @@ class Client:
         transaction.create(entry, data, sequence=True)
         results = transaction.commit()
         if isinstance(results[0], self._errors.NoNodeError):
-            return _STALE
+            return _NOT_OWNER
         failed = [result for result in results if isinstance(result, Exception)]
         if failed:
             raise failed[-1]
@@ -193,7 +195,7 @@ class Client:
         """The planted mistakes: the holder decides it still owns the lock (kazoo's belief, or a
         plain read), then writes with retries, as a client that trusts its check would."""
         if not self._owns(held):
-            return _STALE
+            return _NOT_OWNER
         self._retry(self._zk.create, entry, data, sequence=True, makepath=True)
         return "ok"
 
@@ -203,7 +205,7 @@ class Client:
         """The key's entries in creation order (``store``'s with ``seq``: their czxid).
 
         A fenced read (``lock`` and ``epoch``) first checks, as a renewal does, that the grant's
-        lock node still exists (``stale-epoch`` if not); ``log`` cannot fence a read.
+        lock node still exists (``not-owner`` if not); ``log`` cannot fence a read.
         """
         if sink not in _SINKS or (lock is not None and sink != _STORE):
             return "bad-request"
@@ -214,7 +216,7 @@ class Client:
             if held is None:
                 return _NOT_HELD
             if not self._owns(held):
-                return _STALE
+                return _NOT_OWNER
         parent = f"/{sink}/{key}"
         try:
             children = sorted(self._zk.get_children(parent))

@@ -79,7 +79,7 @@ def test_a_stale_holder_is_fenced_off_and_a_kill_forgets_nothing(start: Start) -
 def test_the_owned_sink_refuses_a_holder_whose_grant_is_gone(start: Start) -> None:
     with start(lease_ttl=1.0) as (cluster, deployment):
         _, new, reply = pause_inside_write(cluster, deployment, "owned", 2500)
-        assert reply == {"ok": False, "error": "stale-epoch"}
+        assert reply == {"ok": False, "error": "not-owner"}
         read = ask(deployment, "w2", {"op": "read", "sink": "owned", "key": "k"})
         assert [(e["id"], e["epoch"]) for e in read["entries"]] == [("w2-1", new)]
 
