@@ -14,20 +14,25 @@ from pathlib import Path
 from typing import Final
 
 from harness.node import Daemon, Node, NodeError
-from harness.node.wait import CommandSucceeds, wait_for
+from harness.node.wait import CommandSucceeds
 from systems import deploy
 from systems.base import (
     AdapterError,
     BugSwitch,
     Deployment,
-    Endpoint,
+    Exposure,
+    HolderClientCode,
     ProcessTarget,
+    RoleSpec,
     Sink,
     SystemConfig,
     check_bugs,
     check_roles,
     nodes_with_role,
+    read_packages,
+    reporting_seq,
 )
+from systems.holder_flaws import check_no_clash
 from systems.redis import client
 
 __all__ = ["BUG_SWITCHES", "PACKAGES", "RedisSystem"]
@@ -44,35 +49,39 @@ BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
         for switch in (
             BugSwitch(
                 client.RANDOM_VALUE_TOKEN,
-                "the lock's random value is the token (redis-py's Lock, Redlock): the fenced "
-                "store compares numbers that carry no order",
-                "any run with two grants or more (--nemesis pause makes stale writes too)",
-                "grant-regression; stale-write on store",
+                "the lock's random value is the token (redis-py's Lock, Redlock): grants carry "
+                "numbers in no order, which the fenced store compares",
+                Exposure(faults=("pause",), ttl_multiples=(3.0,)),
+                ("grant-regression", "stale-write"),
+                ("store",),
             ),
             BugSwitch(
                 _NO_AOF,
                 "Redis with its default persistence (appendonly no, RDB save points not reached): "
                 "a SIGKILL and restart forgets the epoch counter, the lock and the sinks' data",
-                "--nemesis kill --target lock: Redis killed and restarted",
-                "grant-regression, epoch-reuse; lost-write on store",
+                Exposure(faults=("kill",), targets=("lock",)),
+                ("grant-regression", "epoch-reuse", "lost-write"),
+                ("store",),
             ),
             BugSwitch(
                 client.UNCHECKED_RELEASE,
                 "renew sets the lock again and release deletes it without checking whose it is: "
                 "a holder back from a pause takes the lock over from its successor",
-                "--workload sinks --nemesis pause: a holder paused past its lease resumes",
-                "stale-write on owned",
+                Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
+                ("stale-write",),
+                ("owned",),
             ),
         )
     }
 )
+"""The system's bug switches."""
 
 
 class RedisSystem:
     """Redis 7 as lock service and sinks (see :mod:`systems.redis`).
 
-    ``ready_timeout`` bounds the wait for Redis and the agents after a start; ``client_timeout``
-    is how long a holder waits for Redis to answer before it reports an outcome as unknown.
+    ``ready_timeout`` bounds the wait for Redis after a start; ``client_timeout`` is how long a
+    holder waits for Redis to answer before it reports an outcome as unknown.
     """
 
     name: Final = "redis"
@@ -80,20 +89,30 @@ class RedisSystem:
     def __init__(
         self,
         port: int = 6379,
-        agent_port: int = 7000,
         data_dir: str = f"{deploy.DATA_DIR}/redis",
         ready_timeout: float = 20.0,
         client_timeout: float = 5.0,
     ) -> None:
         self.port = port
-        self.agent_port = agent_port
         self.data_dir = data_dir
         self.ready_timeout = ready_timeout
         self.client_timeout = client_timeout
+        check_no_clash(self.name, BUG_SWITCHES)
 
-    def roles(self) -> Mapping[str, int]:
-        """One Redis server (the lock node) and at least one worker."""
-        return {"lock": 1, "worker": 1}
+    def describe(self) -> str:
+        """What the system is."""
+        return (
+            "Redis 7 (Debian, appendonly): SET NX PX + INCR in one script, Lua-fenced store and "
+            "owned sinks, an unfenced log"
+        )
+
+    def roles(self) -> Mapping[str, RoleSpec]:
+        """One Redis server ``r1`` (lock service and sinks) and workers ``w1..``."""
+        return {"lock": RoleSpec(1, "r"), "worker": RoleSpec(1, "w")}
+
+    def packages(self) -> tuple[str, ...]:
+        """The Debian packages of ``packages.txt`` beside this module."""
+        return read_packages(PACKAGES)
 
     def bug_switches(self) -> Mapping[str, BugSwitch]:
         """``random-value-token``, ``no-aof`` and ``unchecked-release``."""
@@ -106,19 +125,23 @@ class RedisSystem:
     def inventory(self, config: SystemConfig) -> tuple[Sink, ...]:
         """``store`` and ``owned`` fenced (each reports ``seq``), ``log`` unfenced."""
         return (
-            Sink(
-                "store",
-                fenced=True,
-                mitigation="none",
-                description="a list per key in Redis; one Lua script compares the epoch with the "
-                "lock's highest seen (numerically), appends, and takes seq from a counter",
+            reporting_seq(
+                Sink(
+                    "store",
+                    fenced=True,
+                    mitigation="none",
+                    description="a list per key in Redis; one Lua script compares the epoch with "
+                    "the lock's highest seen (numerically), appends, and takes seq from a counter",
+                )
             ),
-            Sink(
-                "owned",
-                fenced=True,
-                mitigation="none",
-                description="a list per key in Redis; one Lua script appends only while the lock "
-                "key still holds this grant's value",
+            reporting_seq(
+                Sink(
+                    "owned",
+                    fenced=True,
+                    mitigation="none",
+                    description="a list per key in Redis; one Lua script appends only while the "
+                    "lock key still holds this grant's value (seq from its own counter)",
+                )
             ),
             Sink(
                 "log",
@@ -136,102 +159,56 @@ class RedisSystem:
         """Redis's command line under ``config`` (the restart after a kill reuses it)."""
         argv = [
             "redis-server",
-            "--bind",
-            "0.0.0.0",
-            "--port",
-            str(self.port),
-            "--protected-mode",
-            "no",
-            "--dir",
-            self.data_dir,
-            "--logfile",
-            "",
+            *("--bind", "0.0.0.0", "--port", str(self.port), "--protected-mode", "no"),
+            *("--dir", self.data_dir, "--logfile", ""),
         ]
         if _NO_AOF not in config.bugs:
             argv += ["--appendonly", "yes", "--appendfsync", "always"]
         return argv
 
-    def _ready(self, node: Node) -> None:
+    def _ready(self, node: Node) -> CommandSucceeds:
         probe = f"redis-cli -h {node.ip} -p {self.port} ping | grep -qx PONG"
-        try:
-            wait_for(node, CommandSucceeds(probe, timeout=self.ready_timeout, interval=0.05))
-        except NodeError as problem:
-            raise AdapterError(f"Redis on {node.name} did not answer: {problem}") from None
+        return CommandSucceeds(probe, timeout=self.ready_timeout, interval=0.05)
 
     def setup(self, nodes: Mapping[str, Node], config: SystemConfig) -> Deployment:
-        """Start Redis on the lock node, then one agent per worker."""
+        """Start Redis on the lock node from an empty data directory; name the holder client."""
         self.validate(config)
         check_roles(self.name, self.roles(), nodes)
         (server,) = nodes_with_role(nodes, "lock")
-        workers = nodes_with_role(nodes, "worker")
-        client_config = {
-            "host": server.ip,
-            "port": self.port,
-            "timeout": self.client_timeout,
-            "bugs": sorted(config.bugs),
-        }
-
-        def start_agent(node: Node) -> Daemon:
-            listen = Endpoint(node.ip, self.agent_port)
-            client_path = f"{deploy.INSTALL_DIR}/redis_client.py"
-            files = {client_path: deploy.source_of(client), **deploy.agent_files()}
-            argv = deploy.agent_argv(
-                deploy.INSTALL_DIR,
-                listen,
-                node.name,
-                client_path,
-                self.lease_ttl(config),
-                False,
-                client_config,
-            )
-            deploy.install(node, files)
-            return deploy.start_and_wait(
-                node, deploy.AGENT_DAEMON, argv, listen, self.ready_timeout
-            )
-
         try:
             deploy.fresh_dir(server, self.data_dir)
-            server.start_daemon(_DAEMON, self.server_argv(config))
-            self._ready(server)
-            deploy.on_each(workers, start_agent)
+            deploy.start_and_wait(server, _DAEMON, self.server_argv(config), self._ready(server))
         except (AdapterError, NodeError) as problem:
             self.teardown(nodes)
             raise AdapterError(f"setting up system {self.name!r} failed:\n{problem}") from None
         return Deployment(
-            system=self.name,
-            config=config,
-            lease_ttl=self.lease_ttl(config),
-            agents={node.name: Endpoint(node.ip, self.agent_port) for node in workers},
-            targets=(
-                ProcessTarget("lock", server.name, _DAEMON, self.port),
-                *(
-                    ProcessTarget("worker", node.name, deploy.AGENT_DAEMON, self.agent_port)
-                    for node in workers
-                ),
+            client=HolderClientCode(
+                client,
+                {
+                    "host": server.ip,
+                    "port": self.port,
+                    "timeout": self.client_timeout,
+                    "bugs": sorted(config.bugs),
+                },
             ),
-            inventory=self.inventory(config),
+            targets=(ProcessTarget("lock", server.name, _DAEMON),),
+            lease_ttl=self.lease_ttl(config),
         )
 
     def teardown(self, nodes: Mapping[str, Node]) -> None:
-        """SIGKILL Redis and the agents (the data directory stays for inspection)."""
+        """SIGKILL Redis (the data directory stays for inspection)."""
         problems = []
-        for node in nodes.values():
+        for node in nodes_with_role(nodes, "lock"):
             try:
-                deploy.kill_daemons(node, (_DAEMON, deploy.AGENT_DAEMON))
+                deploy.kill_daemons(node, (_DAEMON,))
             except NodeError as problem:
                 problems.append(f"{node.name}: {problem}")
         if problems:
             raise AdapterError("tearing down the redis system failed:\n" + "\n".join(problems))
 
-    def restart(self, node: Node, target: ProcessTarget) -> Daemon:
-        """Start a killed target again with its last command line and wait until it answers."""
-        if target.daemon != _DAEMON:
-            return deploy.restart_target(
-                node, target, Endpoint(node.ip, target.port), self.ready_timeout
-            )
-        old = node.daemon(_DAEMON)
-        if node.process_state(old) not in (None, "Z", "X"):
-            raise AdapterError(f"Redis on {node.name} (pid {old.pid}) is still running")
-        daemon = node.start_daemon(_DAEMON, old.argv)
-        self._ready(node)
-        return daemon
+    def restart(self, node: Node, daemon: str) -> Daemon:
+        """Start the killed Redis again with its last command line (same data directory) and
+        wait until it answers: it reloads its append-only file, if it keeps one."""
+        if daemon != _DAEMON:
+            raise AdapterError(f"the redis system has no daemon {daemon!r} to restart")
+        return deploy.restart_daemon(node, daemon, self._ready(node))

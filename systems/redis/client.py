@@ -29,6 +29,8 @@ import threading
 import time
 from typing import Any
 
+from harness.nodeside import client as api
+
 __all__ = ["Client"]
 
 RANDOM_VALUE_TOKEN = "random-value-token"
@@ -100,11 +102,12 @@ return redis.call('LRANGE', KEYS[2], 0, -1)
 _STORE = "store"
 _OWNED = "owned"
 _LOG = "log"
-_STALE = "stale-epoch"
-# An ownership check refused: not "stale-epoch", which promises that the sink has seen a higher
-# epoch, while a lock can lapse with no newer grant (and a newer grant need not have written).
+# An ownership check refused: not STALE, which promises that the sink has seen a higher epoch,
+# while a lock can lapse with no newer grant (and a newer grant need not have written).
 _NOT_OWNER = "not-owner"
-_UNAVAILABLE = "unavailable"
+_NEVER_SENT = api.Refused(api.UNAVAILABLE)
+_BAD_REQUEST = api.Refused("bad-request")
+_TIMED_OUT = api.Refused("timeout")
 _POLL_S = 0.02
 # Random tokens stay below 2^53, where Lua's numbers (doubles) are still exact integers.
 _TOKEN_BITS = 52
@@ -149,7 +152,7 @@ class Client:
         connection could not be opened: the request certainly did not reach the server."""
         return "connecting to" in str(problem).lower()
 
-    def acquire(self, lock: str, ttl: float, wait: float) -> tuple[int, float] | str:
+    def acquire(self, lock: str, ttl: float, wait: float) -> api.Grant | api.Refused | api.Unknown:
         """Poll the acquire script until it grants or ``wait`` runs out (``timeout``)."""
         ttl_ms = max(1, round(ttl * 1000))
         with self._state:
@@ -161,12 +164,12 @@ class Client:
                 epoch = self._grant(lock, ttl_ms)
             except self._redis_errors as problem:
                 if self._never_sent(problem):
-                    return _UNAVAILABLE
+                    return _NEVER_SENT
                 raise
             if epoch is not None:
-                return epoch, sent - start
+                return api.Grant(epoch, sent - start)
             if time.monotonic() - start >= wait:
-                return "timeout"
+                return _TIMED_OUT
             time.sleep(_POLL_S)
 
     def _grant(self, lock: str, ttl_ms: int) -> int | None:
@@ -189,30 +192,33 @@ class Client:
         """Delete the lock if it is still this grant's (with the switch: whoever's it is)."""
         return bool(self._release_script(keys=[f"lock:{lock}"], args=[self._value(epoch)]))
 
-    def write(self, lock: str, sink: str, key: str, id: str, epoch: int, prev: Any) -> str:
-        """``ok``, ``stale-epoch`` (store), ``not-owner`` (owned: the grant no longer holds the
-        lock), ``unavailable`` (never sent); an exception when the outcome is unknown."""
+    def write(
+        self, lock: str, sink: str, key: str, id: str, epoch: int, prev: Any
+    ) -> api.Accepted | api.Refused | api.Unknown:
+        """Accepted with the sink's ``seq`` (``log`` has none), refused as stale (``store``), as
+        ``not-owner`` (``owned``: the grant no longer holds the lock) or as never sent; an
+        exception when the outcome is unknown."""
         try:
             if sink == _LOG:
                 self._redis.rpush(f"{_LOG}:{key}", f"{id} {epoch}")
-                return "ok"
+                return api.Accepted()
             if sink == _STORE:
                 keys = [f"mark:{lock}", f"{_STORE}:{key}", f"seq:{_STORE}"]
-                seq = self._store_write(keys=keys, args=[epoch, id])
+                seq = int(self._store_write(keys=keys, args=[epoch, id]))
             elif sink == _OWNED:
                 keys = [f"lock:{lock}", f"{_OWNED}:{key}", f"seq:{_OWNED}"]
-                seq = self._owned_write(keys=keys, args=[self._value(epoch), id, epoch])
+                seq = int(self._owned_write(keys=keys, args=[self._value(epoch), id, epoch]))
             else:
-                return "bad-request"
+                return _BAD_REQUEST
         except self._redis_errors as problem:
             if self._never_sent(problem):
-                return _UNAVAILABLE
+                return _NEVER_SENT
             raise
-        return _refusal(int(seq)) or "ok"
+        return _refusal(seq) or api.Accepted(seq)
 
     def read(
         self, sink: str, key: str, lock: str | None = None, epoch: int | None = None
-    ) -> list[dict[str, Any]] | str:
+    ) -> api.Read | api.Refused | api.Unknown:
         """The key's entries in the sink's order (with ``seq`` on the fenced sinks), or why not.
 
         A fenced read (``lock`` and ``epoch``) on ``store`` raises the lock's mark; on ``owned``
@@ -228,25 +234,26 @@ class Client:
                 keys = [f"lock:{lock}", f"{_OWNED}:{key}"]
                 raw = self._owned_read(keys=keys, args=[self._value(epoch)])
             else:
-                return "bad-request"
+                return _BAD_REQUEST
         except self._redis_errors as problem:
             if self._never_sent(problem):
-                return _UNAVAILABLE
+                return _NEVER_SENT
             raise
         if isinstance(raw, int):
-            return _refusal(raw) or "bad-request"
-        return [_entry(item) for item in raw]
+            return _refusal(raw) or _BAD_REQUEST
+        return api.Read(tuple(_entry(item) for item in raw))
 
 
-def _refusal(code: int) -> str | None:
+def _refusal(code: int) -> api.Refused | None:
     """The refusal a script's negative answer means (None for a seq: accepted)."""
-    return {-1: _STALE, -2: _NOT_OWNER}.get(code)
+    if code == -1:
+        return api.Refused(api.STALE)
+    if code == -2:
+        return api.Refused(_NOT_OWNER)
+    return None
 
 
-def _entry(item: str) -> dict[str, Any]:
+def _entry(item: str) -> api.Entry:
     """``id epoch [seq]`` as an entry of a read."""
     fields = item.split()
-    entry: dict[str, Any] = {"id": fields[0], "epoch": int(fields[1])}
-    if len(fields) > 2:
-        entry["seq"] = int(fields[2])
-    return entry
+    return api.Entry(fields[0], int(fields[1]), int(fields[2]) if len(fields) > 2 else None)

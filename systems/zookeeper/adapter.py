@@ -16,21 +16,26 @@ from pathlib import Path
 from typing import Final
 
 from harness.node import Daemon, Node, NodeError
-from harness.node.wait import CommandSucceeds, wait_all, wait_for
+from harness.node.wait import CommandSucceeds, wait_all
 from systems import deploy
 from systems.base import (
     AdapterError,
     BugSwitch,
     ConfigError,
     Deployment,
-    Endpoint,
+    Exposure,
+    HolderClientCode,
     ProcessTarget,
+    RoleSpec,
     Sink,
     SystemConfig,
     check_bugs,
     check_roles,
     nodes_with_role,
+    read_packages,
+    reporting_seq,
 )
+from systems.holder_flaws import check_no_clash
 from systems.zookeeper import client
 
 __all__ = ["BUG_SWITCHES", "MEMBERS", "PACKAGES", "ZooKeeperSystem"]
@@ -92,23 +97,24 @@ BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
                 client.TRUST_IS_ACQUIRED,
                 "the holder writes to store when kazoo's Lock.is_acquired says it holds the lock, "
                 "without the server checking: it stays True after the session expired",
-                "--nemesis pause --target holder: the holder paused past its session timeout",
-                "stale-write on store",
+                Exposure(faults=("pause",), ttl_multiples=(3.0,)),
+                ("stale-write",),
+                ("store",),
             ),
             BugSwitch(
                 client.SEQUENCE_TOKEN,
                 "the lock node's sequence number is the token: it restarts at 0 when the lock's "
                 "parent is removed (empty) and created again",
-                "any run whose lock goes free (the parent is removed after a release)",
-                "grant-regression, epoch-reuse",
+                Exposure(faults=("pause",), ttl_multiples=(3.0,)),
+                ("grant-regression", "epoch-reuse"),
             ),
             BugSwitch(
                 client.FOLLOWER_READ_CHECK,
                 "the holder checks that its lock node exists with a plain read, which a lagging "
                 "or cut-off follower answers from stale state, then writes to store unchecked",
-                "--nemesis partition --target lock: the holder's member cut off from the quorum "
-                "(and pauses of the holder between its check and its write)",
-                "stale-write on store",
+                Exposure(faults=("partition",), targets=("lock",), ttl_multiples=(3.0,)),
+                ("stale-write",),
+                ("store",),
             ),
         )
     }
@@ -129,22 +135,32 @@ class ZooKeeperSystem:
     def __init__(
         self,
         client_port: int = 2181,
-        agent_port: int = 7000,
         data_dir: str = f"{deploy.DATA_DIR}/zookeeper",
         ready_timeout: float = 60.0,
         client_timeout: float = 10.0,
         heap: str = "96m",
     ) -> None:
         self.client_port = client_port
-        self.agent_port = agent_port
         self.data_dir = data_dir
         self.ready_timeout = ready_timeout
         self.client_timeout = client_timeout
         self.heap = heap
+        check_no_clash(self.name, BUG_SWITCHES)
 
-    def roles(self) -> Mapping[str, int]:
-        """Three ensemble members (lock nodes) and at least one worker."""
-        return {"lock": MEMBERS, "worker": 1}
+    def describe(self) -> str:
+        """What the system is."""
+        return (
+            "ZooKeeper 3.8 (Debian), three members: kazoo's lock with the lock node's czxid as "
+            "token, a multi-fenced store and an unfenced log on ZooKeeper itself"
+        )
+
+    def roles(self) -> Mapping[str, RoleSpec]:
+        """Three ensemble members ``z1..z3`` (lock nodes) and workers ``w1..``."""
+        return {"lock": RoleSpec(MEMBERS, "z"), "worker": RoleSpec(1, "w")}
+
+    def packages(self) -> tuple[str, ...]:
+        """The Debian packages of ``packages.txt`` beside this module."""
+        return read_packages(PACKAGES)
 
     def bug_switches(self) -> Mapping[str, BugSwitch]:
         """``trust-is-acquired``, ``sequence-token`` and ``follower-read-check``."""
@@ -163,12 +179,14 @@ class ZooKeeperSystem:
     def inventory(self, config: SystemConfig) -> tuple[Sink, ...]:
         """``store`` fenced by the lock node (reports ``seq``), ``log`` unfenced."""
         return (
-            Sink(
-                "store",
-                fenced=True,
-                mitigation="none",
-                description="a znode per entry; a multi checks the holder's lock node still "
-                "exists and creates the entry; seq is the entry's czxid",
+            reporting_seq(
+                Sink(
+                    "store",
+                    fenced=True,
+                    mitigation="none",
+                    description="a znode per entry; a multi checks the holder's lock node still "
+                    "exists and creates the entry; seq is the entry's czxid",
+                )
             ),
             Sink(
                 "log",
@@ -233,88 +251,51 @@ class ZooKeeperSystem:
         return leaders[0] if len(leaders) == 1 else None
 
     def setup(self, nodes: Mapping[str, Node], config: SystemConfig) -> Deployment:
-        """Start the three members, wait for their quorum, then one agent per worker."""
+        """Start the three members from empty data directories and wait for their quorum; name
+        the holder client."""
         self.validate(config)
         check_roles(self.name, self.roles(), nodes)
         members = nodes_with_role(nodes, "lock")
-        workers = nodes_with_role(nodes, "worker")
-        hosts = ",".join(f"{node.ip}:{self.client_port}" for node in members)
-        client_config = {
-            "hosts": hosts,
-            "session_timeout": self.lease_ttl(config),
-            "timeout": self.client_timeout,
-            "bugs": sorted(config.bugs),
-        }
 
         def start_member(node: Node) -> Daemon:
             deploy.fresh_dir(node, self.data_dir)
             deploy.install(node, self.config_files(members, members.index(node) + 1))
             return node.start_daemon(_DAEMON, self.server_argv())
 
-        def start_agent(node: Node) -> Daemon:
-            listen = Endpoint(node.ip, self.agent_port)
-            client_path = f"{deploy.INSTALL_DIR}/zookeeper_client.py"
-            files = {client_path: deploy.source_of(client), **deploy.agent_files()}
-            argv = deploy.agent_argv(
-                deploy.INSTALL_DIR,
-                listen,
-                node.name,
-                client_path,
-                self.lease_ttl(config),
-                False,
-                client_config,
-            )
-            deploy.install(node, files)
-            return deploy.start_and_wait(
-                node, deploy.AGENT_DAEMON, argv, listen, self.ready_timeout
-            )
-
         try:
             deploy.on_each(members, start_member)
             wait_all([(node, self._serving(node)) for node in members])
-            deploy.on_each(workers, start_agent)
         except (AdapterError, NodeError) as problem:
             self.teardown(nodes)
             raise AdapterError(f"setting up system {self.name!r} failed:\n{problem}") from None
         return Deployment(
-            system=self.name,
-            config=config,
-            lease_ttl=self.lease_ttl(config),
-            agents={node.name: Endpoint(node.ip, self.agent_port) for node in workers},
-            targets=(
-                *(ProcessTarget("lock", node.name, _DAEMON, self.client_port) for node in members),
-                *(
-                    ProcessTarget("worker", node.name, deploy.AGENT_DAEMON, self.agent_port)
-                    for node in workers
-                ),
+            client=HolderClientCode(
+                client,
+                {
+                    "hosts": ",".join(f"{node.ip}:{self.client_port}" for node in members),
+                    "session_timeout": self.lease_ttl(config),
+                    "timeout": self.client_timeout,
+                    "bugs": sorted(config.bugs),
+                },
             ),
-            inventory=self.inventory(config),
+            targets=tuple(ProcessTarget("lock", node.name, _DAEMON) for node in members),
+            lease_ttl=self.lease_ttl(config),
         )
 
     def teardown(self, nodes: Mapping[str, Node]) -> None:
-        """SIGKILL the members and the agents (data directories stay for inspection)."""
+        """SIGKILL the members (their data directories stay for inspection)."""
         problems = []
-        for node in nodes.values():
+        for node in nodes_with_role(nodes, "lock"):
             try:
-                deploy.kill_daemons(node, (_DAEMON, deploy.AGENT_DAEMON))
+                deploy.kill_daemons(node, (_DAEMON,))
             except NodeError as problem:
                 problems.append(f"{node.name}: {problem}")
         if problems:
             raise AdapterError("tearing down the zookeeper system failed:\n" + "\n".join(problems))
 
-    def restart(self, node: Node, target: ProcessTarget) -> Daemon:
-        """Start a killed target again with its last command line and wait until it serves
-        (a member: until it has rejoined a quorum)."""
-        if target.daemon != _DAEMON:
-            return deploy.restart_target(
-                node, target, Endpoint(node.ip, target.port), self.ready_timeout
-            )
-        old = node.daemon(_DAEMON)
-        if node.process_state(old) not in (None, "Z", "X"):
-            raise AdapterError(f"ZooKeeper on {node.name} (pid {old.pid}) is still running")
-        daemon = node.start_daemon(_DAEMON, old.argv)
-        try:
-            wait_for(node, self._serving(node))
-        except NodeError as problem:
-            raise AdapterError(f"ZooKeeper on {node.name} did not rejoin: {problem}") from None
-        return daemon
+    def restart(self, node: Node, daemon: str) -> Daemon:
+        """Start a killed member again with its last command line (same data directory) and wait
+        until it has rejoined a quorum."""
+        if daemon != _DAEMON:
+            raise AdapterError(f"the zookeeper system has no daemon {daemon!r} to restart")
+        return deploy.restart_daemon(node, daemon, self._serving(node))

@@ -32,6 +32,8 @@ import threading
 import time
 from typing import Any
 
+from harness.nodeside import client as api
+
 __all__ = ["Client"]
 
 TRUST_IS_ACQUIRED = "trust-is-acquired"
@@ -41,11 +43,13 @@ FOLLOWER_READ_CHECK = "follower-read-check"
 _STORE = "store"
 _LOG = "log"
 _SINKS = (_STORE, _LOG)
-# The lock node of the grant is gone. Not "stale-epoch", which promises that the sink has seen a
-# higher epoch: a session can expire before anyone else is granted the lock.
-_NOT_OWNER = "not-owner"
-_NOT_HELD = "not-held"
-_UNAVAILABLE = "unavailable"
+# The lock node of the grant is gone. Not STALE, which promises that the sink has seen a higher
+# epoch: a session can expire before anyone else is granted the lock.
+_NOT_OWNER = api.Refused("not-owner")
+_NOT_HELD = api.Refused("not-held")
+_NEVER_SENT = api.Refused(api.UNAVAILABLE)
+_BAD_REQUEST = api.Refused("bad-request")
+_TIMED_OUT = api.Refused("timeout")
 _SEQUENCE_DIGITS = 10
 
 
@@ -92,10 +96,10 @@ class Client:
         """Whether the session is up: a request made while it is not would never be sent."""
         return bool(self._zk.connected)
 
-    def acquire(self, lock: str, ttl: float, wait: float) -> tuple[int, float] | str:
+    def acquire(self, lock: str, ttl: float, wait: float) -> api.Grant | api.Refused | api.Unknown:
         """Take ``/locks/lock`` with kazoo's recipe, waiting up to ``wait`` seconds."""
         if not self._connected():
-            return _UNAVAILABLE
+            return _NEVER_SENT
         parent = f"/locks/{lock}"
         start = time.monotonic()
         while True:
@@ -103,12 +107,12 @@ class Client:
             try:
                 granted = recipe.acquire(timeout=max(wait - (time.monotonic() - start), 0.001))
             except self._errors.LockTimeout:
-                return "timeout"
+                return _TIMED_OUT
             except self._errors.NoNodeError:
                 # Another holder removed the empty parent between our ensure_path and our create.
                 continue
             if not granted:
-                return "timeout"
+                return _TIMED_OUT
             break
         path = f"{parent}/{recipe.node}"
         if self._sequence_token:
@@ -122,7 +126,7 @@ class Client:
             epoch = int(stat.czxid)
         with self._state:
             self._held[lock] = _Held(recipe, path, epoch)
-        return epoch, time.monotonic() - start
+        return api.Grant(epoch, time.monotonic() - start)
 
     def _grant(self, lock: str, epoch: int) -> _Held | None:
         with self._state:
@@ -157,25 +161,28 @@ class Client:
             self._zk.delete(held.path.rpartition("/")[0])
         return existed
 
-    def write(self, lock: str, sink: str, key: str, id: str, epoch: int, prev: Any) -> str:
-        """``ok``, ``not-owner`` (store: the grant's lock node is gone), ``not-held`` (no such
-        grant here), ``unavailable`` (never sent); an exception when the outcome is unknown."""
+    def write(
+        self, lock: str, sink: str, key: str, id: str, epoch: int, prev: Any
+    ) -> api.Accepted | api.Refused | api.Unknown:
+        """Accepted (``store``: with the entry's czxid as ``seq``), or refused as ``not-owner``
+        (``store``: the grant's lock node is gone), ``not-held`` (no such grant here) or never
+        sent; an exception when the outcome is unknown."""
         if sink not in _SINKS:
-            return "bad-request"
+            return _BAD_REQUEST
         data = f"{id} {epoch}".encode()
         entry = f"/{sink}/{key}/e-"
         if sink == _LOG:
             if not self._connected():
-                return _UNAVAILABLE
+                return _NEVER_SENT
             self._zk.create(entry, data, sequence=True, makepath=True)
-            return "ok"
+            return api.Accepted()
         held = self._grant(lock, epoch)
         if held is None:
             return _NOT_HELD
         if self._holder_checks:
             return self._checked_by_holder(held, entry, data)
         if not self._connected():
-            return _UNAVAILABLE
+            return _NEVER_SENT
         if key not in self._keys:
             self._zk.ensure_path(f"/{sink}/{key}")
             with self._state:
@@ -189,28 +196,36 @@ class Client:
         failed = [result for result in results if isinstance(result, Exception)]
         if failed:
             raise failed[-1]
-        return "ok"
+        return self._accepted(results[1])
 
-    def _checked_by_holder(self, held: _Held, entry: str, data: bytes) -> str:
+    def _accepted(self, created: str) -> api.Accepted:
+        """The entry ``created`` was accepted; its czxid is the store's ``seq``."""
+        stat = self._zk.exists(created)
+        # Only a later delete could remove it, and nothing deletes entries.
+        return api.Accepted(None if stat is None else int(stat.czxid))
+
+    def _checked_by_holder(
+        self, held: _Held, entry: str, data: bytes
+    ) -> api.Accepted | api.Refused:
         """The planted mistakes: the holder decides it still owns the lock (kazoo's belief, or a
         plain read), then writes with retries, as a client that trusts its check would."""
         if not self._owns(held):
             return _NOT_OWNER
-        self._retry(self._zk.create, entry, data, sequence=True, makepath=True)
-        return "ok"
+        created = self._retry(self._zk.create, entry, data, sequence=True, makepath=True)
+        return self._accepted(str(created))
 
     def read(
         self, sink: str, key: str, lock: str | None = None, epoch: int | None = None
-    ) -> list[dict[str, Any]] | str:
+    ) -> api.Read | api.Refused | api.Unknown:
         """The key's entries in creation order (``store``'s with ``seq``: their czxid).
 
         A fenced read (``lock`` and ``epoch``) first checks, as a renewal does, that the grant's
         lock node still exists (``not-owner`` if not); ``log`` cannot fence a read.
         """
         if sink not in _SINKS or (lock is not None and sink != _STORE):
-            return "bad-request"
+            return _BAD_REQUEST
         if not self._connected():
-            return _UNAVAILABLE
+            return _NEVER_SENT
         if lock is not None and epoch is not None:
             held = self._grant(lock, epoch)
             if held is None:
@@ -221,14 +236,12 @@ class Client:
         try:
             children = sorted(self._zk.get_children(parent))
         except self._errors.NoNodeError:
-            return []
+            return api.Read()
         pending = [self._zk.get_async(f"{parent}/{child}") for child in children]
         entries = []
         for answer in pending:
             value, stat = answer.get(timeout=self._timeout)
             write_id, written = value.decode().split()
-            entry: dict[str, Any] = {"id": write_id, "epoch": int(written)}
-            if sink == _STORE:
-                entry["seq"] = int(stat.czxid)
-            entries.append(entry)
-        return entries
+            seq = int(stat.czxid) if sink == _STORE else None
+            entries.append(api.Entry(write_id, int(written), seq))
+        return api.Read(tuple(entries))

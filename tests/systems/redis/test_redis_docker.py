@@ -3,119 +3,117 @@
 from __future__ import annotations
 
 import signal
-from collections.abc import Iterator
 from contextlib import AbstractContextManager
-from typing import Any, Protocol
+from typing import Any
 
 import pytest
 from localcluster import wait_until
-from realsystems import ask, pause_inside_write, running, system_image
+from realsystems import Running, ask, pause_inside_write, running
 
-from harness.node import Node
-from harness.node.docker.cluster import Cluster, NodeSpec
-from systems import Deployment, SystemConfig
-from systems.redis import PACKAGES, RedisSystem
+from systems import SystemConfig
+from systems.redis import RedisSystem
 
 pytestmark = pytest.mark.docker
 
-TOPOLOGY = (NodeSpec("l1", "lock"), NodeSpec("w1", "worker"), NodeSpec("w2", "worker"))
+
+def start(**config: Any) -> AbstractContextManager[Running]:
+    """Redis on r1 and agents on w1, w2 under ``SystemConfig(**config)``."""
+    return running(RedisSystem(), SystemConfig(**config))
 
 
-class Start(Protocol):
-    def __call__(self, **config: Any) -> AbstractContextManager[tuple[Cluster, Deployment]]: ...
+def redis_cli(run: Running, *command: str) -> str:
+    r1 = run.cluster.nodes["r1"]
+    return r1.run(["redis-cli", "-h", r1.ip, *command], check=True).stdout.strip()
 
 
-@pytest.fixture(scope="module")
-def redis_image() -> str:
-    return system_image(PACKAGES)
-
-
-@pytest.fixture
-def start(redis_image: str) -> Iterator[Start]:
-    """``start(**config)``: Redis on l1 and agents on w1, w2 under ``SystemConfig(**config)``."""
-    yield lambda **config: running(RedisSystem(), redis_image, TOPOLOGY, SystemConfig(**config))
-
-
-def redis_cli(node: Node, *command: str) -> str:
-    return node.run(["redis-cli", "-h", node.ip, *command], check=True).stdout.strip()
-
-
-def kill_and_restart(cluster: Cluster, deployment: Deployment) -> None:
+def kill_and_restart(run: Running) -> None:
     """SIGKILL Redis (no chance to flush) and start it again as after the kill nemesis."""
-    l1 = cluster.nodes["l1"]
-    server = l1.daemon("redis-server")
-    l1.signal(server, signal.SIGKILL)
-    wait_until(lambda: l1.process_state(server) in (None, "Z"), "Redis to die")
-    RedisSystem().restart(l1, deployment.targets_for("lock")[0])
+    r1 = run.cluster.nodes["r1"]
+    server = r1.daemon("redis-server")
+    r1.signal(server, signal.SIGKILL)
+    wait_until(lambda: r1.process_state(server) in (None, "Z"), "Redis to die")
+    RedisSystem().restart(r1, "redis-server")
 
 
-def acquire(deployment: Deployment, worker: str) -> int:
-    epoch: int = ask(deployment, worker, {"op": "acquire", "lock": "L", "wait": 10})["epoch"]
+def acquire(run: Running, worker: str) -> int:
+    epoch: int = ask(run, worker, {"op": "acquire", "lock": "L", "wait": 10})["epoch"]
     return epoch
 
 
-def test_a_stale_holder_is_fenced_off_and_a_kill_forgets_nothing(start: Start) -> None:
-    with start(lease_ttl=1.0) as (cluster, deployment):
-        old, new, reply = pause_inside_write(cluster, deployment, "store", 2500)
+def test_a_stale_holder_is_fenced_off_and_a_kill_forgets_nothing() -> None:
+    with start(lease_ttl=1.0) as run:
+        old, new, reply = pause_inside_write(run, "store", 2500)
         assert new > old
         assert reply == {"ok": False, "error": "stale-epoch"}
-        read = ask(deployment, "w2", {"op": "read", "sink": "store", "key": "k"})
+        read = ask(run, "w2", {"op": "read", "sink": "store", "key": "k"})
         assert [(e["id"], e["epoch"]) for e in read["entries"]] == [("w2-1", new)]
         write = {"op": "write", "lock": "L", "epoch": new, "sink": "log", "key": "k", "id": "w2-2"}
-        assert ask(deployment, "w2", write) == {"ok": True}
+        assert ask(run, "w2", write) == {"ok": True}
 
-        kill_and_restart(cluster, deployment)
-        ask(deployment, "w2", {"op": "release", "lock": "L"})
-        after = acquire(deployment, "w1")
+        kill_and_restart(run)
+        ask(run, "w2", {"op": "release", "lock": "L"})
+        after = acquire(run, "w1")
         assert after > new
-        read = ask(deployment, "w1", {"op": "read", "sink": "store", "key": "k"})
+        read = ask(run, "w1", {"op": "read", "sink": "store", "key": "k"})
         assert [e["id"] for e in read["entries"]] == ["w2-1"]
         assert read["entries"][0]["seq"] >= 1
         fenced_read = {"op": "read", "sink": "store", "key": "k", "lock": "L", "epoch": after}
-        assert ask(deployment, "w1", fenced_read)["ok"] is True
-        assert redis_cli(cluster.nodes["l1"], "GET", "mark:L") == str(after)
+        assert ask(run, "w1", fenced_read)["ok"] is True
+        assert redis_cli(run, "GET", "mark:L") == str(after)
 
 
-def test_the_owned_sink_refuses_a_holder_whose_grant_is_gone(start: Start) -> None:
-    with start(lease_ttl=1.0) as (cluster, deployment):
-        _, new, reply = pause_inside_write(cluster, deployment, "owned", 2500)
+def test_fenced_writes_report_the_sinks_own_order_across_keys() -> None:
+    with start() as run:
+        epoch = acquire(run, "w1")
+        seqs = []
+        for number, key in enumerate(("a", "b", "a")):
+            write = {"op": "write", "lock": "L", "epoch": epoch, "sink": "store", "key": key}
+            seqs.append(ask(run, "w1", {**write, "id": f"w1-{number}"})["seq"])
+        assert seqs == sorted(set(seqs))
+        read = ask(run, "w1", {"op": "read", "sink": "store", "key": "a"})
+        assert [e["seq"] for e in read["entries"]] == [seqs[0], seqs[2]]
+
+
+def test_the_owned_sink_refuses_a_holder_whose_grant_is_gone() -> None:
+    with start(lease_ttl=1.0) as run:
+        _, new, reply = pause_inside_write(run, "owned", 2500)
         assert reply == {"ok": False, "error": "not-owner"}
-        read = ask(deployment, "w2", {"op": "read", "sink": "owned", "key": "k"})
+        read = ask(run, "w2", {"op": "read", "sink": "owned", "key": "k"})
         assert [(e["id"], e["epoch"]) for e in read["entries"]] == [("w2-1", new)]
 
 
-def test_no_aof_a_kill_forgets_the_counter(start: Start) -> None:
-    with start(lease_ttl=1.0, bugs={"no-aof"}) as (cluster, deployment):
-        epochs = [acquire(deployment, "w1") for _ in range(3)]
+def test_no_aof_a_kill_forgets_the_counter() -> None:
+    with start(lease_ttl=1.0, bugs={"no-aof"}) as run:
+        epochs = [acquire(run, "w1") for _ in range(3)]
         assert epochs == sorted(set(epochs))
-        kill_and_restart(cluster, deployment)
-        assert acquire(deployment, "w2") <= epochs[-1]
+        kill_and_restart(run)
+        assert acquire(run, "w2") <= epochs[-1]
 
 
-def test_random_value_token_the_token_is_the_locks_random_value(start: Start) -> None:
-    with start(bugs={"random-value-token"}) as (cluster, deployment):
-        epoch = acquire(deployment, "w1")
-        assert redis_cli(cluster.nodes["l1"], "GET", "lock:L") == f"w1/{epoch}"
-        assert redis_cli(cluster.nodes["l1"], "EXISTS", "epoch:L") == "0"
+def test_random_value_token_the_token_is_the_locks_random_value() -> None:
+    with start(bugs={"random-value-token"}) as run:
+        epoch = acquire(run, "w1")
+        assert redis_cli(run, "GET", "lock:L") == f"w1/{epoch}"
+        assert redis_cli(run, "EXISTS", "epoch:L") == "0"
 
 
-def test_unchecked_release_a_resumed_holder_takes_the_lock_back(start: Start) -> None:
-    with start(lease_ttl=1.0, bugs={"unchecked-release"}) as (cluster, deployment):
-        old = acquire(deployment, "w1")
-        w1, l1 = cluster.nodes["w1"], cluster.nodes["l1"]
+def test_unchecked_release_a_resumed_holder_takes_the_lock_back() -> None:
+    with start(lease_ttl=1.0, bugs={"unchecked-release"}) as run:
+        old = acquire(run, "w1")
+        w1 = run.cluster.nodes["w1"]
         write = {"op": "write", "lock": "L", "sink": "owned", "key": "k"}
         w1.signal(w1.daemon("agent"), signal.SIGSTOP)
         try:
-            new = ask(deployment, "w2", {"op": "acquire", "lock": "L", "wait": 20})["epoch"]
-            assert ask(deployment, "w2", {**write, "epoch": new, "id": "w2-1"}) == {"ok": True}
+            new = ask(run, "w2", {"op": "acquire", "lock": "L", "wait": 20})["epoch"]
+            assert ask(run, "w2", {**write, "epoch": new, "id": "w2-1"})["ok"] is True
             # w2 stops renewing, so that only w1's renewals set the lock from here on.
-            assert ask(deployment, "w2", {"op": "release", "lock": "L"}) == {"ok": True}
+            assert ask(run, "w2", {"op": "release", "lock": "L"}) == {"ok": True}
         finally:
             w1.signal(w1.daemon("agent"), signal.SIGCONT)
         # w1's renewal (every TTL/3) sets the lock to its own value again: it believes it holds it.
-        wait_until(lambda: redis_cli(l1, "GET", "lock:L") == f"w1/{old}", "w1 to retake the lock")
-        assert ask(deployment, "w1", {**write, "epoch": old, "id": "w1-1"}) == {"ok": True}
-        read = ask(deployment, "w2", {"op": "read", "sink": "owned", "key": "k"})
+        wait_until(lambda: redis_cli(run, "GET", "lock:L") == f"w1/{old}", "w1 to retake the lock")
+        assert ask(run, "w1", {**write, "epoch": old, "id": "w1-1"})["ok"] is True
+        read = ask(run, "w2", {"op": "read", "sink": "owned", "key": "k"})
         # An older grant's write accepted after a newer one's: the stale write the checker reports.
         assert [(e["id"], e["epoch"]) for e in read["entries"]] == [("w2-1", new), ("w1-1", old)]
         assert old < new
