@@ -52,8 +52,7 @@ BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
                 "the lock's random value is the token (redis-py's Lock, Redlock): grants carry "
                 "numbers in no order, which the fenced store compares",
                 Exposure(faults=("pause",), ttl_multiples=(3.0,)),
-                ("grant-regression", "stale-write"),
-                ("store",),
+                ("grant-regression",),
             ),
             BugSwitch(
                 _NO_AOF,

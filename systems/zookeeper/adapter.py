@@ -104,14 +104,17 @@ BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
             BugSwitch(
                 client.SEQUENCE_TOKEN,
                 "the lock node's sequence number is the token: it restarts at 0 when the lock's "
-                "parent is removed (empty) and created again",
+                "parent is removed (empty) and created again; a lock must go free, so run more "
+                "locks than holders keep busy (--locks 3)",
                 Exposure(faults=("pause",), ttl_multiples=(3.0,)),
                 ("grant-regression", "epoch-reuse"),
             ),
             BugSwitch(
                 client.FOLLOWER_READ_CHECK,
                 "the holder checks that its lock node exists with a plain read, which a lagging "
-                "or cut-off follower answers from stale state, then writes to store unchecked",
+                "or cut-off follower answers from stale state, then writes to store unchecked; "
+                "needs the holder's member cut off from the quorum but not from the holder, "
+                "with sessions (--ttl 1) expiring before the member notices",
                 Exposure(faults=("partition",), targets=("lock",), ttl_multiples=(3.0,)),
                 ("stale-write",),
                 ("store",),

@@ -51,6 +51,8 @@ _NEVER_SENT = api.Refused(api.UNAVAILABLE)
 _BAD_REQUEST = api.Refused("bad-request")
 _TIMED_OUT = api.Refused("timeout")
 _SEQUENCE_DIGITS = 10
+_CONNECT_WAIT_S = 1.0
+_POLL_S = 0.05
 
 
 class _Held:
@@ -96,9 +98,19 @@ class Client:
         """Whether the session is up: a request made while it is not would never be sent."""
         return bool(self._zk.connected)
 
+    def _await_connection(self, limit: float) -> bool:
+        """Wait up to ``limit`` seconds for the session to be up (kazoo reconnects by itself), so
+        that a holder asking for a lock during a fault waits as a real one would."""
+        deadline = time.monotonic() + limit
+        while not self._connected():
+            if time.monotonic() >= deadline:
+                return False
+            time.sleep(_POLL_S)
+        return True
+
     def acquire(self, lock: str, ttl: float, wait: float) -> api.Grant | api.Refused | api.Unknown:
         """Take ``/locks/lock`` with kazoo's recipe, waiting up to ``wait`` seconds."""
-        if not self._connected():
+        if not self._await_connection(min(wait, _CONNECT_WAIT_S)):
             return _NEVER_SENT
         parent = f"/locks/{lock}"
         start = time.monotonic()
