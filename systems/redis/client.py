@@ -11,8 +11,9 @@ having redis-py). Every step that must be atomic is one server-side Lua script:
   (``mark:L``, numerically), refuses a lower one, and appends ``id epoch seq`` to the key's list,
   ``seq`` taken from the sink's own counter in the same script.
 - **owned** (fenced by ownership): appends only while the lock's value is this grant's, the idiom
-  of "check the lock is mine, then write" done atomically inside the lock's own server; refuses
-  with ``not-owner`` otherwise.
+  of "check the lock is mine, then write" done atomically inside the lock's own server. A refusal
+  is ``stale-epoch`` when the sink has accepted a higher epoch of the lock (its mark), else
+  ``not-owner``: a lapsed grant alone is no proof that a newer one exists.
 - **log** (unfenced): a plain ``RPUSH`` of ``id epoch``.
 
 Its configuration (the ``client`` object of the agent's ``--config``): ``host`` and ``port`` of
@@ -85,25 +86,39 @@ if epoch < mark then return -1 end
 if epoch > mark then redis.call('SET', KEYS[1], ARGV[1]) end
 return redis.call('LRANGE', KEYS[2], 0, -1)
 """
-# KEYS: lock, list, seq counter. ARGV: owner/epoch, id, epoch. The new seq, or -2 when the grant
-# no longer holds the lock (expired, released, or another's now).
+# The owned sink decides by ownership alone; its mark (the highest epoch it accepted or read with)
+# only names a refusal: -1 (stale) when it has seen a higher epoch, else -2 (not the owner).
+# KEYS: lock, mark, list, seq counter. ARGV: owner/epoch, epoch, id. The new seq, or -1/-2.
 _OWNED_WRITE = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -2 end
-local seq = redis.call('INCR', KEYS[3])
-redis.call('RPUSH', KEYS[2], ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. seq)
+local mark = tonumber(redis.call('GET', KEYS[2]) or '-1')
+local epoch = tonumber(ARGV[2])
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  if epoch < mark then return -1 end
+  return -2
+end
+if epoch > mark then redis.call('SET', KEYS[2], ARGV[2]) end
+local seq = redis.call('INCR', KEYS[4])
+redis.call('RPUSH', KEYS[3], ARGV[3] .. ' ' .. ARGV[2] .. ' ' .. seq)
 return seq
 """
-# KEYS: lock, list. ARGV: owner/epoch. The entries while this grant holds the lock, else -2.
+# KEYS: lock, mark, list. ARGV: owner/epoch, epoch. The entries while this grant holds the lock
+# (raising the mark), else -1/-2 as a write.
 _OWNED_READ = """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return -2 end
-return redis.call('LRANGE', KEYS[2], 0, -1)
+local mark = tonumber(redis.call('GET', KEYS[2]) or '-1')
+local epoch = tonumber(ARGV[2])
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  if epoch < mark then return -1 end
+  return -2
+end
+if epoch > mark then redis.call('SET', KEYS[2], ARGV[2]) end
+return redis.call('LRANGE', KEYS[3], 0, -1)
 """
 
 _STORE = "store"
 _OWNED = "owned"
 _LOG = "log"
-# An ownership check refused: not STALE, which promises that the sink has seen a higher epoch,
-# while a lock can lapse with no newer grant (and a newer grant need not have written).
+# An ownership check refused though the sink has seen no higher epoch: not STALE, which promises
+# that it has (a lock can lapse with no newer grant, and a newer grant need not have written).
 _NOT_OWNER = "not-owner"
 _NEVER_SENT = api.Refused(api.UNAVAILABLE)
 _BAD_REQUEST = api.Refused("bad-request")
@@ -195,9 +210,9 @@ class Client:
     def write(
         self, lock: str, sink: str, key: str, id: str, epoch: int, prev: Any
     ) -> api.Accepted | api.Refused | api.Unknown:
-        """Accepted with the sink's ``seq`` (``log`` has none), refused as stale (``store``), as
-        ``not-owner`` (``owned``: the grant no longer holds the lock) or as never sent; an
-        exception when the outcome is unknown."""
+        """Accepted with the sink's ``seq`` (``log`` has none), refused as stale, as ``not-owner``
+        (``owned``: the grant no longer holds the lock, and no higher epoch came) or as never
+        sent; an exception when the outcome is unknown."""
         try:
             if sink == _LOG:
                 self._redis.rpush(f"{_LOG}:{key}", f"{id} {epoch}")
@@ -206,8 +221,8 @@ class Client:
                 keys = [f"mark:{lock}", f"{_STORE}:{key}", f"seq:{_STORE}"]
                 seq = int(self._store_write(keys=keys, args=[epoch, id]))
             elif sink == _OWNED:
-                keys = [f"lock:{lock}", f"{_OWNED}:{key}", f"seq:{_OWNED}"]
-                seq = int(self._owned_write(keys=keys, args=[self._value(epoch), id, epoch]))
+                keys = [f"lock:{lock}", f"mark-{_OWNED}:{lock}", f"{_OWNED}:{key}", f"seq:{_OWNED}"]
+                seq = int(self._owned_write(keys=keys, args=[self._value(epoch), epoch, id]))
             else:
                 return _BAD_REQUEST
         except self._redis_errors as problem:
@@ -231,8 +246,8 @@ class Client:
                 keys = [f"mark:{lock}", f"{_STORE}:{key}"]
                 raw = self._store_read(keys=keys, args=[epoch])
             elif sink == _OWNED:
-                keys = [f"lock:{lock}", f"{_OWNED}:{key}"]
-                raw = self._owned_read(keys=keys, args=[self._value(epoch)])
+                keys = [f"lock:{lock}", f"mark-{_OWNED}:{lock}", f"{_OWNED}:{key}"]
+                raw = self._owned_read(keys=keys, args=[self._value(epoch), epoch])
             else:
                 return _BAD_REQUEST
         except self._redis_errors as problem:

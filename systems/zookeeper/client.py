@@ -12,9 +12,11 @@ empty): a harmless habit while the token is the czxid.
 Sinks, both on ZooKeeper itself, one znode per entry under ``/S/K`` (sequential ``e-`` children,
 data ``id epoch``), in the key's order:
 
-- **store** (fenced): a multi that checks the holder's lock node still exists and creates the
-  entry, atomically on the leader. Its entries carry ``seq``: their czxid, the ensemble's
-  acceptance order across all keys.
+- **store** (fenced): a multi that checks the holder's lock node still exists, raises the lock's
+  mark (``/marks/L``, the highest epoch accepted, by a compare-and-set on its version) and creates
+  the entry, atomically on the leader. A refusal is ``stale-epoch`` when the mark is above the
+  request's epoch, else ``not-owner`` (a lapsed session is no proof of a newer grant). Entries
+  carry ``seq``: their czxid, the ensemble's acceptance order across all keys.
 - **log** (unfenced): a plain create.
 
 Its configuration (the ``client`` object of the agent's ``--config``): ``hosts`` (``host:port``
@@ -43,10 +45,12 @@ FOLLOWER_READ_CHECK = "follower-read-check"
 _STORE = "store"
 _LOG = "log"
 _SINKS = (_STORE, _LOG)
-# The lock node of the grant is gone. Not STALE, which promises that the sink has seen a higher
-# epoch: a session can expire before anyone else is granted the lock.
+# The lock node of the grant is gone, yet the store has seen no higher epoch: not STALE, which
+# promises that it has (a session can expire before anyone else is granted the lock).
 _NOT_OWNER = api.Refused("not-owner")
-_NOT_HELD = api.Refused("not-held")
+_STALE = api.Refused(api.STALE)
+# A grant whose lock node vanished (its session expired) before its czxid could be read.
+_SESSION_LOST = api.Refused("session-expired")
 _NEVER_SENT = api.Refused(api.UNAVAILABLE)
 _BAD_REQUEST = api.Refused("bad-request")
 _TIMED_OUT = api.Refused("timeout")
@@ -134,7 +138,7 @@ class Client:
             if stat is None:
                 # The session expired between the grant and this read: the lease is already gone.
                 recipe.release()
-                return _NOT_HELD
+                return _SESSION_LOST
             epoch = int(stat.czxid)
         with self._state:
             self._held[lock] = _Held(recipe, path, epoch)
@@ -176,9 +180,10 @@ class Client:
     def write(
         self, lock: str, sink: str, key: str, id: str, epoch: int, prev: Any
     ) -> api.Accepted | api.Refused | api.Unknown:
-        """Accepted (``store``: with the entry's czxid as ``seq``), or refused as ``not-owner``
-        (``store``: the grant's lock node is gone), ``not-held`` (no such grant here) or never
-        sent; an exception when the outcome is unknown."""
+        """Accepted (``store``: with the entry's czxid as ``seq``), or refused as ``stale-epoch``
+        (``store``: it has seen a higher epoch of the lock), ``not-owner`` (the grant's lock node
+        is gone, or was never this holder's, and no higher epoch seen) or never sent; an
+        exception when the outcome is unknown."""
         if sink not in _SINKS:
             return _BAD_REQUEST
         data = f"{id} {epoch}".encode()
@@ -189,9 +194,7 @@ class Client:
             self._zk.create(entry, data, sequence=True, makepath=True)
             return api.Accepted()
         held = self._grant(lock, epoch)
-        if held is None:
-            return _NOT_HELD
-        if self._holder_checks:
+        if self._holder_checks and held is not None:
             return self._checked_by_holder(held, entry, data)
         if not self._connected():
             return _NEVER_SENT
@@ -199,16 +202,47 @@ class Client:
             self._zk.ensure_path(f"/{sink}/{key}")
             with self._state:
                 self._keys.add(key)
-        transaction = self._zk.transaction()
-        transaction.check(held.path, -1)
-        transaction.create(entry, data, sequence=True)
-        results = transaction.commit()
-        if isinstance(results[0], self._errors.NoNodeError):
-            return _NOT_OWNER
-        failed = [result for result in results if isinstance(result, Exception)]
-        if failed:
-            raise failed[-1]
-        return self._accepted(results[1])
+        done = self._fenced(held, lock, epoch, (entry, data))
+        return done if isinstance(done, api.Refused) else self._accepted(str(done[-1]))
+
+    def _mark(self, lock: str) -> tuple[int, int]:
+        """The store's mark for ``lock`` (the highest epoch it accepted or read with, -1 before
+        any) and the mark node's version, for a compare-and-set."""
+        path = f"/marks/{lock}"
+        try:
+            value, stat = self._zk.get(path)
+        except self._errors.NoNodeError:
+            with contextlib.suppress(self._errors.NodeExistsError):
+                self._zk.create(path, b"-1", makepath=True)
+            value, stat = self._zk.get(path)
+        return int(value), int(stat.version)
+
+    def _fenced(
+        self, held: _Held | None, lock: str, epoch: int, entry: tuple[str, bytes] | None
+    ) -> list[Any] | api.Refused:
+        """One multi: the grant's lock node still exists, the mark rises to ``epoch`` (a
+        compare-and-set on its version, retried when another holder moved it), and ``entry``
+        (path prefix, data) is created. The multi's results, or the refusal: ``stale-epoch``
+        when the mark is above ``epoch``, else ``not-owner``. Without a grant of ``epoch`` here
+        (an older one, long gone) there is no lock node to check: only the refusal is chosen."""
+        while True:
+            mark, version = self._mark(lock)
+            if held is None:
+                return _STALE if epoch < mark else _NOT_OWNER
+            transaction = self._zk.transaction()
+            transaction.check(held.path, -1)
+            if epoch > mark:
+                transaction.set_data(f"/marks/{lock}", str(epoch).encode(), version)
+            if entry is not None:
+                transaction.create(entry[0], entry[1], sequence=True)
+            results: list[Any] = transaction.commit()
+            failed = [result for result in results if isinstance(result, Exception)]
+            if not failed:
+                return results
+            if isinstance(results[0], self._errors.NoNodeError):
+                return _STALE if epoch < self._mark(lock)[0] else _NOT_OWNER
+            if not isinstance(results[1], self._errors.BadVersionError):
+                raise failed[0]
 
     def _accepted(self, created: str) -> api.Accepted:
         """The entry ``created`` was accepted; its czxid is the store's ``seq``."""
@@ -231,8 +265,8 @@ class Client:
     ) -> api.Read | api.Refused | api.Unknown:
         """The key's entries in creation order (``store``'s with ``seq``: their czxid).
 
-        A fenced read (``lock`` and ``epoch``) first checks, as a renewal does, that the grant's
-        lock node still exists (``not-owner`` if not); ``log`` cannot fence a read.
+        A fenced read (``lock`` and ``epoch``) first runs the store's multi without an entry: the
+        grant's lock node must exist, and the mark rises; ``log`` cannot fence a read.
         """
         if sink not in _SINKS or (lock is not None and sink != _STORE):
             return _BAD_REQUEST
@@ -240,10 +274,13 @@ class Client:
             return _NEVER_SENT
         if lock is not None and epoch is not None:
             held = self._grant(lock, epoch)
-            if held is None:
-                return _NOT_HELD
-            if not self._owns(held):
-                return _NOT_OWNER
+            if self._holder_checks and held is not None:
+                if not self._owns(held):
+                    return _NOT_OWNER
+            else:
+                done = self._fenced(held, lock, epoch, None)
+                if isinstance(done, api.Refused):
+                    return done
         parent = f"/{sink}/{key}"
         try:
             children = sorted(self._zk.get_children(parent))

@@ -77,9 +77,15 @@ def test_fenced_writes_report_the_sinks_own_order_across_keys() -> None:
 def test_the_owned_sink_refuses_a_holder_whose_grant_is_gone() -> None:
     with start(lease_ttl=1.0) as run:
         _, new, reply = pause_inside_write(run, "owned", 2500)
-        assert reply == {"ok": False, "error": "not-owner"}
+        assert reply == {"ok": False, "error": "stale-epoch"}  # w2's epoch reached it first
         read = ask(run, "w2", {"op": "read", "sink": "owned", "key": "k"})
         assert [(e["id"], e["epoch"]) for e in read["entries"]] == [("w2-1", new)]
+        # w2's grant lapses with nobody after it: refused, but not as stale.
+        r1 = run.cluster.nodes["r1"]
+        r1.run(["redis-cli", "-h", r1.ip, "DEL", "lock:L"], check=True)
+        write = {"op": "write", "lock": "L", "epoch": new, "sink": "owned", "key": "k"}
+        late = {**write, "id": "w2-2", "check_lease": False}
+        assert ask(run, "w2", late) == {"ok": False, "error": "not-owner"}
 
 
 def test_no_aof_a_kill_forgets_the_counter() -> None:
