@@ -203,10 +203,11 @@ class ZooKeeperSystem:
         """The configured TTL, which is each holder's session timeout."""
         return config.lease_ttl
 
-    def config_files(self, members: Sequence[Node], index: int) -> dict[str, bytes]:
-        """``zoo.cfg``, ``myid`` and the log4j configuration of member ``index`` (from 1)."""
+    def config_files(self, addresses: Sequence[str], index: int) -> dict[str, bytes]:
+        """``zoo.cfg``, ``myid`` and the log4j configuration of member ``index`` (from 1) of the
+        ensemble whose members have ``addresses``, in order."""
         servers = "".join(
-            f"server.{number}={node.ip}:2888:3888\n" for number, node in enumerate(members, 1)
+            f"server.{number}={address}:2888:3888\n" for number, address in enumerate(addresses, 1)
         )
         zoo_cfg = (
             f"tickTime={_TICK_MS}\ninitLimit=20\nsyncLimit=4\n"
@@ -262,7 +263,8 @@ class ZooKeeperSystem:
 
         def start_member(node: Node) -> Daemon:
             deploy.fresh_dir(node, self.data_dir)
-            deploy.install(node, self.config_files(members, members.index(node) + 1))
+            addresses = [member.ip for member in members]
+            deploy.install(node, self.config_files(addresses, members.index(node) + 1))
             return node.start_daemon(_DAEMON, self.server_argv())
 
         try:
