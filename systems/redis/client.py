@@ -67,50 +67,34 @@ _RELEASE_UNCHECKED = """
 redis.call('DEL', KEYS[1])
 return 1
 """
-# KEYS: mark, list, seq counter. ARGV: epoch, id. The new seq, or -1 when refused as stale.
-# Epochs compare as numbers (tonumber): exact up to 2^53, which random tokens stay below.
-_STORE_WRITE = """
-local mark = tonumber(redis.call('GET', KEYS[1]) or '-1')
-local epoch = tonumber(ARGV[1])
-if epoch < mark then return -1 end
-if epoch > mark then redis.call('SET', KEYS[1], ARGV[1]) end
-local seq = redis.call('INCR', KEYS[3])
-redis.call('RPUSH', KEYS[2], ARGV[2] .. ' ' .. ARGV[1] .. ' ' .. seq)
-return seq
-"""
-# KEYS: mark, list. ARGV: epoch. A fenced read: refused below the mark, else raises it.
-_STORE_READ = """
-local mark = tonumber(redis.call('GET', KEYS[1]) or '-1')
-local epoch = tonumber(ARGV[1])
-if epoch < mark then return -1 end
-if epoch > mark then redis.call('SET', KEYS[1], ARGV[1]) end
-return redis.call('LRANGE', KEYS[2], 0, -1)
-"""
-# The owned sink decides by ownership alone; its mark (the highest epoch it accepted or read with)
-# only names a refusal: -1 (stale) when it has seen a higher epoch, else -2 (not the owner).
-# KEYS: lock, mark, list, seq counter. ARGV: owner/epoch, epoch, id. The new seq, or -1/-2.
-_OWNED_WRITE = """
+# The sinks' scripts share one layout. KEYS: lock, the sink's mark for the lock (the highest
+# epoch it accepted or read with), the key's list, the sink's seq counter. ARGV: the grant's lock
+# value (owner/epoch), the epoch, the write's id. Epochs compare as numbers (tonumber): exact up
+# to 2^53, which random tokens stay below. A guard answers -1 (stale: the mark is higher) or -2
+# (not the owner), then the mark rises and the write appends ``id epoch seq`` or the read lists.
+_MARK = """
 local mark = tonumber(redis.call('GET', KEYS[2]) or '-1')
 local epoch = tonumber(ARGV[2])
+"""
+_EPOCH_GUARD = """
+if epoch < mark then return -1 end
+"""
+# The owned sink decides by ownership alone; the mark only names its refusal.
+_OWNER_GUARD = """
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then
   if epoch < mark then return -1 end
   return -2
 end
+"""
+_RAISE = """
 if epoch > mark then redis.call('SET', KEYS[2], ARGV[2]) end
+"""
+_APPEND = """
 local seq = redis.call('INCR', KEYS[4])
 redis.call('RPUSH', KEYS[3], ARGV[3] .. ' ' .. ARGV[2] .. ' ' .. seq)
 return seq
 """
-# KEYS: lock, mark, list. ARGV: owner/epoch, epoch. The entries while this grant holds the lock
-# (raising the mark), else -1/-2 as a write.
-_OWNED_READ = """
-local mark = tonumber(redis.call('GET', KEYS[2]) or '-1')
-local epoch = tonumber(ARGV[2])
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then
-  if epoch < mark then return -1 end
-  return -2
-end
-if epoch > mark then redis.call('SET', KEYS[2], ARGV[2]) end
+_LIST = """
 return redis.call('LRANGE', KEYS[3], 0, -1)
 """
 
@@ -151,10 +135,13 @@ class Client:
         self._acquire_script = script(_ACQUIRE_RANDOM if self._random_token else _ACQUIRE)
         self._renew_script = script(_RENEW_UNCHECKED if unchecked else _RENEW)
         self._release_script = script(_RELEASE_UNCHECKED if unchecked else _RELEASE)
-        self._store_write = script(_STORE_WRITE)
-        self._store_read = script(_STORE_READ)
-        self._owned_write = script(_OWNED_WRITE)
-        self._owned_read = script(_OWNED_READ)
+        guards = {_STORE: _EPOCH_GUARD, _OWNED: _OWNER_GUARD}
+        self._writes = {
+            sink: script(_MARK + guard + _RAISE + _APPEND) for sink, guard in guards.items()
+        }
+        self._reads = {
+            sink: script(_MARK + guard + _RAISE + _LIST) for sink, guard in guards.items()
+        }
         self._ttl_ms: dict[str, int] = {}
         self._state = threading.Lock()
 
@@ -217,14 +204,10 @@ class Client:
             if sink == _LOG:
                 self._redis.rpush(f"{_LOG}:{key}", f"{id} {epoch}")
                 return api.Accepted()
-            if sink == _STORE:
-                keys = [f"mark:{lock}", f"{_STORE}:{key}", f"seq:{_STORE}"]
-                seq = int(self._store_write(keys=keys, args=[epoch, id]))
-            elif sink == _OWNED:
-                keys = [f"lock:{lock}", f"mark-{_OWNED}:{lock}", f"{_OWNED}:{key}", f"seq:{_OWNED}"]
-                seq = int(self._owned_write(keys=keys, args=[self._value(epoch), epoch, id]))
-            else:
+            if sink not in self._writes:
                 return _BAD_REQUEST
+            keys = [f"lock:{lock}", f"mark-{sink}:{lock}", f"{sink}:{key}", f"seq:{sink}"]
+            seq = int(self._writes[sink](keys=keys, args=[self._value(epoch), epoch, id]))
         except self._redis_errors as problem:
             if self._never_sent(problem):
                 return _NEVER_SENT
@@ -242,12 +225,9 @@ class Client:
         try:
             if lock is None or epoch is None:
                 raw = self._redis.lrange(f"{sink}:{key}", 0, -1)
-            elif sink == _STORE:
-                keys = [f"mark:{lock}", f"{_STORE}:{key}"]
-                raw = self._store_read(keys=keys, args=[epoch])
-            elif sink == _OWNED:
-                keys = [f"lock:{lock}", f"mark-{_OWNED}:{lock}", f"{_OWNED}:{key}"]
-                raw = self._owned_read(keys=keys, args=[self._value(epoch), epoch])
+            elif sink in self._reads:
+                keys = [f"lock:{lock}", f"mark-{sink}:{lock}", f"{sink}:{key}"]
+                raw = self._reads[sink](keys=keys, args=[self._value(epoch), epoch])
             else:
                 return _BAD_REQUEST
         except self._redis_errors as problem:

@@ -59,7 +59,7 @@ def test_a_stale_holder_is_fenced_off_and_a_kill_forgets_nothing() -> None:
         assert read["entries"][0]["seq"] >= 1
         fenced_read = {"op": "read", "sink": "store", "key": "k", "lock": "L", "epoch": after}
         assert ask(run, "w1", fenced_read)["ok"] is True
-        assert redis_cli(run, "GET", "mark:L") == str(after)
+        assert redis_cli(run, "GET", "mark-store:L") == str(after)
 
 
 def test_fenced_writes_report_the_sinks_own_order_across_keys() -> None:
