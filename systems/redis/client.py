@@ -155,7 +155,8 @@ class Client:
         return "connecting to" in str(problem).lower()
 
     def acquire(self, lock: str, ttl: float, wait: float) -> api.Grant | api.Refused | api.Unknown:
-        """Poll the acquire script until it grants or ``wait`` runs out (``timeout``)."""
+        """Poll the acquire script until it grants or ``wait`` runs out: ``timeout`` if the lock
+        stayed held, ``unavailable`` if Redis did not answer at the last try."""
         ttl_ms = max(1, round(ttl * 1000))
         with self._state:
             self._ttl_ms[lock] = ttl_ms
@@ -165,13 +166,17 @@ class Client:
             try:
                 epoch = self._grant(lock, ttl_ms)
             except self._redis_errors as problem:
-                if self._never_sent(problem):
-                    return _NEVER_SENT
-                raise
+                if not self._never_sent(problem):
+                    raise
+                # Redis is down (killed, cut off): keep trying within the wait, as a holder's
+                # retry policy would, and say so only when the wait is over.
+                epoch, refusal = None, _NEVER_SENT
+            else:
+                refusal = _TIMED_OUT
             if epoch is not None:
                 return api.Grant(epoch, sent - start)
             if time.monotonic() - start >= wait:
-                return _TIMED_OUT
+                return refusal
             time.sleep(_POLL_S)
 
     def _grant(self, lock: str, ttl_ms: int) -> int | None:
