@@ -8,6 +8,7 @@ counter is on disk before the reply. The holders' client is :mod:`systems.redis.
 
 from __future__ import annotations
 
+import shlex
 import types
 from collections.abc import Mapping
 from pathlib import Path
@@ -30,7 +31,6 @@ from systems.base import (
     check_roles,
     nodes_with_role,
     read_packages,
-    reporting_seq,
 )
 from systems.holder_flaws import check_no_clash
 from systems.redis import client
@@ -124,23 +124,21 @@ class RedisSystem:
     def inventory(self, config: SystemConfig) -> tuple[Sink, ...]:
         """``store`` and ``owned`` fenced (each reports ``seq``), ``log`` unfenced."""
         return (
-            reporting_seq(
-                Sink(
-                    "store",
-                    fenced=True,
-                    mitigation="none",
-                    description="a list per key in Redis; one Lua script compares the epoch with "
-                    "the lock's highest seen (numerically), appends, and takes seq from a counter",
-                )
+            Sink(
+                "store",
+                fenced=True,
+                mitigation="none",
+                description="a list per key in Redis; one Lua script compares the epoch with "
+                "the lock's highest seen (numerically), appends, and takes seq from a counter",
+                seq=True,
             ),
-            reporting_seq(
-                Sink(
-                    "owned",
-                    fenced=True,
-                    mitigation="none",
-                    description="a list per key in Redis; one Lua script appends only while the "
-                    "lock key still holds this grant's value (seq from its own counter)",
-                )
+            Sink(
+                "owned",
+                fenced=True,
+                mitigation="none",
+                description="a list per key in Redis; one Lua script appends only while the "
+                "lock key still holds this grant's value (seq from its own counter)",
+                seq=True,
             ),
             Sink(
                 "log",
@@ -155,9 +153,11 @@ class RedisSystem:
         return config.lease_ttl
 
     def server_argv(self, config: SystemConfig) -> list[str]:
-        """Redis's command line under ``config`` (the restart after a kill reuses it)."""
-        argv = [
-            "redis-server",
+        """Redis's command line under ``config`` (the restart after a kill reuses it). With the
+        run's secret, a config file comes first whose only line is ``requirepass``: only the run
+        may use the server, and the password never shows in a command line."""
+        argv = ["redis-server", *([self._auth_file] if config.secret_file else [])]
+        argv += [
             *("--bind", "0.0.0.0", "--port", str(self.port), "--protected-mode", "no"),
             *("--dir", self.data_dir, "--logfile", ""),
         ]
@@ -165,9 +165,19 @@ class RedisSystem:
             argv += ["--appendonly", "yes", "--appendfsync", "always"]
         return argv
 
+    @property
+    def _auth_file(self) -> str:
+        return f"{self.data_dir}/auth.conf"
+
     def _ready(self, node: Node) -> CommandSucceeds:
-        probe = f"redis-cli -h {node.ip} -p {self.port} ping | grep -qx PONG"
-        return CommandSucceeds(probe, timeout=self.ready_timeout, interval=0.05)
+        """Ready when ``redis-cli ping`` answers ``PONG``, authenticating (``REDISCLI_AUTH``, which
+        no command line shows) with the password of the config file, if there is one."""
+        auth = shlex.quote(self._auth_file)
+        password = f"$(sed -n 's/^requirepass //p' {auth} 2>/dev/null)"
+        probe = f'REDISCLI_AUTH="{password}" redis-cli -h {node.ip} -p {self.port} ping'
+        return CommandSucceeds(
+            f"{probe} | grep -qx PONG", timeout=self.ready_timeout, interval=0.05
+        )
 
     def setup(self, nodes: Mapping[str, Node], config: SystemConfig) -> Deployment:
         """Start Redis on the lock node from an empty data directory; name the holder client."""
@@ -176,6 +186,9 @@ class RedisSystem:
         (server,) = nodes_with_role(nodes, "lock")
         try:
             deploy.fresh_dir(server, self.data_dir)
+            if config.secret_file:
+                secret = server.get_file(config.secret_file).decode().strip()
+                server.put_file(self._auth_file, f"requirepass {secret}\n".encode(), 0o600)
             deploy.start_and_wait(server, _DAEMON, self.server_argv(config), self._ready(server))
         except (AdapterError, NodeError) as problem:
             self.teardown(nodes)
@@ -188,6 +201,7 @@ class RedisSystem:
                     "port": self.port,
                     "timeout": self.client_timeout,
                     "bugs": sorted(config.bugs),
+                    "secret_file": config.secret_file,
                 },
             ),
             targets=(ProcessTarget("lock", server.name, _DAEMON),),
@@ -196,14 +210,7 @@ class RedisSystem:
 
     def teardown(self, nodes: Mapping[str, Node]) -> None:
         """SIGKILL Redis (the data directory stays for inspection)."""
-        problems = []
-        for node in nodes_with_role(nodes, "lock"):
-            try:
-                deploy.kill_daemons(node, (_DAEMON,))
-            except NodeError as problem:
-                problems.append(f"{node.name}: {problem}")
-        if problems:
-            raise AdapterError("tearing down the redis system failed:\n" + "\n".join(problems))
+        deploy.tear_down("redis", nodes_with_role(nodes, "lock"), (_DAEMON,))
 
     def restart(self, node: Node, daemon: str) -> Daemon:
         """Start the killed Redis again with its last command line (same data directory) and

@@ -17,7 +17,8 @@ having redis-py). Every step that must be atomic is one server-side Lua script:
 - **log** (unfenced): a plain ``RPUSH`` of ``id epoch``.
 
 Its configuration (the ``client`` object of the agent's ``--config``): ``host`` and ``port`` of
-the server, ``node`` (the holder's name), ``timeout`` (seconds to wait for a reply), and ``bugs``:
+the server, ``secret_file`` (the run's secret on the node: the server's password, or none),
+``node`` (the holder's name), ``timeout`` (seconds to wait for a reply), and ``bugs``:
 ``random-value-token`` (the lock's random value is the token, as redis-py's ``Lock`` and Redlock
 have it) and ``unchecked-release`` (renew re-sets the lock and release deletes it, neither checking
 whose it is).
@@ -124,9 +125,11 @@ class Client:
         self._random_token = RANDOM_VALUE_TOKEN in bugs
         unchecked = UNCHECKED_RELEASE in bugs
         timeout = float(config.get("timeout", 10.0))
+        secret_file = config.get("secret_file")
         self._redis = redis.Redis(
             host=str(config["host"]),
             port=int(config["port"]),
+            password=_read(str(secret_file)) if secret_file else None,
             socket_timeout=timeout,
             socket_connect_timeout=min(timeout, 2.0),
             decode_responses=True,
@@ -257,3 +260,9 @@ def _entry(item: str) -> api.Entry:
     """``id epoch [seq]`` as an entry of a read."""
     fields = item.split()
     return api.Entry(fields[0], int(fields[1]), int(fields[2]) if len(fields) > 2 else None)
+
+
+def _read(path: str) -> str:
+    """The run's secret from its file on the node: the server's ``requirepass``."""
+    with open(path, encoding="ascii") as file:
+        return file.read().strip()

@@ -33,7 +33,6 @@ from systems.base import (
     check_roles,
     nodes_with_role,
     read_packages,
-    reporting_seq,
 )
 from systems.holder_flaws import check_no_clash
 from systems.zookeeper import client
@@ -182,14 +181,13 @@ class ZooKeeperSystem:
     def inventory(self, config: SystemConfig) -> tuple[Sink, ...]:
         """``store`` fenced by the lock node (reports ``seq``), ``log`` unfenced."""
         return (
-            reporting_seq(
-                Sink(
-                    "store",
-                    fenced=True,
-                    mitigation="none",
-                    description="a znode per entry; a multi checks the holder's lock node still "
-                    "exists and creates the entry; seq is the entry's czxid",
-                )
+            Sink(
+                "store",
+                fenced=True,
+                mitigation="none",
+                description="a znode per entry; a multi checks the holder's lock node still "
+                "exists and creates the entry; seq is the entry's czxid",
+                seq=True,
             ),
             Sink(
                 "log",
@@ -289,14 +287,7 @@ class ZooKeeperSystem:
 
     def teardown(self, nodes: Mapping[str, Node]) -> None:
         """SIGKILL the members (their data directories stay for inspection)."""
-        problems = []
-        for node in nodes_with_role(nodes, "lock"):
-            try:
-                deploy.kill_daemons(node, (_DAEMON,))
-            except NodeError as problem:
-                problems.append(f"{node.name}: {problem}")
-        if problems:
-            raise AdapterError("tearing down the zookeeper system failed:\n" + "\n".join(problems))
+        deploy.tear_down("zookeeper", nodes_with_role(nodes, "lock"), (_DAEMON,))
 
     def restart(self, node: Node, daemon: str) -> Daemon:
         """Start a killed member again with its last command line (same data directory) and wait

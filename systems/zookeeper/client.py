@@ -103,8 +103,8 @@ class Client:
         return bool(self._zk.connected)
 
     def _await_connection(self, limit: float) -> bool:
-        """Wait up to ``limit`` seconds for the session to be up (kazoo reconnects by itself), so
-        that a holder asking for a lock during a fault waits as a real one would."""
+        """Wait up to ``limit`` seconds for the session to be up (kazoo reconnects by itself, as
+        after a member's restart), as a real holder's request would wait; False if it is not."""
         deadline = time.monotonic() + limit
         while not self._connected():
             if time.monotonic() >= deadline:
@@ -189,14 +189,14 @@ class Client:
         data = f"{id} {epoch}".encode()
         entry = f"/{sink}/{key}/e-"
         if sink == _LOG:
-            if not self._connected():
+            if not self._await_connection(_CONNECT_WAIT_S):
                 return _NEVER_SENT
             self._zk.create(entry, data, sequence=True, makepath=True)
             return api.Accepted()
         held = self._grant(lock, epoch)
         if self._holder_checks and held is not None:
             return self._checked_by_holder(held, entry, data)
-        if not self._connected():
+        if not self._await_connection(_CONNECT_WAIT_S):
             return _NEVER_SENT
         if key not in self._keys:
             self._zk.ensure_path(f"/{sink}/{key}")
@@ -270,7 +270,7 @@ class Client:
         """
         if sink not in _SINKS or (lock is not None and sink != _STORE):
             return _BAD_REQUEST
-        if not self._connected():
+        if not self._await_connection(_CONNECT_WAIT_S):
             return _NEVER_SENT
         if lock is not None and epoch is not None:
             held = self._grant(lock, epoch)

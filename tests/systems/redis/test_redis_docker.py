@@ -7,11 +7,11 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
-from localcluster import wait_until
-from realsystems import Running, ask, pause_inside_write, running
 
 from systems import SystemConfig
 from systems.redis import RedisSystem
+from tests.support.localcluster import wait_until
+from tests.support.realsystems import Running, ask, pause_inside_write, running
 
 pytestmark = pytest.mark.docker
 
@@ -21,9 +21,11 @@ def start(**config: Any) -> AbstractContextManager[Running]:
     return running(RedisSystem(), SystemConfig(**config))
 
 
-def redis_cli(run: Running, *command: str) -> str:
+def redis_cli(run: Running, *command: str, password: str | None = None) -> str:
+    """Run a command with redis-cli on r1, by default with the run's secret as password."""
     r1 = run.cluster.nodes["r1"]
-    return r1.run(["redis-cli", "-h", r1.ip, *command], check=True).stdout.strip()
+    auth = {"REDISCLI_AUTH": run.agents.token if password is None else password}
+    return r1.run(["redis-cli", "-h", r1.ip, *command], check=True, env=auth).stdout.strip()
 
 
 def kill_and_restart(run: Running) -> None:
@@ -62,6 +64,12 @@ def test_a_stale_holder_is_fenced_off_and_a_kill_forgets_nothing() -> None:
         assert redis_cli(run, "GET", "mark-store:L") == str(after)
 
 
+def test_only_the_run_may_use_the_server() -> None:
+    with start() as run:
+        assert redis_cli(run, "PING") == "PONG"
+        assert redis_cli(run, "PING", password="guess").startswith(("NOAUTH", "WRONGPASS"))
+
+
 def test_fenced_writes_report_the_sinks_own_order_across_keys() -> None:
     with start() as run:
         epoch = acquire(run, "w1")
@@ -81,8 +89,7 @@ def test_the_owned_sink_refuses_a_holder_whose_grant_is_gone() -> None:
         read = ask(run, "w2", {"op": "read", "sink": "owned", "key": "k"})
         assert [(e["id"], e["epoch"]) for e in read["entries"]] == [("w2-1", new)]
         # w2's grant lapses with nobody after it: refused, but not as stale.
-        r1 = run.cluster.nodes["r1"]
-        r1.run(["redis-cli", "-h", r1.ip, "DEL", "lock:L"], check=True)
+        redis_cli(run, "DEL", "lock:L")
         write = {"op": "write", "lock": "L", "epoch": new, "sink": "owned", "key": "k"}
         late = {**write, "id": "w2-2", "check_lease": False}
         assert ask(run, "w2", late) == {"ok": False, "error": "not-owner"}

@@ -8,11 +8,11 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 import pytest
-from localcluster import wait_until
-from realsystems import Running, ask, pause_inside_write, running
 
 from systems import SystemConfig
 from systems.zookeeper import ZooKeeperSystem
+from tests.support.localcluster import wait_until
+from tests.support.realsystems import Running, ask, pause_inside_write, running
 
 pytestmark = pytest.mark.docker
 

@@ -15,14 +15,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from localcluster import wait_until
-
 from harness.node import NodeError
 from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.images import system_image
 from harness.nodeside import wire
-from harness.run.agents import AgentSet, start_agents, stop_agents
-from systems.base import Deployment, NeedsPackages, System, SystemConfig, topology
+from harness.run.agents import AgentSet, deploy_system, stop_agents
+from systems.base import Deployment, System, SystemConfig, packages_of, topology
+from tests.support.localcluster import wait_until
 
 __all__ = ["Running", "ask", "pause_inside_write", "running"]
 
@@ -40,14 +39,11 @@ class Running:
 def running(system: System, config: SystemConfig, workers: int = 2) -> Iterator[Running]:
     """``system`` under ``config`` on its own topology and image; on the way out every stopped
     process is continued, agents and system stopped and the cluster removed."""
-    packages = system.packages() if isinstance(system, NeedsPackages) else ()
-    image = system_image(packages)
+    image = system_image(packages_of(system))
     nodes = [NodeSpec(name, role) for name, role in topology(system.roles(), workers)]
     with Cluster(f"test-{system.name}-{new_run_id()}", nodes, image=image) as cluster:
-        deployment = system.setup(cluster.nodes, config)
+        deployment, agents = deploy_system(system, cluster.nodes, config)
         try:
-            ttl = deployment.lease_ttl or config.lease_ttl
-            agents = start_agents(cluster.nodes, deployment.client, ttl)
             yield Running(cluster, deployment, agents)
         finally:
             for node in cluster.nodes.values():
@@ -61,7 +57,7 @@ def running(system: System, config: SystemConfig, workers: int = 2) -> Iterator[
 def ask(run: Running, worker: str, request: dict[str, Any]) -> dict[str, Any]:
     """Send one request to ``worker``'s agent and return its answer."""
     endpoint = run.agents.endpoints[worker]
-    return wire.call((endpoint.host, endpoint.port), request, 60.0)
+    return wire.call((endpoint.host, endpoint.port), request, 60.0, run.agents.token)
 
 
 def pause_inside_write(run: Running, sink: str, work_ms: int) -> tuple[int, int, dict[str, Any]]:
