@@ -127,7 +127,7 @@ class ZooKeeperSystem:
     """A three-member ZooKeeper ensemble as lock service and sinks (see
     :mod:`systems.zookeeper`).
 
-    ``ready_timeout`` bounds the wait for the quorum and the agents after a start;
+    ``ready_timeout`` bounds the wait for the quorum after a start (or a member's restart);
     ``client_timeout`` is how long a holder waits for an answer; ``heap`` is each member's
     ``-Xmx``.
     """
