@@ -4,6 +4,7 @@ leader, and the switches."""
 from __future__ import annotations
 
 import signal
+import threading
 from contextlib import AbstractContextManager
 from typing import Any
 
@@ -95,3 +96,60 @@ def test_sequence_token_restarts_when_the_locks_parent_is_recreated() -> None:
         # from 0 again.
         assert ask(run, "w1", {"op": "release", "lock": "L"}) == {"ok": True}
         assert acquire(run, "w2") <= first
+
+
+_STAT = """
+import socket, sys
+with socket.create_connection((sys.argv[1], 2181), timeout=2) as conn:
+    conn.sendall(b"stat")
+    print(b"".join(iter(lambda: conn.recv(4096), b"")).decode())
+"""
+
+
+def member_of(run: Running, worker: str) -> str:
+    """The member whose ``stat`` lists a connection from ``worker``: where its session is."""
+    address = run.cluster.nodes[worker].ip
+    for name in ("z1", "z2", "z3"):
+        node = run.cluster.nodes[name]
+        if f"/{address}:" in node.run(["python3", "-c", _STAT, node.ip], check=True).stdout:
+            return name
+    raise AssertionError(f"no member lists a connection from {worker}")
+
+
+def cut(run: Running, node: str, peers: list[str]) -> None:
+    """Drop every packet between ``node`` and the nodes ``peers`` (on ``node``'s side)."""
+    for peer in peers:
+        address = run.cluster.nodes[peer].ip
+        for rule in (["INPUT", "-s", address], ["OUTPUT", "-d", address]):
+            run.cluster.nodes[node].run(["iptables", "-A", *rule, "-j", "DROP"], check=True)
+
+
+@pytest.mark.parametrize("bugs", [set(), {"follower-read-check"}], ids=["correct", "switch"])
+def test_a_member_cut_off_from_the_quorum_answers_stale_reads(bugs: set[str]) -> None:
+    with start(bugs=bugs) as run:
+        old = acquire(run, "w1")
+        member = member_of(run, "w1")
+        others = [name for name in ("z1", "z2", "z3") if name != member]
+        # w1 and its member on one side, the quorum and w2 on the other. The member answers
+        # reads from its last state until it notices (syncLimit x tickTime) the quorum is gone.
+        cut(run, member, [*others, "w2"])
+        cut(run, "w1", others)
+        replies: list[dict[str, Any]] = []
+        write = {"op": "write", "lock": "L", "sink": "store", "key": "k"}
+        stale = {**write, "epoch": old, "id": "w1-1"}
+        # w1's plain read says it still holds L; its write waits for a way to the quorum.
+        writer = threading.Thread(target=lambda: replies.append(ask(run, "w1", stale)))
+        writer.start()
+        # w1's session expires on the quorum's side: w2 is granted the lock there and writes.
+        new = acquire(run, "w2")
+        assert ask(run, "w2", {**write, "epoch": new, "id": "w2-1"})["ok"] is True
+        for node in (member, "w1"):
+            run.cluster.nodes[node].run(["iptables", "-F"], check=True)
+        writer.join(timeout=60)
+        if bugs:
+            assert replies == [{"ok": True, "seq": replies[0].get("seq")}]
+            assert entries(run, "store") == [("w2-1", new), ("w1-1", old)]
+        else:
+            # The multi's check went to the leader: the stale write never lands.
+            assert replies[0]["ok"] is False
+            assert entries(run, "store") == [("w2-1", new)]
