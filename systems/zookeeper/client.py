@@ -9,8 +9,8 @@ After a release the holder removes the lock's parent when nobody else waits on i
 keep the tree clean (Curator makes lock parents container nodes, which the server removes when
 empty): a harmless habit while the token is the czxid.
 
-Sinks, both on ZooKeeper itself, one znode per entry under ``/S/K`` (sequential ``e-`` children,
-data ``id epoch``), in the key's order:
+Sinks, both on ZooKeeper itself, one znode per entry under ``/S/K`` (sequential children named
+``<id>-NNNNNNNNNN``, data ``id epoch``), in the key's order (the sequence):
 
 - **store** (fenced): a multi that checks the holder's lock node still exists, raises the lock's
   mark (``/marks/L``, the highest epoch accepted, by a compare-and-set on its version) and creates
@@ -187,7 +187,9 @@ class Client:
         if sink not in _SINKS:
             return _BAD_REQUEST
         data = f"{id} {epoch}".encode()
-        entry = f"/{sink}/{key}/e-"
+        # The write's id in the name lets a retry find an attempt that landed (Curator's
+        # "protected" create); the sequence suffix orders the key's entries.
+        entry = f"/{sink}/{key}/{id}-"
         if sink == _LOG:
             if not self._await_connection(_CONNECT_WAIT_S):
                 return _NEVER_SENT
@@ -257,8 +259,17 @@ class Client:
         plain read), then writes with retries, as a client that trusts its check would."""
         if not self._owns(held):
             return _NOT_OWNER
-        created = self._retry(self._zk.create, entry, data, sequence=True, makepath=True)
-        return self._accepted(str(created))
+        return self._accepted(self._retry(self._create_once, entry, data))
+
+    def _create_once(self, entry: str, data: bytes) -> str:
+        """Create ``entry`` (a sequential node), unless an earlier attempt that lost its answer
+        already did: a retried create must not write twice."""
+        parent, _, prefix = entry.rpartition("/")
+        with contextlib.suppress(self._errors.NoNodeError):
+            for child in self._zk.get_children(parent):
+                if child[:-_SEQUENCE_DIGITS] == prefix:
+                    return f"{parent}/{child}"
+        return str(self._zk.create(entry, data, sequence=True, makepath=True))
 
     def read(
         self, sink: str, key: str, lock: str | None = None, epoch: int | None = None
@@ -283,7 +294,7 @@ class Client:
                     return done
         parent = f"/{sink}/{key}"
         try:
-            children = sorted(self._zk.get_children(parent))
+            children = sorted(self._zk.get_children(parent), key=lambda c: c[-_SEQUENCE_DIGITS:])
         except self._errors.NoNodeError:
             return api.Read()
         pending = [self._zk.get_async(f"{parent}/{child}") for child in children]
