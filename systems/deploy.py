@@ -16,7 +16,7 @@ import secrets
 import shlex
 import signal
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -43,6 +43,7 @@ __all__ = [
     "restart_daemon",
     "source_of",
     "start_and_wait",
+    "tear_down",
 ]
 
 INSTALL_DIR: Final = "/opt/fencecheck"
@@ -157,6 +158,19 @@ def kill_daemons(node: Node, names: Sequence[str]) -> None:
     for daemon in node.daemons():
         if daemon.name in names and _alive(node, daemon):
             node.signal(daemon, signal.SIGKILL)
+
+
+def tear_down(system: str, nodes: Iterable[Node], names: Sequence[str]) -> None:
+    """SIGKILL the daemons ``names`` of ``system`` on every node of ``nodes`` (their data stays
+    for collection); one :class:`AdapterError` naming each node that failed."""
+    problems = []
+    for node in nodes:
+        try:
+            kill_daemons(node, names)
+        except NodeError as problem:
+            problems.append(f"{node.name}: {problem}")
+    if problems:
+        raise AdapterError(f"tearing down the {system} system failed:\n" + "\n".join(problems))
 
 
 def _alive(node: Node, daemon: Daemon) -> bool:

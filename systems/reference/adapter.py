@@ -279,14 +279,7 @@ class ReferenceSystem:
 
     def teardown(self, nodes: Mapping[str, Node]) -> None:
         """SIGKILL the lock server and the store (their data stays for collection)."""
-        problems = []
-        for node in nodes.values():
-            try:
-                deploy.kill_daemons(node, (_LOCK_DAEMON, _STORE_DAEMON))
-            except NodeError as problem:
-                problems.append(f"{node.name}: {problem}")
-        if problems:
-            raise AdapterError("tearing down the reference system failed:\n" + "\n".join(problems))
+        deploy.tear_down("reference", nodes.values(), (_LOCK_DAEMON, _STORE_DAEMON))
 
     def restart(self, node: Node, daemon: str) -> Daemon:
         """Start a killed server again; it recovers its state from its data dir."""

@@ -94,4 +94,5 @@ def test_adapter_check_of_an_unknown_system_is_an_error_naming_the_installed_one
     with pytest.raises(SystemExit) as done:
         main(["adapter", "check", "no-such-system"])
     assert done.value.code == EXIT_ERROR
-    assert re.search(r"available systems: .*\breference\b", capsys.readouterr().err)
+    # The message may wrap (the console is 80 columns wide when it is not a terminal).
+    assert re.search(r"available systems: .*\breference\b", capsys.readouterr().err, re.S)

@@ -1,0 +1,268 @@
+"""The redis system's holder client, loaded by the agent on each worker node.
+
+It talks to one Redis 7 server through redis-py (Debian's ``python3-redis``, installed on the
+nodes: imported when a :class:`Client` is made, so the controller can ship this file without
+having redis-py). Every step that must be atomic is one server-side Lua script:
+
+- **acquire**: ``SET lock:L owner NX PX ttl`` and, only if it was set, ``INCR epoch:L``: the
+  counter's value is the token, and the lock's value becomes ``owner/token`` so that renew, release
+  and the ``owned`` sink can tell this grant from any other.
+- **store** (fenced): compares the request's epoch with the highest seen for its lock
+  (``mark:L``, numerically), refuses a lower one, and appends ``id epoch seq`` to the key's list,
+  ``seq`` taken from the sink's own counter in the same script.
+- **owned** (fenced by ownership): appends only while the lock's value is this grant's, the idiom
+  of "check the lock is mine, then write" done atomically inside the lock's own server. A refusal
+  is ``stale-epoch`` when the sink has accepted a higher epoch of the lock (its mark), else
+  ``not-owner``: a lapsed grant alone is no proof that a newer one exists.
+- **log** (unfenced): a plain ``RPUSH`` of ``id epoch``.
+
+Its configuration (the ``client`` object of the agent's ``--config``): ``host`` and ``port`` of
+the server, ``secret_file`` (the run's secret on the node: the server's password, or none),
+``node`` (the holder's name), ``timeout`` (seconds to wait for a reply), and ``bugs``:
+``random-value-token`` (the lock's random value is the token, as redis-py's ``Lock`` and Redlock
+have it) and ``unchecked-release`` (renew re-sets the lock and release deletes it, neither checking
+whose it is).
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+import time
+from typing import Any
+
+from harness.nodeside import client as api
+
+__all__ = ["Client"]
+
+RANDOM_VALUE_TOKEN = "random-value-token"
+UNCHECKED_RELEASE = "unchecked-release"
+
+# KEYS: lock, counter. ARGV: owner, ttl ms. Returns the new epoch, or nil when the lock is held.
+_ACQUIRE = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return nil end
+local epoch = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1] .. '/' .. epoch, 'XX', 'KEEPTTL')
+return epoch
+"""
+# KEYS: lock. ARGV: owner/token, ttl ms. The lock's value is the token itself (random-value-token).
+_ACQUIRE_RANDOM = """
+if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
+return 1
+"""
+# KEYS: lock. ARGV: owner/epoch, ttl ms. 1 when still this grant's and extended, else 0.
+_RENEW = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+"""
+# The classic mistake: "extend" by setting the lock again, whoever holds it now.
+_RENEW_UNCHECKED = """
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+_RELEASE = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+return redis.call('DEL', KEYS[1])
+"""
+_RELEASE_UNCHECKED = """
+redis.call('DEL', KEYS[1])
+return 1
+"""
+# The sinks' scripts share one layout. KEYS: lock, the sink's mark for the lock (the highest
+# epoch it accepted or read with), the key's list, the sink's seq counter. ARGV: the grant's lock
+# value (owner/epoch), the epoch, the write's id. Epochs compare as numbers (tonumber): exact up
+# to 2^53, which random tokens stay below. A guard answers -1 (stale: the mark is higher) or -2
+# (not the owner), then the mark rises and the write appends ``id epoch seq`` or the read lists.
+_MARK = """
+local mark = tonumber(redis.call('GET', KEYS[2]) or '-1')
+local epoch = tonumber(ARGV[2])
+"""
+_EPOCH_GUARD = """
+if epoch < mark then return -1 end
+"""
+# The owned sink decides by ownership alone; the mark only names its refusal.
+_OWNER_GUARD = """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then
+  if epoch < mark then return -1 end
+  return -2
+end
+"""
+_RAISE = """
+if epoch > mark then redis.call('SET', KEYS[2], ARGV[2]) end
+"""
+_APPEND = """
+local seq = redis.call('INCR', KEYS[4])
+redis.call('RPUSH', KEYS[3], ARGV[3] .. ' ' .. ARGV[2] .. ' ' .. seq)
+return seq
+"""
+_LIST = """
+return redis.call('LRANGE', KEYS[3], 0, -1)
+"""
+
+_STORE = "store"
+_OWNED = "owned"
+_LOG = "log"
+# An ownership check refused though the sink has seen no higher epoch: not STALE, which promises
+# that it has (a lock can lapse with no newer grant, and a newer grant need not have written).
+_NOT_OWNER = "not-owner"
+_NEVER_SENT = api.Refused(api.UNAVAILABLE)
+_BAD_REQUEST = api.Refused("bad-request")
+_TIMED_OUT = api.Refused("timeout")
+_POLL_S = 0.02
+# Random tokens stay below 2^53, where Lua's numbers (doubles) are still exact integers.
+_TOKEN_BITS = 52
+
+
+class Client:
+    """Talks to the Redis server for one holder (thread-safe: redis-py pools connections)."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        import redis  # Debian's python3-redis on the node; the controller never builds a Client
+
+        self._redis_errors: tuple[type[Exception], ...] = (redis.RedisError,)
+        self._owner = str(config.get("node", "?"))
+        bugs = set(config.get("bugs", ()))
+        self._random_token = RANDOM_VALUE_TOKEN in bugs
+        unchecked = UNCHECKED_RELEASE in bugs
+        timeout = float(config.get("timeout", 10.0))
+        secret_file = config.get("secret_file")
+        self._redis = redis.Redis(
+            host=str(config["host"]),
+            port=int(config["port"]),
+            password=_read(str(secret_file)) if secret_file else None,
+            socket_timeout=timeout,
+            socket_connect_timeout=min(timeout, 2.0),
+            decode_responses=True,
+        )
+        script = self._redis.register_script
+        self._acquire_script = script(_ACQUIRE_RANDOM if self._random_token else _ACQUIRE)
+        self._renew_script = script(_RENEW_UNCHECKED if unchecked else _RENEW)
+        self._release_script = script(_RELEASE_UNCHECKED if unchecked else _RELEASE)
+        guards = {_STORE: _EPOCH_GUARD, _OWNED: _OWNER_GUARD}
+        self._writes = {
+            sink: script(_MARK + guard + _RAISE + _APPEND) for sink, guard in guards.items()
+        }
+        self._reads = {
+            sink: script(_MARK + guard + _RAISE + _LIST) for sink, guard in guards.items()
+        }
+        self._ttl_ms: dict[str, int] = {}
+        self._state = threading.Lock()
+
+    def _value(self, epoch: int) -> str:
+        """The lock's value while grant ``epoch`` of this holder has it."""
+        return f"{self._owner}/{epoch}"
+
+    def _never_sent(self, problem: Exception) -> bool:
+        """redis-py says "Error 111 connecting to ..." (or "Timeout connecting to ...") when the
+        connection could not be opened: the request certainly did not reach the server."""
+        return "connecting to" in str(problem).lower()
+
+    def acquire(self, lock: str, ttl: float, wait: float) -> api.Grant | api.Refused | api.Unknown:
+        """Poll the acquire script until it grants or ``wait`` runs out: ``timeout`` if the lock
+        stayed held, ``unavailable`` if Redis did not answer at the last try."""
+        ttl_ms = max(1, round(ttl * 1000))
+        with self._state:
+            self._ttl_ms[lock] = ttl_ms
+        start = time.monotonic()
+        while True:
+            sent = time.monotonic()
+            try:
+                epoch = self._grant(lock, ttl_ms)
+            except self._redis_errors as problem:
+                if not self._never_sent(problem):
+                    raise
+                # Redis is down (killed, cut off): keep trying within the wait, as a holder's
+                # retry policy would, and say so only when the wait is over.
+                epoch, refusal = None, _NEVER_SENT
+            else:
+                refusal = _TIMED_OUT
+            if epoch is not None:
+                return api.Grant(epoch, sent - start)
+            if time.monotonic() - start >= wait:
+                return refusal
+            time.sleep(_POLL_S)
+
+    def _grant(self, lock: str, ttl_ms: int) -> int | None:
+        if self._random_token:
+            token = random.getrandbits(_TOKEN_BITS)
+            granted = self._acquire_script(keys=[f"lock:{lock}"], args=[self._value(token), ttl_ms])
+            return token if granted == 1 else None
+        epoch = self._acquire_script(
+            keys=[f"lock:{lock}", f"epoch:{lock}"], args=[self._owner, ttl_ms]
+        )
+        return None if epoch is None else int(epoch)
+
+    def renew(self, lock: str, epoch: int) -> bool:
+        """Extend the lock while it is still this grant's (with the switch: set it again)."""
+        with self._state:
+            ttl_ms = self._ttl_ms[lock]
+        return bool(self._renew_script(keys=[f"lock:{lock}"], args=[self._value(epoch), ttl_ms]))
+
+    def release(self, lock: str, epoch: int) -> bool:
+        """Delete the lock if it is still this grant's (with the switch: whoever's it is)."""
+        return bool(self._release_script(keys=[f"lock:{lock}"], args=[self._value(epoch)]))
+
+    def write(
+        self, lock: str, sink: str, key: str, id: str, epoch: int, prev: Any
+    ) -> api.Accepted | api.Refused | api.Unknown:
+        """Accepted with the sink's ``seq`` (``log`` has none), refused as stale, as ``not-owner``
+        (``owned``: the grant no longer holds the lock, and no higher epoch came) or as never
+        sent; an exception when the outcome is unknown."""
+        try:
+            if sink == _LOG:
+                self._redis.rpush(f"{_LOG}:{key}", f"{id} {epoch}")
+                return api.Accepted()
+            if sink not in self._writes:
+                return _BAD_REQUEST
+            keys = [f"lock:{lock}", f"mark-{sink}:{lock}", f"{sink}:{key}", f"seq:{sink}"]
+            seq = int(self._writes[sink](keys=keys, args=[self._value(epoch), epoch, id]))
+        except self._redis_errors as problem:
+            if self._never_sent(problem):
+                return _NEVER_SENT
+            raise
+        return _refusal(seq) or api.Accepted(seq)
+
+    def read(
+        self, sink: str, key: str, lock: str | None = None, epoch: int | None = None
+    ) -> api.Read | api.Refused | api.Unknown:
+        """The key's entries in the sink's order (with ``seq`` on the fenced sinks), or why not.
+
+        A fenced read (``lock`` and ``epoch``) on ``store`` raises the lock's mark; on ``owned``
+        it reads only while the grant holds the lock; ``log`` cannot fence a read.
+        """
+        try:
+            if lock is None or epoch is None:
+                raw = self._redis.lrange(f"{sink}:{key}", 0, -1)
+            elif sink in self._reads:
+                keys = [f"lock:{lock}", f"mark-{sink}:{lock}", f"{sink}:{key}"]
+                raw = self._reads[sink](keys=keys, args=[self._value(epoch), epoch])
+            else:
+                return _BAD_REQUEST
+        except self._redis_errors as problem:
+            if self._never_sent(problem):
+                return _NEVER_SENT
+            raise
+        if isinstance(raw, int):
+            return _refusal(raw) or _BAD_REQUEST
+        return api.Read(tuple(_entry(item) for item in raw))
+
+
+def _refusal(code: int) -> api.Refused | None:
+    """The refusal a script's negative answer means (None for a seq: accepted)."""
+    if code == -1:
+        return api.Refused(api.STALE)
+    if code == -2:
+        return api.Refused(_NOT_OWNER)
+    return None
+
+
+def _entry(item: str) -> api.Entry:
+    """``id epoch [seq]`` as an entry of a read."""
+    fields = item.split()
+    return api.Entry(fields[0], int(fields[1]), int(fields[2]) if len(fields) > 2 else None)
+
+
+def _read(path: str) -> str:
+    """The run's secret from its file on the node: the server's ``requirepass``."""
+    with open(path, encoding="ascii") as file:
+        return file.read().strip()

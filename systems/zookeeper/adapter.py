@@ -1,0 +1,297 @@
+"""The zookeeper system's adapter: a three-member ZooKeeper 3.8 ensemble from Debian packages.
+
+Each lock node runs ``QuorumPeerMain`` from ``libzookeeper-java`` (not the ``zookeeper`` package,
+which pulls the desktop JRE) on Debian's headless JRE 17 with a small heap, logging through log4j
+1.2 to its daemon log (which the harness collects). Configuration is written fresh by
+:meth:`ZooKeeperSystem.setup`: ``tickTime=500`` so that session timeouts from 1 s to 10 s are
+allowed (ZooKeeper clamps them to [2, 20] ticks), and the four-letter words the adapter uses to
+probe readiness and find the leader. The holders' client is :mod:`systems.zookeeper.client`.
+"""
+
+from __future__ import annotations
+
+import types
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Final
+
+from harness.node import Daemon, Node, NodeError
+from harness.node.wait import CommandSucceeds, wait_all
+from systems import deploy
+from systems.base import (
+    AdapterError,
+    BugSwitch,
+    ConfigError,
+    Deployment,
+    Exposure,
+    HolderClientCode,
+    ProcessTarget,
+    RoleSpec,
+    Sink,
+    SystemConfig,
+    check_bugs,
+    check_roles,
+    nodes_with_role,
+    read_packages,
+)
+from systems.holder_flaws import check_no_clash
+from systems.zookeeper import client
+
+__all__ = ["BUG_SWITCHES", "MEMBERS", "PACKAGES", "ZooKeeperSystem"]
+
+PACKAGES: Final = Path(__file__).with_name("packages.txt")
+"""The Debian packages its nodes need beyond the node image, one a line."""
+MEMBERS: Final = 3
+"""Ensemble size: the smallest that survives the loss (or partition) of one member."""
+
+_DAEMON: Final = "zookeeper"
+_TICK_MS: Final = 500
+_MIN_SESSION_S: Final = 2 * _TICK_MS / 1000
+_MAX_SESSION_S: Final = 20 * _TICK_MS / 1000
+_JARS: Final = (
+    "zookeeper",
+    "zookeeper-jute",
+    "slf4j-api",
+    "slf4j-log4j12",
+    "log4j-1.2",
+    "netty-handler",
+    "netty-transport",
+    "netty-transport-native-epoll",
+    "netty-transport-native-unix-common",
+    "netty-common",
+    "netty-buffer",
+    "netty-codec",
+    "netty-resolver",
+    "metrics-core",
+    "snappy-java",
+    "commons-cli",
+    "commons-io",
+)
+_LOG4J: Final = b"""\
+log4j.rootLogger=INFO, CONSOLE
+log4j.appender.CONSOLE=org.apache.log4j.ConsoleAppender
+log4j.appender.CONSOLE.layout=org.apache.log4j.PatternLayout
+log4j.appender.CONSOLE.layout.ConversionPattern=%d{ISO8601} [myid:%X{myid}] %-5p [%t:%C{1}@%L] %m%n
+"""
+# Runs on a node: ask a member's state with the ``srvr`` four-letter word; prints its mode
+# (leader, follower...) and exits 0, or exits 1 when it does not serve (yet).
+_SRVR: Final = """
+import socket, sys
+try:
+    with socket.create_connection((sys.argv[1], int(sys.argv[2])), timeout=2) as conn:
+        conn.sendall(b"srvr")
+        answer = b"".join(iter(lambda: conn.recv(4096), b"")).decode()
+except OSError:
+    sys.exit(1)
+modes = [line.split(":", 1)[1].strip() for line in answer.splitlines() if line.startswith("Mode:")]
+print(modes[0] if modes else "")
+sys.exit(0 if modes and modes[0] in ("leader", "follower") else 1)
+"""
+
+BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
+    {
+        switch.name: switch
+        for switch in (
+            BugSwitch(
+                client.TRUST_IS_ACQUIRED,
+                "the holder writes to store when kazoo's Lock.is_acquired says it holds the lock, "
+                "without the server checking: it stays True after the session expired",
+                Exposure(faults=("pause",), ttl_multiples=(3.0,)),
+                ("stale-write",),
+                ("store",),
+            ),
+            BugSwitch(
+                client.SEQUENCE_TOKEN,
+                "the lock node's sequence number is the token: it restarts at 0 when the lock's "
+                "parent is removed (empty) and created again; a lock must go free, so run more "
+                "locks than holders keep busy (--locks 3)",
+                Exposure(faults=("pause",), ttl_multiples=(3.0,)),
+                ("grant-regression", "epoch-reuse"),
+            ),
+            BugSwitch(
+                client.FOLLOWER_READ_CHECK,
+                "the holder checks that its lock node exists with a plain read, which a lagging "
+                "or cut-off follower answers from stale state, then writes to store unchecked; "
+                "needs the holder's member cut off from the quorum but not from the holder, "
+                "with sessions (--ttl 1) expiring before the member notices",
+                Exposure(faults=("partition",), targets=("lock",), ttl_multiples=(3.0,)),
+                ("stale-write",),
+                ("store",),
+            ),
+        )
+    }
+)
+
+
+class ZooKeeperSystem:
+    """A three-member ZooKeeper ensemble as lock service and sinks (see
+    :mod:`systems.zookeeper`).
+
+    ``ready_timeout`` bounds the wait for the quorum after a start (or a member's restart);
+    ``client_timeout`` is how long a holder waits for an answer; ``heap`` is each member's
+    ``-Xmx``.
+    """
+
+    name: Final = "zookeeper"
+
+    def __init__(
+        self,
+        client_port: int = 2181,
+        data_dir: str = f"{deploy.DATA_DIR}/zookeeper",
+        ready_timeout: float = 60.0,
+        client_timeout: float = 10.0,
+        heap: str = "96m",
+    ) -> None:
+        self.client_port = client_port
+        self.data_dir = data_dir
+        self.ready_timeout = ready_timeout
+        self.client_timeout = client_timeout
+        self.heap = heap
+        check_no_clash(self.name, BUG_SWITCHES)
+
+    def describe(self) -> str:
+        """What the system is."""
+        return (
+            "ZooKeeper 3.8 (Debian), three members: kazoo's lock with the lock node's czxid as "
+            "token, a multi-fenced store and an unfenced log on ZooKeeper itself"
+        )
+
+    def roles(self) -> Mapping[str, RoleSpec]:
+        """Three ensemble members ``z1..z3`` (lock nodes) and workers ``w1..``."""
+        return {"lock": RoleSpec(MEMBERS, "z"), "worker": RoleSpec(1, "w")}
+
+    def packages(self) -> tuple[str, ...]:
+        """The Debian packages of ``packages.txt`` beside this module."""
+        return read_packages(PACKAGES)
+
+    def bug_switches(self) -> Mapping[str, BugSwitch]:
+        """``trust-is-acquired``, ``sequence-token`` and ``follower-read-check``."""
+        return BUG_SWITCHES
+
+    def validate(self, config: SystemConfig) -> None:
+        """Reject unknown switches and a TTL outside the session timeouts the ensemble allows."""
+        check_bugs(self.name, list(BUG_SWITCHES), config)
+        if not _MIN_SESSION_S <= config.lease_ttl <= _MAX_SESSION_S:
+            raise ConfigError(
+                f"lease_ttl {config.lease_ttl:g}s is the ZooKeeper session timeout, which the "
+                f"ensemble (tickTime {_TICK_MS} ms) clamps to [{_MIN_SESSION_S:g}, "
+                f"{_MAX_SESSION_S:g}] s: pass --ttl within that range"
+            )
+
+    def inventory(self, config: SystemConfig) -> tuple[Sink, ...]:
+        """``store`` fenced by the lock node (reports ``seq``), ``log`` unfenced."""
+        return (
+            Sink(
+                "store",
+                fenced=True,
+                mitigation="none",
+                description="a znode per entry; a multi checks the holder's lock node still "
+                "exists and creates the entry; seq is the entry's czxid",
+                seq=True,
+            ),
+            Sink(
+                "log",
+                fenced=False,
+                mitigation="none",
+                description="a znode per entry, created with no check",
+            ),
+        )
+
+    def lease_ttl(self, config: SystemConfig) -> float:
+        """The configured TTL, which is each holder's session timeout."""
+        return config.lease_ttl
+
+    def config_files(self, addresses: Sequence[str], index: int) -> dict[str, bytes]:
+        """``zoo.cfg``, ``myid`` and the log4j configuration of member ``index`` (from 1) of the
+        ensemble whose members have ``addresses``, in order."""
+        servers = "".join(
+            f"server.{number}={address}:2888:3888\n" for number, address in enumerate(addresses, 1)
+        )
+        zoo_cfg = (
+            f"tickTime={_TICK_MS}\ninitLimit=20\nsyncLimit=4\n"
+            f"dataDir={self.data_dir}\nclientPort={self.client_port}\n"
+            f"maxSessionTimeout={round(_MAX_SESSION_S * 1000)}\n"
+            "4lw.commands.whitelist=ruok,srvr,stat,mntr\nadmin.enableServer=false\n"
+            "quorumListenOnAllIPs=true\n"
+        ) + servers
+        return {
+            f"{self.data_dir}/zoo.cfg": zoo_cfg.encode(),
+            f"{self.data_dir}/myid": f"{index}\n".encode(),
+            f"{self.data_dir}/log4j.properties": _LOG4J,
+        }
+
+    def server_argv(self) -> list[str]:
+        """A member's command line (the same on every member: its data dir says who it is)."""
+        classpath = ":".join(f"/usr/share/java/{jar}.jar" for jar in _JARS)
+        return [
+            "java",
+            f"-Xmx{self.heap}",
+            "-XX:+UseSerialGC",
+            "-XX:TieredStopAtLevel=1",
+            f"-Dlog4j.configuration=file:{self.data_dir}/log4j.properties",
+            "-cp",
+            classpath,
+            "org.apache.zookeeper.server.quorum.QuorumPeerMain",
+            f"{self.data_dir}/zoo.cfg",
+        ]
+
+    def _serving(self, node: Node) -> CommandSucceeds:
+        """Ready when the member answers ``srvr`` as leader or follower (it is in a quorum)."""
+        probe = ["python3", "-c", _SRVR, node.ip, str(self.client_port)]
+        return CommandSucceeds(probe, timeout=self.ready_timeout, interval=0.2)
+
+    def mode(self, node: Node) -> str:
+        """The member's mode by ``srvr``: ``leader``, ``follower``, or ``""`` if not serving."""
+        result = node.run(["python3", "-c", _SRVR, node.ip, str(self.client_port)], timeout=10)
+        return result.stdout.strip()
+
+    def lock_leader(self, nodes: Mapping[str, Node]) -> str | None:
+        """The name of the member that leads now, or None when none says so."""
+        leaders = [
+            node.name for node in nodes_with_role(nodes, "lock") if self.mode(node) == "leader"
+        ]
+        return leaders[0] if len(leaders) == 1 else None
+
+    def setup(self, nodes: Mapping[str, Node], config: SystemConfig) -> Deployment:
+        """Start the three members from empty data directories and wait for their quorum; name
+        the holder client."""
+        self.validate(config)
+        check_roles(self.name, self.roles(), nodes)
+        members = nodes_with_role(nodes, "lock")
+
+        def start_member(node: Node) -> Daemon:
+            deploy.fresh_dir(node, self.data_dir)
+            addresses = [member.ip for member in members]
+            deploy.install(node, self.config_files(addresses, members.index(node) + 1))
+            return node.start_daemon(_DAEMON, self.server_argv())
+
+        try:
+            deploy.on_each(members, start_member)
+            wait_all([(node, self._serving(node)) for node in members])
+        except (AdapterError, NodeError) as problem:
+            self.teardown(nodes)
+            raise AdapterError(f"setting up system {self.name!r} failed:\n{problem}") from None
+        return Deployment(
+            client=HolderClientCode(
+                client,
+                {
+                    "hosts": ",".join(f"{node.ip}:{self.client_port}" for node in members),
+                    "session_timeout": self.lease_ttl(config),
+                    "timeout": self.client_timeout,
+                    "bugs": sorted(config.bugs),
+                },
+            ),
+            targets=tuple(ProcessTarget("lock", node.name, _DAEMON) for node in members),
+            lease_ttl=self.lease_ttl(config),
+        )
+
+    def teardown(self, nodes: Mapping[str, Node]) -> None:
+        """SIGKILL the members (their data directories stay for inspection)."""
+        deploy.tear_down("zookeeper", nodes_with_role(nodes, "lock"), (_DAEMON,))
+
+    def restart(self, node: Node, daemon: str) -> Daemon:
+        """Start a killed member again with its last command line (same data directory) and wait
+        until it has rejoined a quorum."""
+        if daemon != _DAEMON:
+            raise AdapterError(f"the zookeeper system has no daemon {daemon!r} to restart")
+        return deploy.restart_daemon(node, daemon, self._serving(node))

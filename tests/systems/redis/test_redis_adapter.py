@@ -1,0 +1,42 @@
+"""The redis adapter's description of itself: topology, inventory, switches, command line."""
+
+from __future__ import annotations
+
+import pytest
+
+from systems import ConfigError, SystemConfig, load_system
+from systems.base import read_packages, topology
+from systems.redis import BUG_SWITCHES, PACKAGES, RedisSystem
+
+
+def test_it_is_found_by_name_and_runs_on_one_redis_node() -> None:
+    system = load_system("redis")
+    assert isinstance(system, RedisSystem)
+    assert topology(system.roles(), 2) == [("r1", "lock"), ("w1", "worker"), ("w2", "worker")]
+    assert set(system.packages()) == {"redis-server", "redis-tools", "python3-redis"}
+    assert system.packages() == read_packages(PACKAGES)
+
+
+def test_the_inventory_has_two_fenced_sinks_and_an_unfenced_log() -> None:
+    sinks = {sink.name: sink for sink in RedisSystem().inventory(SystemConfig())}
+    assert {name for name, sink in sinks.items() if sink.fenced} == {"store", "owned"}
+    assert not sinks["log"].fenced and sinks["log"].mitigation == "none"
+
+
+def test_redis_keeps_an_append_only_file_unless_no_aof() -> None:
+    system = RedisSystem()
+    careful = system.server_argv(SystemConfig())
+    assert careful[careful.index("--appendonly") + 1] == "yes"
+    assert careful[careful.index("--appendfsync") + 1] == "always"
+    assert "--appendonly" not in system.server_argv(SystemConfig(bugs=frozenset({"no-aof"})))
+
+
+def test_every_switch_names_its_exposure_and_anomaly() -> None:
+    assert set(BUG_SWITCHES) == {"random-value-token", "no-aof", "unchecked-release"}
+    for switch in BUG_SWITCHES.values():
+        assert switch.exposed_by.faults and switch.anomalies
+
+
+def test_an_unknown_switch_is_refused_with_the_known_ones() -> None:
+    with pytest.raises(ConfigError, match="random-value-token"):
+        RedisSystem().validate(SystemConfig(bugs=frozenset({"no-fsync"})))

@@ -1,0 +1,47 @@
+"""The zookeeper adapter's description of itself: topology, configuration files, TTL range."""
+
+from __future__ import annotations
+
+import pytest
+
+from systems import ConfigError, SystemConfig, load_system
+from systems.base import topology
+from systems.zookeeper import BUG_SWITCHES, ZooKeeperSystem
+
+
+def test_it_is_found_by_name_and_runs_three_members() -> None:
+    system = load_system("zookeeper")
+    assert isinstance(system, ZooKeeperSystem)
+    assert [name for name, _ in topology(system.roles(), 1)] == ["z1", "z2", "z3", "w1"]
+    assert "python3-kazoo" in system.packages()
+    assert "zookeeper" not in system.packages()  # it pulls the desktop JRE
+
+
+def test_each_member_gets_the_ensemble_and_its_own_id() -> None:
+    addresses = [f"10.0.0.{n}" for n in (1, 2, 3)]
+    files = ZooKeeperSystem(data_dir="/d").config_files(addresses, 2)
+    assert files["/d/myid"] == b"2\n"
+    config = files["/d/zoo.cfg"].decode()
+    assert "server.1=10.0.0.1:2888:3888\nserver.2=10.0.0.2:2888:3888\n" in config
+    assert "tickTime=500\n" in config and "4lw.commands.whitelist=ruok,srvr,stat,mntr" in config
+    assert b"ConsoleAppender" in files["/d/log4j.properties"]
+
+
+def test_the_server_runs_with_a_small_heap_and_log4j_on_the_classpath() -> None:
+    argv = ZooKeeperSystem(heap="64m").server_argv()
+    assert "-Xmx64m" in argv
+    classpath = argv[argv.index("-cp") + 1].split(":")
+    assert "/usr/share/java/log4j-1.2.jar" in classpath
+    assert argv[-2] == "org.apache.zookeeper.server.quorum.QuorumPeerMain"
+
+
+@pytest.mark.parametrize("ttl", [0.5, 10.5])
+def test_a_ttl_the_ensemble_cannot_grant_as_a_session_is_refused(ttl: float) -> None:
+    with pytest.raises(ConfigError, match="session timeout"):
+        ZooKeeperSystem().validate(SystemConfig(lease_ttl=ttl))
+
+
+def test_the_inventory_and_switches() -> None:
+    sinks = {sink.name: sink.fenced for sink in ZooKeeperSystem().inventory(SystemConfig(2.0))}
+    assert sinks == {"store": True, "log": False}
+    assert set(BUG_SWITCHES) == {"trust-is-acquired", "sequence-token", "follower-read-check"}

@@ -1,0 +1,155 @@
+"""The zookeeper system on a real three-member ensemble: czxid tokens, the multi fence, a killed
+leader, and the switches."""
+
+from __future__ import annotations
+
+import signal
+import threading
+from contextlib import AbstractContextManager
+from typing import Any
+
+import pytest
+
+from systems import SystemConfig
+from systems.zookeeper import ZooKeeperSystem
+from tests.support.localcluster import wait_until
+from tests.support.realsystems import Running, ask, pause_inside_write, running
+
+pytestmark = pytest.mark.docker
+
+SESSION_S = 2.0
+
+
+def start(**config: Any) -> AbstractContextManager[Running]:
+    """The ensemble on z1..z3 and agents on w1, w2, sessions of SESSION_S."""
+    return running(ZooKeeperSystem(), SystemConfig(SESSION_S, **config))
+
+
+def acquire(run: Running, worker: str) -> int:
+    epoch: int = ask(run, worker, {"op": "acquire", "lock": "L", "wait": 30})["epoch"]
+    return epoch
+
+
+def entries(run: Running, sink: str) -> list[tuple[str, int]]:
+    read = ask(run, "w2", {"op": "read", "sink": sink, "key": "k"})
+    return [(entry["id"], entry["epoch"]) for entry in read["entries"]]
+
+
+def test_a_stale_holder_is_fenced_off_and_a_killed_leader_changes_nothing() -> None:
+    system = ZooKeeperSystem()
+    with start() as run:
+        nodes = run.cluster.nodes
+        assert sorted(system.mode(nodes[f"z{n}"]) for n in (1, 2, 3)) == [
+            "follower",
+            "follower",
+            "leader",
+        ]
+        old, new, reply = pause_inside_write(run, "store", 3000)
+        assert new > old
+        # Refused by the multi's check, or lost with the expired session: never accepted.
+        assert reply["ok"] is False
+        assert entries(run, "store") == [("w2-1", new)]
+
+        leader = system.lock_leader(nodes)
+        assert leader is not None
+        daemon = nodes[leader].daemon("zookeeper")
+        nodes[leader].signal(daemon, signal.SIGKILL)
+        wait_until(lambda: nodes[leader].process_state(daemon) in (None, "Z"), "the leader's end")
+        wait_until(lambda: system.lock_leader(nodes) not in (None, leader), "a new leader")
+        system.restart(nodes[leader], "zookeeper")
+        assert system.mode(nodes[leader]) == "follower"
+        assert ask(run, "w2", {"op": "release", "lock": "L"}) == {"ok": True}
+        after = acquire(run, "w1")
+        assert after > new
+        write = {"op": "write", "lock": "L", "epoch": after, "sink": "store", "key": "k"}
+        seq = ask(run, "w1", {**write, "id": "w1-2"})["seq"]
+        read = ask(run, "w1", {"op": "read", "sink": "store", "key": "k"})
+        assert [entry["id"] for entry in read["entries"]] == ["w2-1", "w1-2"]
+        assert new < read["entries"][0]["seq"] < after < read["entries"][1]["seq"] == seq
+
+
+def test_trust_is_acquired_a_holder_back_from_an_expired_session_writes() -> None:
+    with start(bugs={"trust-is-acquired"}) as run:
+        old = acquire(run, "w1")
+        w1 = run.cluster.nodes["w1"]
+        write = {"op": "write", "lock": "L", "sink": "store", "key": "k"}
+        w1.signal(w1.daemon("agent"), signal.SIGSTOP)
+        try:
+            new = acquire(run, "w2")  # granted once w1's session expired
+            assert ask(run, "w2", {**write, "epoch": new, "id": "w2-1"})["ok"] is True
+        finally:
+            w1.signal(w1.daemon("agent"), signal.SIGCONT)
+        # kazoo's Lock.is_acquired stays True: w1 renews its belief and writes.
+        wait_until(
+            lambda: ask(run, "w1", {"op": "holds"})["holds"].get("L") == old,
+            "w1 to believe it holds L again",
+        )
+        assert ask(run, "w1", {**write, "epoch": old, "id": "w1-1"})["ok"] is True
+        assert old < new
+        assert entries(run, "store") == [("w2-1", new), ("w1-1", old)]
+
+
+def test_sequence_token_restarts_when_the_locks_parent_is_recreated() -> None:
+    with start(bugs={"sequence-token"}) as run:
+        first = acquire(run, "w1")
+        # Nobody waits: the release removes the empty parent, and the next lock node is numbered
+        # from 0 again.
+        assert ask(run, "w1", {"op": "release", "lock": "L"}) == {"ok": True}
+        assert acquire(run, "w2") <= first
+
+
+_STAT = """
+import socket, sys
+with socket.create_connection((sys.argv[1], 2181), timeout=2) as conn:
+    conn.sendall(b"stat")
+    print(b"".join(iter(lambda: conn.recv(4096), b"")).decode())
+"""
+
+
+def member_of(run: Running, worker: str) -> str:
+    """The member whose ``stat`` lists a connection from ``worker``: where its session is."""
+    address = run.cluster.nodes[worker].ip
+    for name in ("z1", "z2", "z3"):
+        node = run.cluster.nodes[name]
+        if f"/{address}:" in node.run(["python3", "-c", _STAT, node.ip], check=True).stdout:
+            return name
+    raise AssertionError(f"no member lists a connection from {worker}")
+
+
+def cut(run: Running, node: str, peers: list[str]) -> None:
+    """Drop every packet between ``node`` and the nodes ``peers`` (on ``node``'s side)."""
+    for peer in peers:
+        address = run.cluster.nodes[peer].ip
+        for rule in (["INPUT", "-s", address], ["OUTPUT", "-d", address]):
+            run.cluster.nodes[node].run(["iptables", "-A", *rule, "-j", "DROP"], check=True)
+
+
+@pytest.mark.parametrize("bugs", [set(), {"follower-read-check"}], ids=["correct", "switch"])
+def test_a_member_cut_off_from_the_quorum_answers_stale_reads(bugs: set[str]) -> None:
+    with start(bugs=bugs) as run:
+        old = acquire(run, "w1")
+        member = member_of(run, "w1")
+        others = [name for name in ("z1", "z2", "z3") if name != member]
+        # w1 and its member on one side, the quorum and w2 on the other. The member answers
+        # reads from its last state until it notices (syncLimit x tickTime) the quorum is gone.
+        cut(run, member, [*others, "w2"])
+        cut(run, "w1", others)
+        replies: list[dict[str, Any]] = []
+        write = {"op": "write", "lock": "L", "sink": "store", "key": "k"}
+        stale = {**write, "epoch": old, "id": "w1-1"}
+        # w1's plain read says it still holds L; its write waits for a way to the quorum.
+        writer = threading.Thread(target=lambda: replies.append(ask(run, "w1", stale)))
+        writer.start()
+        # w1's session expires on the quorum's side: w2 is granted the lock there and writes.
+        new = acquire(run, "w2")
+        assert ask(run, "w2", {**write, "epoch": new, "id": "w2-1"})["ok"] is True
+        for node in (member, "w1"):
+            run.cluster.nodes[node].run(["iptables", "-F"], check=True)
+        writer.join(timeout=60)
+        if bugs:
+            assert replies == [{"ok": True, "seq": replies[0].get("seq")}]
+            assert entries(run, "store") == [("w2-1", new), ("w1-1", old)]
+        else:
+            # The multi's check went to the leader: the stale write never lands.
+            assert replies[0]["ok"] is False
+            assert entries(run, "store") == [("w2-1", new)]
