@@ -99,7 +99,8 @@ class RoleSpec:
 @dataclass(frozen=True, slots=True)
 class Exposure:
     """How to make a bug switch visible: the faults, where to aim them, the workload, the fault
-    lengths (multiples of the lease TTL) and a lock-delay (seconds) the switch needs.
+    lengths (multiples of the lease TTL), a lock-delay (seconds) and the number of locks the
+    switch needs (several, when its mistake shows only once a lock has been free for a while).
 
     ``run`` uses it when a switch is given without faults; ``fencecheck list`` shows it.
     """
@@ -109,6 +110,7 @@ class Exposure:
     workload: str = "append"
     ttl_multiples: tuple[float, ...] = ()
     lock_delay: float = 0.0
+    locks: int = 1
 
     def describe(self) -> str:
         """A command-line fragment, e.g. ``--workload sinks --nemesis pause --target holder``."""
@@ -118,6 +120,8 @@ class Exposure:
             parts.append(f"--fault-lengths {','.join(f'{m:g}' for m in self.ttl_multiples)}")
         if self.lock_delay:
             parts.append(f"--lock-delay {self.lock_delay:g}")
+        if self.locks > 1:
+            parts.append(f"--locks {self.locks}")
         return " ".join(parts)
 
 

@@ -49,12 +49,13 @@ class ExposureError(ValueError):
 class Need:
     """What a run must contain for one switch's mistake to show: a fault of one of ``kinds``
     hitting a node of one of ``roles``, longer than the lease when ``past_lease``, under one of
-    ``workloads`` (any when empty)."""
+    ``workloads`` (any when empty), with at least ``locks`` locks."""
 
     kinds: frozenset[str]
     roles: frozenset[str]
     past_lease: bool
     workloads: frozenset[str]
+    locks: int = 1
 
 
 def switches_of(system: System) -> dict[str, BugSwitch]:
@@ -71,7 +72,7 @@ def need_of(how: Exposure) -> Need:
     kinds = _STOPS if faults <= _PLAIN_STOPS else faults
     roles = frozenset(_role(target, {}) for target in how.targets)
     workloads = frozenset() if how.workload == _ANY_WORKLOAD else frozenset((how.workload,))
-    return Need(kinds, roles, bool(faults & _STOPS), workloads)
+    return Need(kinds, roles, bool(faults & _STOPS), workloads, how.locks)
 
 
 def expose(spec: TestSpec, system: System | None = None) -> TestSpec:
@@ -94,6 +95,7 @@ def expose(spec: TestSpec, system: System | None = None) -> TestSpec:
         workload=how.workload,
         fault_lengths=how.ttl_multiples,
         lock_delay=max(spec.lock_delay, how.lock_delay),
+        locks=max(spec.locks, how.locks),
     )
 
 
@@ -145,6 +147,8 @@ def _shortfall(
             f"workload {spec.workload!r} never takes the path it breaks; "
             f"run it with --workload {choice}"
         )
+    if spec.locks < need.locks:
+        return f"its mistake shows only with several locks; run it with --locks {need.locks}"
     suggested = f"--nemesis {','.join(how.faults)} --target {','.join(how.targets)}"
     if not schedule.windows:
         return (

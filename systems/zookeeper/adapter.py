@@ -105,7 +105,7 @@ BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
                 "the lock node's sequence number is the token: it restarts at 0 when the lock's "
                 "parent is removed (empty) and created again; a lock must go free, so run more "
                 "locks than holders keep busy (--locks 3)",
-                Exposure(faults=("pause",), ttl_multiples=(3.0,)),
+                Exposure(faults=("pause",), ttl_multiples=(3.0,), locks=3),
                 ("grant-regression", "epoch-reuse"),
             ),
             BugSwitch(

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
-from harness.run.exposure import Need, exposing_faults, need_of, switches_of
-from systems import HOLDER_FLAWS, Exposure
+from harness.run.exposure import Need, exposing_faults, need_of, switches_of, unexposed
+from harness.run.spec import TestSpec
+from nemeses import Schedule, Window
+from systems import HOLDER_FLAWS, BugSwitch, Exposure
 from systems.reference import ReferenceSystem
 
 SWITCHES = switches_of(ReferenceSystem())
@@ -89,3 +92,15 @@ def test_an_exposure_is_read_as_what_a_run_must_contain() -> None:
     assert (killed.kinds, killed.roles, killed.past_lease) == ({"kill"}, {"lock"}, False)
     assert need_of(Exposure(faults=("restart-while-paused",))).kinds == {"restart-while-paused"}
     assert need_of(Exposure(faults=("pause",), workload="sinks")).workloads == {"sinks"}
+    assert need_of(Exposure(faults=("pause",), locks=3)).locks == 3
+
+
+def test_a_switch_that_needs_several_locks_is_refused_with_one() -> None:
+    switch = BugSwitch("one-lock-hides-it", "", Exposure(faults=("pause",), locks=3), ())
+    roles = {"l1": "lock", "w1": "worker"}
+    spec = TestSpec(bugs=("one-lock-hides-it",), ttl=1.0, time_limit=30.0, fault_lengths=(3.0,))
+    window = Window(0, 1_000_000_000, 3_000_000_000, "pause", ("holder",), 3.0, "w1")
+    schedule = Schedule(1, 1_000_000_000, 30_000_000_000, (window,))
+    problem = unexposed(spec, schedule, roles, {switch.name: switch})
+    assert problem is not None and "--locks 3" in problem
+    assert unexposed(replace(spec, locks=3), schedule, roles, {switch.name: switch}) is None
