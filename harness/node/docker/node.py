@@ -419,12 +419,26 @@ class DockerNode(NodeIdentity):
                 return None
             return fields[0]
         with self.stats.timed("process_state:exec"):
-            code, out, _ = self._exec(["cat", f"/proc/{daemon.pid}/stat"])
+            try:
+                code, out, _ = self._exec(["cat", f"/proc/{daemon.pid}/stat"])
+            except NodeError:
+                if self._stopped():
+                    # Killing the container's main process stops the container with it.
+                    return None
+                raise
         if code != 0:
             return None
         # Inside the container the pid may have been reused too, but no other process is
         # started there by us; the state of whatever holds the pid is the best answer available.
         return out[out.rfind(")") + 2 :].split()[0]
+
+    def _stopped(self) -> bool:
+        """Whether the container no longer runs (the engine's word, asked afresh)."""
+        try:
+            self._container.reload()
+        except docker.errors.APIError:
+            return True
+        return self._container.status not in ("running", "paused")
 
     def _tracked_for(self, daemon: Daemon) -> _Tracked | None:
         with self._lock:
