@@ -1,5 +1,5 @@
 """``python -m harness``: the ``fencecheck`` command line."""
 
-from harness.cli import main
+from harness.cli import run_as_program
 
-main()
+run_as_program()

@@ -11,14 +11,25 @@ import errno
 import importlib
 import os
 import pkgutil
+import signal
 import sys
+import threading
 import traceback
 
 import click
 
 from checkers.exit_codes import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
+from harness.node.interrupts import STOP_SIGNALS
 
-__all__ = ["EXIT_ERROR", "EXIT_INVALID", "EXIT_UNKNOWN", "EXIT_VALID", "cli", "main"]
+__all__ = [
+    "EXIT_ERROR",
+    "EXIT_INVALID",
+    "EXIT_UNKNOWN",
+    "EXIT_VALID",
+    "cli",
+    "main",
+    "run_as_program",
+]
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -50,6 +61,20 @@ def main(argv: list[str] | None = None) -> None:
     except Exception as problem:  # the last resort: exit 1 would read as "invalid history" in CI
         code = _unexpected(problem)
     sys.exit(code if isinstance(code, int) else EXIT_VALID)
+
+
+def run_as_program() -> None:
+    """The ``fencecheck`` program: :func:`main`, after which stop signals are ignored.
+
+    A finished command has written its results; a late signal (the fourth of four Ctrl-C) while
+    the interpreter shuts down would only turn its exit code into a death by signal.
+    """
+    try:
+        main()
+    finally:
+        if threading.current_thread() is threading.main_thread():
+            for stop in STOP_SIGNALS:
+                signal.signal(stop, signal.SIG_IGN)
 
 
 def _unexpected(problem: Exception) -> int:

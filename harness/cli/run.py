@@ -194,8 +194,15 @@ def run_command(
         )
     except (RunError, StoreError) as problem:
         raise click.ClickException(str(problem)) from None
+    # The run is over: a late Ctrl-C (one of several pressed) must not cut the report or the
+    # verdict short, so every signal from here on is only announced.
     with interrupts_once(already=True):
-        written = _publish(outcome, junit_xml, console)
+        raise click.exceptions.Exit(_conclude(outcome, junit_xml, as_json, console))
+
+
+def _conclude(outcome: RunOutcome, junit_xml: Path | None, as_json: bool, console: Console) -> int:
+    """Publish a finished run, print its verdict and return the exit code."""
+    written = _publish(outcome, junit_xml, console)
     coverage = _coverage(outcome.run_dir)
     if as_json:
         data = {**outcome.result.to_json(), "coverage": coverage}
@@ -214,10 +221,10 @@ def run_command(
         console.print(f"report: {outcome.run_dir.report}")
     if outcome.error is not None:
         console.print(f"[red]error:[/] the run broke off: {outcome.error}")
-        raise click.exceptions.Exit(EXIT_ERROR)
+        return EXIT_ERROR
     if not written:
-        raise click.exceptions.Exit(EXIT_ERROR)
-    raise click.exceptions.Exit(exit_code(outcome.result))
+        return EXIT_ERROR
+    return exit_code(outcome.result)
 
 
 def _picked(system: str, bugs: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:

@@ -16,7 +16,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib.metadata import version
 from typing import Final
@@ -174,6 +174,7 @@ def run_test(
     )
     state = _RunState(run_dir, record, console)
     with interrupts_once() as interruption:
+        state.interruption = interruption
         try:
             state.save()
             console.print(f"[bold]run[/] {spec.test_name}  seed {spec.seed}  → {run_dir.path}")
@@ -181,7 +182,7 @@ def run_test(
                 recorder = Recorder(writer)
                 state.recorder = recorder
                 with _nodes(run_id, nodes, image, keep_cluster, hosts) as running:
-                    state.phase = "system setup"
+                    state.enter("system setup")
                     console.print(f"cluster {run_id} up: {', '.join(running)}")
                     _exercise(
                         spec,
@@ -218,6 +219,14 @@ class _RunState:
     console: Console
     recorder: Recorder | None = None
     phase: str = "cluster start"
+    interruption: list[Interrupted] = field(default_factory=list)
+    """Filled by the signal handler the moment a stop signal comes (see interrupts_once)."""
+
+    def enter(self, phase: str) -> None:
+        """Note that the run moved on to ``phase``; once interrupted, the phase the signal came
+        in is kept, since that is the one the results must name."""
+        if not self.interruption:
+            self.phase = phase
 
     def save(self) -> None:
         """Rewrite ``test.json``; a full disk is noted (the run stops), never raised."""
@@ -424,7 +433,7 @@ def _exercise(
         resources.callback(system.teardown, nodes)
         resources.callback(_stop_agents_quietly, nodes)
         resources.callback(_collect_logs, system, nodes, run_dir)
-        resources.callback(setattr, state, "phase", "teardown")
+        resources.callback(state.enter, "teardown")
         try:
             processes = {target.role: target.daemon for target in deployment.targets}
             processes["worker"] = AGENT_DAEMON
@@ -466,7 +475,7 @@ def _exercise(
                 resolve_leader=_leader(system, nodes),
             )
             try:
-                state.phase = "the workload"
+                state.enter("the workload")
                 recorder.begin()
                 with RunProgress(recorder, spec.time_limit, state.console, progress) as display:
                     for thread in threads:
@@ -480,7 +489,7 @@ def _exercise(
                 interrupted = True
             finally:
                 stop.set()
-                state.phase = "healing"
+                state.enter("healing")
                 with interrupts_deferred():
                     report = player.close()
                 if not report.ok:
@@ -488,7 +497,7 @@ def _exercise(
                     state.save()
                 _join(threads, op_timeout + 5)
             if not interrupted and recorder.failure is None:
-                state.phase = "the final reads"
+                state.enter("the final reads")
                 # Let expired leases lapse and restarted processes settle before the final reads.
                 time.sleep(lease_ttl)
                 reads = workload.final_reads(options)
