@@ -506,12 +506,37 @@ def remove_run(run_id: str) -> int:
         with ThreadPoolExecutor(len(containers), thread_name_prefix="cluster-down") as pool:
             removed += sum(pool.map(_remove_container, containers))
     for network in _networks(run_id):
+        removed += _remove_network(network)
+    return removed
+
+
+def _remove_network(network: Network) -> int:
+    try:
+        network.remove()
+    except docker.errors.NotFound:
+        return 0
+    except docker.errors.APIError as problem:
+        if "active endpoints" not in str(problem):
+            raise
+        # The engine can keep an endpoint of a container that is already gone (seen after
+        # containers were force-removed under heavy load); only a forced disconnect or an
+        # engine restart clears it.
+        for endpoint in network.attrs.get("Containers") or {}:
+            try:
+                network.disconnect(endpoint, force=True)
+            except docker.errors.APIError:
+                pass
         try:
             network.remove()
-            removed += 1
         except docker.errors.NotFound:
-            pass
-    return removed
+            return 0
+        except docker.errors.APIError as again:
+            raise ClusterError(
+                f"the Docker engine will not remove network {network.name}: it still counts "
+                "endpoints of containers that are gone; restart the engine (systemctl restart "
+                "docker, or bash scripts/install.sh) and run fencecheck cluster gc again"
+            ) from again
+    return 1
 
 
 def _remove_container(container: Container) -> int:
@@ -531,11 +556,21 @@ def gc(*, include_kept: bool = False) -> int:
     """Remove what crashed runs left: runs whose owning controller process is gone.
 
     Runs kept on purpose (``fencecheck cluster up``) stay unless ``include_kept``; runs whose
-    owner still runs are never touched. Returns the number of containers and networks removed.
+    owner still runs are never touched. Returns the number of containers and networks removed;
+    raises :class:`ClusterError` naming the fix when the engine refused to let some of them go
+    (after removing all the others).
     """
     removed = 0
+    stuck: list[ClusterError] = []
     for run in list_runs():
         if run.owner_alive or (run.kept and not include_kept):
             continue
-        removed += remove_run(run.run_id)
+        # One run the engine will not let go of must not keep the others on the machine.
+        try:
+            removed += remove_run(run.run_id)
+        except ClusterError as problem:
+            stuck.append(problem)
+    if stuck:
+        more = f" (and {len(stuck) - 1} more like it)" if len(stuck) > 1 else ""
+        raise ClusterError(f"removed {removed} containers and networks, but {stuck[0]}{more}")
     return removed
