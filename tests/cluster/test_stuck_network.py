@@ -63,6 +63,6 @@ def test_gc_removes_the_other_runs_before_reporting_the_stuck_one(
 
     monkeypatch.setattr(cluster, "list_runs", lambda: [run("a"), run("stuck"), run("b")])
     monkeypatch.setattr(cluster, "remove_run", remove_run)
-    with pytest.raises(ClusterError, match="removed 4 containers and networks, but .*stuck-net"):
+    with pytest.raises(ClusterError, match=r"removed 4 containers and networks, but .*stuck-net"):
         cluster.gc()
     assert removed == ["a", "b"]

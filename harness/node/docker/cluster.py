@@ -8,6 +8,7 @@ init (``--init``) so signals and orphaned children behave as on a real host.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -522,10 +523,8 @@ def _remove_network(network: Network) -> int:
         # containers were force-removed under heavy load); only a forced disconnect or an
         # engine restart clears it.
         for endpoint in network.attrs.get("Containers") or {}:
-            try:
+            with contextlib.suppress(docker.errors.APIError):
                 network.disconnect(endpoint, force=True)
-            except docker.errors.APIError:
-                pass
         try:
             network.remove()
         except docker.errors.NotFound:
