@@ -1,0 +1,49 @@
+"""The no-op system on real containers: it passes the adapter contract through the command line,
+and a short run of holders under pauses on it is checked valid."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from harness.history import read_history
+from harness.run.runner import run_test
+from harness.run.spec import TestSpec
+
+pytestmark = pytest.mark.docker
+
+
+def test_it_passes_the_adapter_contract(registered_here: None, node_image: str) -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "adapter", "check", "noop"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "adapter noop passes the contract" in done.stdout
+
+
+def test_a_run_under_pauses_is_valid_and_its_fence_refused_stale_writes(
+    registered_here: None, node_image: str, tmp_path: Path
+) -> None:
+    spec = TestSpec(
+        system="noop",
+        workers=3,
+        nemeses=("pause",),
+        ttl=0.5,
+        time_limit=12.0,
+        seed=7,
+        store=tmp_path,
+        name="noop-docker",
+    )
+    outcome = run_test(spec, console=Console(quiet=True), progress=False)
+    assert outcome.error is None, outcome.error
+    assert outcome.result.valid is True, outcome.result
+    events = list(read_history(outcome.run_dir.history))
+    assert any(e.f == "write" and e.type == "ok" for e in events)
+    assert any(e.f == "write" and e.error == "stale-epoch" for e in events)
