@@ -161,10 +161,36 @@ class _Throughput:
     outcomes: Counter[str]
     verdict: str
     run_dir: Path
+    latencies: tuple[float, ...] = ()
+    """Seconds from invoke to completion of each operation counted."""
 
     @property
     def rate(self) -> float:
         return self.ops / self.seconds if self.seconds > 0 else 0.0
+
+
+def _measure(spec: TestSpec) -> _Throughput:
+    """Run ``spec``; count the operations completed within its time limit, with their latency."""
+    outcome = run_test(spec, console=_quiet(), progress=False)
+    limit = round(spec.time_limit * 1e9)
+    outcomes: Counter[str] = Counter()
+    invoked: dict[Any, int] = {}
+    latencies: list[float] = []
+    first: int | None = None
+    for event in read_history(outcome.run_dir.history):
+        if event.process == NEMESIS:
+            continue
+        if event.type == "invoke":
+            first = event.time if first is None else first
+            invoked[event.process] = event.time
+        elif event.time <= limit:  # the final reads after the time limit are not load
+            outcomes[event.type] += 1
+            latencies.append((event.time - invoked.pop(event.process)) / 1e9)
+    window = (limit - (first or 0)) / 1e9
+    verdict = _verdict_text(outcome.result.valid)
+    return _Throughput(
+        sum(outcomes.values()), window, outcomes, verdict, outcome.run_dir.path, tuple(latencies)
+    )
 
 
 def _throughput(seconds: float, seed: int, store: Path) -> _Throughput:
@@ -187,20 +213,7 @@ def _throughput(seconds: float, seed: int, store: Path) -> _Throughput:
         store=store,
         name="bench-throughput",
     )
-    outcome = run_test(spec, console=_quiet(), progress=False)
-    limit = round(seconds * 1e9)
-    outcomes: Counter[str] = Counter()
-    first: int | None = None
-    for event in read_history(outcome.run_dir.history):
-        if event.process == NEMESIS:
-            continue
-        if event.type == "invoke":
-            first = event.time if first is None else first
-        elif event.time <= limit:  # the final reads after the time limit are not load
-            outcomes[event.type] += 1
-    window = (limit - (first or 0)) / 1e9
-    verdict = _verdict_text(outcome.result.valid)
-    return _Throughput(sum(outcomes.values()), window, outcomes, verdict, outcome.run_dir.path)
+    return _measure(spec)
 
 
 # -- part a: harness overhead ---------------------------------------------------------------------
