@@ -268,6 +268,11 @@ def main(argv: list[str] | None = None) -> int:
     timers = _Timers()
     cpu = _CpuWatch(store, args.duration)
     result = _throughput(args.workers, args.duration, args.seed, store, timers, cpu)
+    if not result.latencies:
+        results = json.loads((result.run_dir / "results.json").read_text())
+        why = results.get("run_error") or "no operation completed"
+        console.print(f"[red]the run measured nothing: {why}[/] ({result.run_dir})")
+        return 0
     table = Table(
         "run", "ops", "seconds", "ops/s", "ok / fail / info", "latency p50 / p99", "verdict"
     )
