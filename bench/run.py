@@ -44,8 +44,8 @@ from rich.table import Table
 
 from harness.history import NEMESIS, HistoryWriter, read_history
 from harness.node import Node
-from harness.node.docker.cluster import Cluster, default_topology, new_run_id
-from harness.node.docker.images import node_image
+from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
+from harness.node.docker.images import system_image
 from harness.run.agent_link import AgentLink
 from harness.run.agents import deploy_system, stop_agents
 from harness.run.holder_ops import HolderBoard, HolderOps
@@ -53,7 +53,8 @@ from harness.run.matrix import MatrixEntry, load_matrix
 from harness.run.recorder import Recorder
 from harness.run.runner import run_test
 from harness.run.spec import TestSpec
-from systems import Deployment, SystemConfig, load_system
+from systems import Deployment, SystemConfig, load_system, packages_of
+from systems import topology as topology_of
 from systems.deploy import INSTALL_DIR
 
 __all__ = ["main"]
@@ -65,21 +66,21 @@ _TARGET_FIRST_S: Final = 15.0
 _WARM_UP: Final = 100
 
 # Runs on the worker node: the system's own client module, as the agent loads it, times fenced
-# writes to the store. Argv: install dir, lock address, store address, lock, key, count, warm-up.
+# writes to a sink. Argv: install dir, the client's config (JSON), sink, lock, key, count, warm-up.
 _DIRECT: Final = """
 import json, sys, time
 sys.path.insert(0, sys.argv[1])
 import client
 from harness.nodeside import wire
 wire.use_secret(sys.argv[1] + "/run-secret")  # the run's secret, as the agent uses it
-lock_at, store_at, lock, key = sys.argv[2:6]
+config, sink, lock, key = json.loads(sys.argv[2]), *sys.argv[3:6]
 count, warm = int(sys.argv[6]), int(sys.argv[7])
-c = client.Client({"lock": lock_at, "store": store_at, "node": "bench"})
+c = client.Client({**config, "node": "bench"})
 epoch = c.acquire(lock, 60.0, 10.0).epoch
 seconds = []
 for i in range(warm + count):
     began = time.perf_counter()
-    outcome = c.write(lock, "store", key, f"direct-{epoch}-{i}", epoch, None)
+    outcome = c.write(lock, sink, key, f"direct-{epoch}-{i}", epoch, None)
     took = time.perf_counter() - began
     if type(outcome).__name__ != "Accepted":
         sys.exit(f"direct write refused: {outcome}")
@@ -160,10 +161,36 @@ class _Throughput:
     outcomes: Counter[str]
     verdict: str
     run_dir: Path
+    latencies: tuple[float, ...] = ()
+    """Seconds from invoke to completion of each operation counted."""
 
     @property
     def rate(self) -> float:
         return self.ops / self.seconds if self.seconds > 0 else 0.0
+
+
+def _measure(spec: TestSpec) -> _Throughput:
+    """Run ``spec``; count the operations completed within its time limit, with their latency."""
+    outcome = run_test(spec, console=_quiet(), progress=False)
+    limit = round(spec.time_limit * 1e9)
+    outcomes: Counter[str] = Counter()
+    invoked: dict[Any, int] = {}
+    latencies: list[float] = []
+    first: int | None = None
+    for event in read_history(outcome.run_dir.history):
+        if event.process == NEMESIS:
+            continue
+        if event.type == "invoke":
+            first = event.time if first is None else first
+            invoked[event.process] = event.time
+        elif event.time <= limit:  # the final reads after the time limit are not load
+            outcomes[event.type] += 1
+            latencies.append((event.time - invoked.pop(event.process)) / 1e9)
+    window = (limit - (first or 0)) / 1e9
+    verdict = _verdict_text(outcome.result.valid)
+    return _Throughput(
+        sum(outcomes.values()), window, outcomes, verdict, outcome.run_dir.path, tuple(latencies)
+    )
 
 
 def _throughput(seconds: float, seed: int, store: Path) -> _Throughput:
@@ -186,44 +213,17 @@ def _throughput(seconds: float, seed: int, store: Path) -> _Throughput:
         store=store,
         name="bench-throughput",
     )
-    outcome = run_test(spec, console=_quiet(), progress=False)
-    limit = round(seconds * 1e9)
-    outcomes: Counter[str] = Counter()
-    first: int | None = None
-    for event in read_history(outcome.run_dir.history):
-        if event.process == NEMESIS:
-            continue
-        if event.type == "invoke":
-            first = event.time if first is None else first
-        elif event.time <= limit:  # the final reads after the time limit are not load
-            outcomes[event.type] += 1
-    window = (limit - (first or 0)) / 1e9
-    verdict = _verdict_text(outcome.valid)
-    return _Throughput(sum(outcomes.values()), window, outcomes, verdict, outcome.run_dir.path)
+    return _measure(spec)
 
 
 # -- part a: harness overhead ---------------------------------------------------------------------
 
 
-def _address(nodes: dict[str, Node], deployment: Deployment, role: str) -> str:
-    return str(deployment.client.config[role])
-
-
-def _direct(node: Node, deployment: Deployment, nodes: dict[str, Node], count: int) -> list[float]:
-    """Seconds per write from the worker itself: client module → store, no agent, no controller."""
-    argv = [
-        "python3",
-        "-c",
-        _DIRECT,
-        INSTALL_DIR,
-        _address(nodes, deployment, "lock"),
-        _address(nodes, deployment, "store"),
-        "bench-direct",
-        "direct",
-        str(count),
-        str(_WARM_UP),
-    ]
-    result = node.run(argv, timeout=300, check=True)
+def _direct(node: Node, deployment: Deployment, sink: str, count: int) -> list[float]:
+    """Seconds per write from the worker itself: client module → sink, no agent, no controller."""
+    config = json.dumps(dict(deployment.client.config))
+    argv = ["python3", "-c", _DIRECT, INSTALL_DIR, config, sink, "bench-direct", "direct"]
+    result = node.run([*argv, str(count), str(_WARM_UP)], timeout=300, check=True)
     seconds: list[float] = json.loads(result.stdout)
     return seconds
 
@@ -242,18 +242,23 @@ def _timed(count: int, write: Callable[[int], bool]) -> list[float]:
     return seconds
 
 
-def _overhead(writes: int, rounds: int, history: Path) -> dict[str, list[float]]:
+def _overhead(
+    writes: int, rounds: int, history: Path, system_name: str = "reference", sink: str = "store"
+) -> dict[str, list[float]]:
     """Seconds per fenced write by three paths, in interleaved rounds on one cluster.
 
-    All three write to the same store from the same worker node w1 with work_ms 0: ``direct`` is
+    All three write to the same ``sink`` of ``system_name`` from the same worker node w1 with
+    work_ms 0: ``direct`` is
     the client module run on w1; ``agent`` adds the controller → agent hop (the request line, the
     agent's lease check and log line); ``agent + history`` is a run's real path,
     :class:`HolderOps`, which also records invoke and completion (flushed) in a history.
     """
-    system = load_system("reference")
+    system = load_system(system_name)
     samples: dict[str, list[float]] = {"direct": [], "agent": [], "agent + history": []}
     per_round = max(1, writes // rounds)
-    with Cluster(f"bench-{new_run_id()}", default_topology(1), image=node_image()) as cluster:
+    topology = [NodeSpec(name, role) for name, role in topology_of(system.roles(), 1)]
+    image = system_image(packages_of(system))
+    with Cluster(f"bench-{new_run_id()}", topology, image=image) as cluster:
         nodes: dict[str, Node] = dict(cluster.nodes)
         deployment, agents = deploy_system(system, nodes, SystemConfig(lease_ttl=10.0))
         try:
@@ -269,7 +274,7 @@ def _overhead(writes: int, rounds: int, history: Path) -> dict[str, list[float]]
                     "op": "write",
                     "lock": "bench-agent",
                     "epoch": epoch,
-                    "sink": "store",
+                    "sink": sink,
                     "key": "agent",
                     "id": f"agent-{i}",
                     "prev": None,
@@ -299,10 +304,10 @@ def _overhead(writes: int, rounds: int, history: Path) -> dict[str, list[float]]
                     raise RuntimeError(f"the agent could not acquire a lease: {granted.error}")
                 ops_epoch = int(granted.value["epoch"])
                 for _ in range(rounds):
-                    samples["direct"] += _direct(cluster.node("w1"), deployment, nodes, per_round)
+                    samples["direct"] += _direct(cluster.node("w1"), deployment, sink, per_round)
                     samples["agent"] += _timed(per_round, by_link)
                     samples["agent + history"] += _timed(
-                        per_round, lambda i: ops.write("bench-ops", ops_epoch, "store", "ops").ok
+                        per_round, lambda i: ops.write("bench-ops", ops_epoch, sink, "ops").ok
                     )
             link.close()
         finally:

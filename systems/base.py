@@ -17,6 +17,9 @@ harness:
 - :class:`PlantsBugs`: bug switches, mistakes planted on purpose (see :class:`BugSwitch`).
 - :class:`KnowsLeader`: which lock-service member leads, for the ``lock-leader`` fault target.
 - :class:`NeedsPackages`: Debian packages its nodes need beyond the base node image.
+- :class:`Volatile`: roles whose daemons keep their state in memory only (a system built to
+  measure the harness, not to survive a crash); runs that would kill them are refused
+  (:func:`durability_problem`).
 
 Holder-side flaws (``retry-on-reject``, ``reacquire-no-reread``) are not a system's: they are the
 harness's, available with every system (:mod:`systems.holder_flaws`).
@@ -54,8 +57,10 @@ __all__ = [
     "Sink",
     "System",
     "SystemConfig",
+    "Volatile",
     "check_bugs",
     "check_roles",
+    "durability_problem",
     "lease_ttl_of",
     "nodes_with_role",
     "packages_of",
@@ -303,6 +308,39 @@ class NeedsPackages(Protocol):
     def packages(self) -> tuple[str, ...]:
         """Debian package names; usually :func:`read_packages` of a file beside the adapter."""
         ...
+
+
+@runtime_checkable
+class Volatile(Protocol):
+    """A system some of whose daemons keep everything in memory: a kill of them forgets epochs
+    and marks by design, so a run that kills them would report that design, not a finding."""
+
+    def volatile_roles(self) -> tuple[str, ...]:
+        """The roles (``lock``, ``store``) whose daemons lose their state when killed."""
+        ...
+
+
+_KILLS: Final = "kill"
+_RESTARTS: Final = "restart-while-paused"  # kills and restarts a lock or store daemon
+
+
+def durability_problem(system: System, kinds: Sequence[str], targets: Sequence[str]) -> str | None:
+    """Why faults ``kinds`` aimed at ``targets`` cannot run on ``system`` (``None`` if they can):
+    a kill that may hit a :class:`Volatile` role's node tests nothing but its lack of a disk."""
+    if not isinstance(system, Volatile) or not system.volatile_roles():
+        return None
+    volatile = set(system.volatile_roles())
+    names = {name for name, role in topology(system.roles(), 1) if role in volatile}
+    symbolic = {"lock-leader"} if "lock" in volatile else set()
+    hit = sorted(set(targets) & (volatile | names | symbolic))
+    if _RESTARTS in kinds or (_KILLS in kinds and hit):
+        return (
+            f"system {system.name!r} keeps its {'/'.join(sorted(volatile))} state in memory only, "
+            f"so killing it ({_RESTARTS if _RESTARTS in kinds else _KILLS} of "
+            f"{', '.join(hit) or 'a lock or store daemon'}) proves nothing; use pause, freeze, "
+            "throttle or partition, kill only holders (--target holder), or a durable system"
+        )
+    return None
 
 
 def packages_of(system: System) -> tuple[str, ...]:

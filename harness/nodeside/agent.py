@@ -272,7 +272,10 @@ class Agent:
             f"write {write_id} {sink}/{key} epoch {epoch}: {note}, working {work * 1000:.0f} ms"
         )
         try:
-            time.sleep(work)  # the critical section: a pause here outlives the lease
+            if work > 0:
+                # The critical section: a pause here outlives the lease. (Not for no work: even
+                # sleep(0) gives the CPU away, a wait of a whole time slice on a busy machine.)
+                time.sleep(work)
             outcome = self._client.write(lock, sink, key, write_id, epoch, request.get("prev"))
         except Exception as problem:
             return {**_INFO, "message": str(problem)}

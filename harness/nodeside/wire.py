@@ -81,17 +81,23 @@ Handler = Callable[[dict[str, Any]], dict[str, Any]]
 """Turns one decoded request into its response; runs on the connection's thread."""
 
 _log_lock = threading.Lock()
+_second: list[Any] = [-1, ""]  # the whole second last formatted, and its text (under _log_lock)
 
 
 def log(text: str) -> None:
     """Write one timestamped line to stdout (the daemon's log), whole, even from many threads.
 
     Each line starts with the wall-clock time and the monotonic clock in nanoseconds: containers
-    share the host's monotonic clock, so the second number lines up with the controller's.
+    share the host's monotonic clock, so the second number lines up with the controller's. The
+    line is flushed at once: a daemon killed a moment later has still logged it.
     """
     now = time.time()
-    stamp = time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
+    whole = int(now)
     with _log_lock:
+        if whole != _second[0]:
+            # strftime per line was a tenth of an agent's CPU per request: once a second will do.
+            _second[:] = [whole, time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(whole))]
+        stamp = f"{_second[1]}.{int((now - whole) * 1e6):06d}Z"
         sys.stdout.write(f"{stamp} {time.monotonic_ns()} {text}\n")
         sys.stdout.flush()
 
@@ -132,7 +138,8 @@ class Connection:
         Raises ``TimeoutError`` or another ``OSError`` when the outcome is unknown: the server may
         have acted on the request.
         """
-        if timeout is not None:
+        if timeout is not None and timeout != self._sock.gettimeout():
+            # settimeout is a system call (the socket's blocking mode) even when nothing changes.
             self._sock.settimeout(timeout)
         if self._token is not None:
             message = {**message, AUTH: self._token}
@@ -216,15 +223,21 @@ class Pool:
 class _LineHandler(socketserver.StreamRequestHandler):
     server: LineServer
 
+    def setup(self) -> None:
+        super().setup()
+        # Each response is one small send; never hold it back waiting for an ACK (Nagle).
+        self.connection.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+
     def handle(self) -> None:
         peer = f"{self.client_address[0]}:{self.client_address[1]}"
         for line in self.rfile:
             if not line.strip():
                 continue
             shown, response = self.server.answer(line)
-            log(f"{peer} {shown} -> {_dumps(response)}")
+            encoded = _dumps(response)
+            log(f"{peer} {shown} -> {encoded}")
             try:
-                self.wfile.write(_dumps(response).encode() + b"\n")
+                self.wfile.write(encoded.encode() + b"\n")
                 self.wfile.flush()
             except OSError:
                 # The caller gave up (timed out and closed); what it asked for is done regardless.

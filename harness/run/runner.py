@@ -65,6 +65,7 @@ from systems import (
     Sink,
     System,
     SystemConfig,
+    durability_problem,
     lease_ttl_of,
     load_system,
     packages_of,
@@ -376,6 +377,9 @@ def _load(spec: TestSpec) -> System:
             f"system {spec.system!r} cannot say which lock-service member leads, so faults "
             "cannot target lock-leader; target lock or a node name instead"
         )
+    fragile = durability_problem(system, spec.nemeses, spec.targets)
+    if fragile is not None:
+        raise RunError(fragile)
     return system
 
 

@@ -24,15 +24,18 @@ def failures(report: ContractReport) -> dict[str, str]:
     return {item.name: item.detail for item in report.failed()}
 
 
-def test_the_reference_system_passes_through_the_command_line(node_image: str) -> None:
+@pytest.mark.parametrize("name", ["reference", "noop"])
+def test_a_system_passes_through_the_command_line(
+    registered_here: None, node_image: str, name: str
+) -> None:
     done = subprocess.run(
-        [sys.executable, "-m", "harness", "adapter", "check", "reference"],
+        [sys.executable, "-m", "harness", "adapter", "check", name],
         capture_output=True,
         text=True,
         timeout=300,
     )
     assert done.returncode == 0, done.stdout + done.stderr
-    assert "adapter reference passes the contract" in done.stdout
+    assert f"adapter {name} passes the contract" in done.stdout
     assert "✗" not in done.stdout
 
 
