@@ -101,11 +101,10 @@ def sweep_command(
     def runner(spec: TestSpec) -> RunOutcome:
         return run_test(spec, console=console, progress=False)
 
-    def on_run(counted: Sequence[Cell]) -> None:
+    def on_run(counted: Sequence[Cell], runs: int) -> None:
         nonlocal done
+        done += runs
         first = counted[0]
-        # A refused run's seeds all go at once: none of them runs.
-        done += len(grid.seeds) if first.refused and not first.runs else 1
         head = f"[bold]{done}/{total}[/] TTL {first.ttl:g} s, pause {first.multiple:g} x TTL:"
         found = "; ".join(
             f"{c.variant.label} "

@@ -161,10 +161,11 @@ def run_sweep(
     grid: Grid,
     runner: Callable[[TestSpec], RunOutcome],
     store: Path,
-    on_run: Callable[[Sequence[Cell]], None] | None = None,
+    on_run: Callable[[Sequence[Cell], int], None] | None = None,
 ) -> list[Cell]:
     """Run every cell of ``grid`` (storing runs under ``store``) and count its stale writes per
-    design; ``on_run(cells)`` follows each run (or refusal) with the cells it counted for."""
+    design; ``on_run(cells, runs)`` follows each run (``runs`` 1) or refusal (``runs``: the
+    seeds that will not run) with the cells it counted for."""
     cells = [
         Cell(variant, ttl, multiple)
         for variant in grid.variants
@@ -188,16 +189,16 @@ def _run_cells(
     cells: Sequence[Cell],
     specs: Sequence[TestSpec],
     runner: Callable[[TestSpec], RunOutcome],
-    on_run: Callable[[Sequence[Cell]], None] | None,
+    on_run: Callable[[Sequence[Cell], int], None] | None,
 ) -> None:
-    for spec in specs:
+    for number, spec in enumerate(specs):
         try:
             outcome = runner(spec)
         except RunError as problem:
             for cell in cells:
                 cell.refused = str(problem)
             if on_run is not None:
-                on_run(cells)
+                on_run(cells, len(specs) - number)
             return  # every seed of the cells is refused for the same reason
         results = outcome.run_dir.read_results() or {}
         for cell in cells:
@@ -210,7 +211,7 @@ def _run_cells(
             cell.stale += stale
             cell.run_dirs.append(outcome.run_dir.path)
         if on_run is not None:
-            on_run(cells)
+            on_run(cells, 1)
 
 
 def render_html(grid: Grid, cells: Sequence[Cell]) -> str:

@@ -7,6 +7,7 @@ The round trip from a shrink's output is in ``test_shrink_search.py``.
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -114,3 +115,12 @@ def test_run_all_plays_a_rows_windows_and_lets_other_rows_draw_theirs(
         main(["run-all", "--matrix", str(matrix), "--store", str(tmp_path / "store")])
     assert done.value.code == EXIT_VALID
     assert played == [Schedule(4, 500_000_000, 6_000_000_000, (_PAUSE,)), None]
+
+
+def test_the_readme_example_row_with_windows_loads() -> None:
+    readme = (Path(__file__).parents[2] / "README.md").read_text()
+    blocks = re.findall(r"```json\n(.*?)```", readme, flags=re.DOTALL)
+    (example,) = [json.loads(b) for b in blocks if '"windows"' in b]
+    (entry,) = entries_from(example)
+    assert entry.schedule is not None and [w.kind for w in entry.schedule.windows] == ["pause"]
+    assert entry.expect.anomalies == ("stale-write",)
