@@ -48,9 +48,9 @@ _LEAD_AND_TAIL_TTL: Final = 4.0
 """A pause and this many TTLs (the schedule's lead-in, recovery and tail) make room for a window."""
 _PAUSES_PER_RUN: Final = 3
 """A cell's run has room for this many pauses. A pause shows a stale write only when it lands in
-the holder's critical section (after its lease check, before its write reaches the sink): about
-nine times in ten under ``sinks``. With one or two a run past the lease sometimes shows nothing,
-which would measure where the pause landed rather than what the design does."""
+the holder's critical section (after its lease check, before its write reaches the sink): most
+do under ``sinks``, not all. With one or two a run past the lease sometimes shows nothing (seen
+once in thirteen such runs), which measures where the pause landed, not what the design does."""
 _MIN_RUN_S: Final = 6.0
 """...and lasts at least this long, so that short leases still see holders take over."""
 
