@@ -34,13 +34,16 @@ from nemeses.protocol import Fault, Nemesis, NemesisError, start_f, stop_f
 from nemeses.recovery import heal_nodes
 from nemeses.registry import KINDS, fault_kind
 
-__all__ = ["nemesis_group"]
+__all__ = ["Duration", "nemesis_group"]
 
 _UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
 _DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
 
 
-class _Duration(click.ParamType[float]):
+class Duration(click.ParamType[float]):
+    """A click parameter type for a positive duration: ``500ms``, ``5s``, ``2m``, ``1h`` or
+    plain seconds."""
+
     name = "duration"
 
     def convert(
@@ -61,7 +64,7 @@ _RUN_OPTION = click.Option(
 )
 _FOR_OPTION = click.Option(
     ["--for", "hold"],
-    type=_Duration(),
+    type=Duration(),
     default=None,
     help="Undo the fault after this long (500ms, 5s, 2m); without it, it stays until `heal`.",
 )

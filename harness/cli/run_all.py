@@ -38,11 +38,13 @@ from harness.run.runner import RunError, RunOutcome, run_test
 from harness.run.spec import TestSpec
 from harness.run.store import StoreError, check_output_file, check_store
 from harness.run.summary import summarize
+from nemeses import Schedule
 
 __all__ = ["Runner", "run_all", "run_matrix"]
 
-Runner = Callable[[TestSpec], RunOutcome]
-"""Carries out one spec; :func:`harness.run.runner.run_test` in real use, a fake in tests."""
+Runner = Callable[[TestSpec, Schedule | None], RunOutcome]
+"""Carries out one spec, with a row's exact schedule if it has one (else the seed draws it);
+:func:`harness.run.runner.run_test` in real use, a fake in tests."""
 
 _LOG_WIDTH = 200
 _VERDICT_STYLE = {
@@ -111,7 +113,7 @@ def _run_entry(
     no further run."""
     console.rule(f"[bold]{position}[/] {escape(entry.label)}  expect {entry.expect}")
     try:
-        outcome = runner(entry.spec)
+        outcome = runner(entry.spec, entry.schedule)
     except RunError as problem:
         result = MatrixResult(entry, None, str(problem))
     except Exception as problem:  # one crashed run must not lose the others' results
@@ -340,8 +342,8 @@ def run_all(
     # Live displays of runs in several threads would overwrite one another.
     show_progress = not no_progress and console.is_terminal and parallel == 1
 
-    def runner(spec: TestSpec) -> RunOutcome:
-        outcome = run_test(spec, console=console, progress=show_progress)
+    def runner(spec: TestSpec, schedule: Schedule | None) -> RunOutcome:
+        outcome = run_test(spec, console=console, progress=show_progress, schedule=schedule)
         publish(outcome.run_dir)
         return outcome
 

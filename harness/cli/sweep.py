@@ -1,7 +1,9 @@
-"""``fencecheck sweep``: lease TTL by pause length by seeds, fenced and unfenced, as a table."""
+"""``fencecheck sweep``: lease TTL by pause length by seeds, fenced, unfenced and with a
+lock-delay, as a table and a page."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 
@@ -15,9 +17,11 @@ from harness.cli.run import store_option
 from harness.run.runner import RunOutcome, run_test
 from harness.run.spec import TestSpec, split_names
 from harness.run.store import StoreError, atomic_write, check_store, why_unwritable
-from harness.run.sweep import QUICK, Cell, Grid, render_html, run_sweep
+from harness.run.sweep import QUICK, Cell, Grid, render_html, run_sweep, variants
 
 __all__ = ["sweep_command"]
+
+_LOG_WIDTH = 160
 
 
 def _numbers(text: str, option: str) -> tuple[float, ...]:
@@ -33,7 +37,7 @@ def _numbers(text: str, option: str) -> tuple[float, ...]:
 @click.option(
     "--quick",
     is_flag=True,
-    help="One TTL (0.5 s), pauses of 0.15, 0.8 and 3 TTLs, one seed (instead of the axes below).",
+    help="One TTL (0.5 s), pauses of 0.15, 0.8, 3 and 8 TTLs, one seed (not the axes below).",
 )
 @click.option("--system", default="reference", show_default=True, help="System to sweep.")
 @click.option(
@@ -46,6 +50,14 @@ def _numbers(text: str, option: str) -> tuple[float, ...]:
     help="Holder pause lengths as TTL multiples, comma-separated.",
 )
 @click.option("--seeds", type=click.IntRange(1, 100), default=3, show_default=True)
+@click.option(
+    "--lock-delay",
+    "lock_delay_ttl",
+    type=click.FloatRange(0, 100, min_open=True),
+    default=3.0,
+    show_default=True,
+    help="The lock-delay design's lock-delay, in TTLs.",
+)
 @store_option
 @click.option(
     "--html",
@@ -60,11 +72,13 @@ def sweep_command(
     ttls: str,
     pauses: str,
     seeds: int,
+    lock_delay_ttl: float,
     store: Path,
     page: Path | None,
 ) -> None:
     """Measure which designs survive which pauses: the share of runs with a stale write accepted
-    per lease TTL and pause length, for the system fenced and with no-store-check (unfenced).
+    per lease TTL and pause length, on the system's fenced sinks, on its unfenced sink, and on
+    that unfenced sink behind a lock-delay. No bug is planted; every cell is measured.
 
     Exit 0 when the fenced design accepted no stale write anywhere, 1 when it did, 3 on error.
     """
@@ -73,42 +87,43 @@ def sweep_command(
         multiples=_numbers(pauses, "--pauses"),
         seeds=tuple(range(1, seeds + 1)),
     )
-    grid = replace(QUICK if quick else axes, system=system)
+    grid = replace(QUICK if quick else axes, system=system, variants=variants(lock_delay_ttl))
     page = page or store / "sweep.html"
     console = Console(stderr=True)
     try:
         check_store(store, "sweep")
     except StoreError as problem:
         raise click.ClickException(str(problem)) from None
-    total = len(grid.variants) * len(grid.ttls) * len(grid.multiples) * len(grid.seeds)
+    delays = {v.lock_delay_ttl for v in grid.variants}
+    total = len(delays) * len(grid.ttls) * len(grid.multiples) * len(grid.seeds)
     done = 0
 
     def runner(spec: TestSpec) -> RunOutcome:
         return run_test(spec, console=console, progress=False)
 
-    def on_run(cell: Cell) -> None:
+    def on_run(counted: Sequence[Cell], runs: int) -> None:
         nonlocal done
-        # A refused cell's seeds all go at once: none of them runs.
-        done += len(grid.seeds) if cell.refused else 1
-        found = (
-            f"refused: {escape(cell.refused)}"
-            if cell.refused
-            else f"{cell.shown()} with a stale write"
+        done += runs
+        first = counted[0]
+        head = f"[bold]{done}/{total}[/] TTL {first.ttl:g} s, pause {first.multiple:g} x TTL:"
+        found = "; ".join(
+            f"{c.variant.label} "
+            + (f"not run: {escape(c.refused)}" if c.refused else f"{c.shown()} stale")
+            for c in counted
         )
-        console.print(
-            f"[bold]{done}/{total}[/] {cell.variant.label}, TTL {cell.ttl:g} s, "
-            f"pause {cell.multiple:g} x TTL: {found}"
-        )
+        console.print(f"{head} {found}")
 
     cells = run_sweep(grid, runner, store, on_run)
-    Console().print(_table(grid, cells))
+    out = Console()
+    # A log or a pipe is no terminal: rich would squeeze the table into 80 columns.
+    (out if out.is_terminal else Console(width=_LOG_WIDTH)).print(_table(grid, cells))
     try:
         atomic_write(page, render_html(grid, cells).encode())
     except OSError as problem:
         console.print(f"[red]error:[/] cannot write {page}: {why_unwritable(problem)}")
         raise click.exceptions.Exit(EXIT_ERROR) from None
     console.print(f"page: {page}")
-    fenced_failed = any(c.stale for c in cells if not c.variant.bugs)
+    fenced_failed = any(c.stale for c in cells if c.variant.fenced)
     raise click.exceptions.Exit(EXIT_INVALID if fenced_failed else EXIT_VALID)
 
 
@@ -118,8 +133,9 @@ def _table(grid: Grid, cells: list[Cell]) -> Table:
     table.add_column("TTL")
     for multiple in grid.multiples:
         table.add_column(f"pause {multiple:g}x")
+    table.add_column("expected to fail")
     for variant in grid.variants:
         for ttl in grid.ttls:
             row = [c for c in cells if c.variant == variant and c.ttl == ttl]
-            table.add_row(variant.label, f"{ttl:g} s", *(c.shown() for c in row))
+            table.add_row(variant.label, f"{ttl:g} s", *(c.shown() for c in row), variant.expected)
     return table

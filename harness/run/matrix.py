@@ -23,6 +23,14 @@ a valid run that attempted no stale write proves nothing. ``defaults`` apply to 
 ``cross`` adds one run per combination of its list-valued keys. A run with no ``expect`` is
 expected to be valid, as in Jepsen's ``test-all``; ``"any"`` accepts every verdict (only a crash
 fails it).
+
+A run may carry its exact fault schedule: ``"windows"`` is a list of windows as a run's
+``test.json`` records them (``schedule.windows``, and ``fencecheck shrink`` prints them in its
+matrix row), each ``{"index", "start_ns", "duration_ns", "kind", "targets", "ttl_multiple",
+"fallback", "params"}``. Such a run plays those windows, as ``replay`` does, instead of drawing
+a schedule from its seed; its ``nemeses`` default to the windows' kinds. Each window must be of a
+kind the run's nemeses include, aim at ``holder``, ``lock-leader`` or a node of the run's cluster,
+and end within its ``time_limit``; ``cross`` keeps ``windows`` whole (it is no axis).
 """
 
 from __future__ import annotations
@@ -41,7 +49,8 @@ from checkers.exit_codes import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VAL
 from harness.run.exposure import exposing_faults, switches_of
 from harness.run.spec import SpecError, TestSpec, spec_from_dict, split_names, store_path
 from harness.run.summary import RunSummary
-from systems import load_system
+from nemeses import HOLDER, LOCK_LEADER, NemesisError, Schedule, Window, fault_kind
+from systems import AdapterError, load_system, topology
 
 __all__ = [
     "COVERAGE_METRICS",
@@ -61,6 +70,9 @@ Expected = Literal["valid", "invalid", "unknown", "any"]
 EXPECTABLE: Final[tuple[Expected, ...]] = ("valid", "invalid", "unknown", "any")
 _LIST_FIELDS: Final = frozenset(("bugs", "nemeses", "targets"))
 _EXPECT_KEYS: Final = frozenset(("expect", "expect_anomalies", "min_coverage"))
+_WINDOWS: Final = "windows"
+_ROW_KEYS: Final = _EXPECT_KEYS | {_WINDOWS}
+"""A row's keys that are not spec fields."""
 COVERAGE_METRICS: Final = (
     "stale_attempts",
     "stops_past_lease",
@@ -120,18 +132,24 @@ class Expectation:
 
 @dataclass(frozen=True, slots=True)
 class MatrixEntry:
-    """One run of a matrix: its spec, what it should find, and its row number in the matrix
-    (1-based, in the order runs then cross; a shard keeps the numbers of the whole matrix)."""
+    """One run of a matrix: its spec, what it should find, its row number in the matrix
+    (1-based, in the order runs then cross; a shard keeps the numbers of the whole matrix) and,
+    for a row with ``windows``, the exact schedule to play (``None``: drawn from the seed)."""
 
     spec: TestSpec
     expect: Expectation
     number: int = 0
+    schedule: Schedule | None = None
 
     @property
     def label(self) -> str:
         """``system [bugs] nemeses``, for tables and test names."""
         bugs = "+".join(self.spec.bugs) or "no bugs"
-        return f"{self.spec.system} [{bugs}] {'+'.join(self.spec.nemeses) or 'no faults'}"
+        faults = "+".join(self.spec.nemeses) or "no faults"
+        if self.schedule is not None:
+            count = len(self.schedule.windows)
+            faults += f" ({count} fixed window{'' if count == 1 else 's'})"
+        return f"{self.spec.system} [{bugs}] {faults}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -249,13 +267,16 @@ def _entry(
     if not isinstance(raw, Mapping):
         raise MatrixError(f"{where}: each run must be an object of spec fields")
     merged = {**defaults, **raw, **overrides}
-    unknown = sorted(set(merged) - set(_FIELD_TYPES) - _EXPECT_KEYS)
+    unknown = sorted(set(merged) - set(_FIELD_TYPES) - _ROW_KEYS)
     if unknown:
         raise MatrixError(
             f"{where}: unknown key(s) {', '.join(unknown)}; use spec fields "
-            f"({', '.join(_FIELD_TYPES)}) and expect, expect_anomalies, min_coverage"
+            f"({', '.join(_FIELD_TYPES)}) and expect, expect_anomalies, min_coverage, windows"
         )
-    values = {k: _check_value(k, v, where) for k, v in merged.items() if k not in _EXPECT_KEYS}
+    values = {k: _check_value(k, v, where) for k, v in merged.items() if k not in _ROW_KEYS}
+    windows = _windows(merged[_WINDOWS], where) if _WINDOWS in merged else None
+    if windows is not None and "nemeses" not in values:
+        values["nemeses"] = list(dict.fromkeys(w.kind for w in windows))
     picked = _picked(values) if "nemeses" not in values else None
     if picked is not None:
         values.setdefault("targets", list(picked[1]))
@@ -265,7 +286,70 @@ def _entry(
         spec.check()
     except SpecError as problem:
         raise MatrixError(f"{where}: {problem}") from None
-    return MatrixEntry(spec, _expectation(merged, where))
+    schedule = _schedule(spec, windows, where) if windows is not None else None
+    return MatrixEntry(spec, _expectation(merged, where), schedule=schedule)
+
+
+def _windows(raw: Any, where: str) -> tuple[Window, ...]:
+    """A row's ``windows``, decoded and ordered by start (see the module docstring)."""
+    if not isinstance(raw, list) or not raw or not all(isinstance(w, Mapping) for w in raw):
+        raise MatrixError(
+            f"{where}: windows must be a non-empty list of window objects, as a run's "
+            "test.json records them under schedule.windows"
+        )
+    windows = []
+    for number, item in enumerate(raw, 1):
+        try:
+            window = Window.from_json(item)
+            fault_kind(window.kind)
+        except NemesisError as problem:
+            raise MatrixError(f"{where}: window {number}: {problem}") from None
+        if window.start_ns < 0 or window.duration_ns <= 0 or not window.targets:
+            raise MatrixError(
+                f"{where}: window {number}: give start_ns >= 0, duration_ns > 0 and at least "
+                "one target"
+            )
+        windows.append(window)
+    indexes = [w.index for w in windows]
+    if len(set(indexes)) != len(indexes):
+        raise MatrixError(f"{where}: windows repeat an index ({indexes}); give each its own")
+    return tuple(sorted(windows, key=lambda w: (w.start_ns, w.index)))
+
+
+def _schedule(spec: TestSpec, windows: tuple[Window, ...], where: str) -> Schedule:
+    """The schedule a row's windows make over its spec; a window the run cannot play is an
+    error naming it."""
+    limit_ns = round(spec.time_limit * 1e9)
+    nodes = _node_names(spec)
+    for window in windows:
+        label = f"{where}: window {window.index}"
+        if window.kind not in spec.nemeses:
+            raise MatrixError(
+                f"{label} is a {window.kind} fault but the row's nemeses are "
+                f"{', '.join(spec.nemeses) or 'none'}; add {window.kind} to nemeses"
+            )
+        if window.end_ns > limit_ns:
+            raise MatrixError(
+                f"{label} ends at {window.end_ns / 1e9:g} s, after the time_limit of "
+                f"{spec.time_limit:g} s; raise time_limit or move the window"
+            )
+        strangers = [t for t in window.targets if nodes and t not in nodes]
+        if strangers:
+            raise MatrixError(
+                f"{label} aims at {', '.join(strangers)}, not a node of this run "
+                f"({', '.join(sorted(nodes - {HOLDER, LOCK_LEADER}))}) nor holder or lock-leader"
+            )
+    return Schedule(spec.seed, round(spec.ttl * 1e9), limit_ns, windows)
+
+
+def _node_names(spec: TestSpec) -> set[str]:
+    """The targets a window of ``spec`` may name (empty: unknown system, the runner says so)."""
+    try:
+        roles = load_system(spec.system).roles()
+        names = {name for name, _ in topology(roles, spec.workers)}
+    except (LookupError, ValueError, AdapterError):
+        return set()
+    return names | {HOLDER, LOCK_LEADER}
 
 
 def _picked(values: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
@@ -314,7 +398,7 @@ def _crossed(
 ) -> Iterable[MatrixEntry]:
     if not isinstance(cross, Mapping):
         raise MatrixError(f"{where}: 'cross' must be an object of lists")
-    axes = {k: v for k, v in cross.items() if isinstance(v, list) and k not in _EXPECT_KEYS}
+    axes = {k: v for k, v in cross.items() if isinstance(v, list) and k not in _ROW_KEYS}
     fixed = {k: v for k, v in cross.items() if k not in axes}
     keys = list(axes)
     for n, combination in enumerate(itertools.product(*(axes[k] for k in keys))):

@@ -6,24 +6,32 @@ of candidates, each candidate one real run (a replay with a modified schedule or
 
 1. drop windows: keep either half while one still fails, then try without each window in turn;
 2. shorten each window, halving its length while the anomaly still shows;
-3. reduce the workers one at a time.
+3. move each window's start earlier, halving the quiet time before it (the lead-in for the
+   first window, the recovery gap after the previous one for the others) while the anomaly still
+   shows: the violation comes sooner and the run ends sooner;
+4. reduce the workers one at a time;
+5. reduce the keys per lock, by a binary search down towards one (fewer keys make the history
+   shorter to read; an anomaly that needs a stale holder to find a key untouched keeps them).
 
 In every candidate the remaining windows move up to close the gaps that dropped or shortened ones
-leave (each keeps the recovery gap it had before it), and the run ends a little after the last
-window: the time after it only costs run time, and shorter candidates make the search cheaper.
-A failure that needs a window at its original moment therefore resists dropping what precedes
-it; the search then keeps those windows rather than claim a smaller reproduction.
+leave (each keeps the recovery gap it had before it, or the one step 3 gave it), and the run ends
+a little after the last window: the time after it only costs run time, and shorter candidates make
+the search cheaper. A failure that needs a window at its original moment therefore resists
+dropping what precedes it; the search then keeps those windows rather than claim a smaller
+reproduction.
 
 Most failures need three events or fewer (Yuan et al., OSDI '14), so the result is usually one
 or two windows. A candidate is kept when at least one of its ``tries`` runs shows the anomaly
 type; timing on a real cluster varies, so a candidate that fails once may be a false negative and
-the result is a local minimum, not a proof. The run budget bounds the whole search.
+the result is a local minimum, not a proof. The run budget and the wall-clock budget (whichever
+runs out first) bound the whole search: no candidate starts after either is spent.
 """
 
 from __future__ import annotations
 
 import itertools
 import math
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -51,6 +59,8 @@ __all__ = [
 
 _SHORTEST_TTL: Final = 0.1
 """Windows are not halved below this many TTLs: a shorter fault tests nothing a lease notices."""
+_SMALLEST_MOVE_TTL: Final = 0.1
+"""A start is not moved by less than this many TTLs: a smaller move changes nothing a lease sees."""
 _TAIL_TTL: Final = 2.0
 """A candidate ends this many TTLs after its last window (the stale write comes on resuming)..."""
 _TAIL_S: Final = 1.0
@@ -105,12 +115,17 @@ class Shrunk:
     original: Candidate
     minimal: Candidate
     evidence: Path
+    original_run: Path
     command: str
     """The minimal spec as a ``fencecheck run`` command line (its seed draws its own windows)."""
     runs: int
     trials: tuple[Trial, ...]
     budget: int
     interrupted: bool = False
+    seconds: float = 0.0
+    """Wall-clock time the search took."""
+    time_budget: float | None = None
+    """The wall-clock budget in seconds, if one was given."""
 
     @property
     def replay_command(self) -> str:
@@ -119,11 +134,9 @@ class Shrunk:
 
     @property
     def matrix_row(self) -> dict[str, Any]:
-        """The minimal spec as a ``run-all`` matrix row expecting the anomaly.
-
-        A row carries a spec, not windows: its seed draws a schedule of the shrunk fault lengths
-        over the shrunk time limit, close to the minimal one but not the same windows.
-        """
+        """The minimal candidate as a ``run-all`` matrix row expecting the anomaly: its spec
+        (the fields that differ from the defaults, the seed and the nemeses) and its exact
+        ``windows``, which ``run-all`` plays instead of drawing a schedule from the seed."""
         spec, default = self.minimal.spec.to_json(), TestSpec(seed=0).to_json()
         row = {
             key: value
@@ -131,7 +144,22 @@ class Shrunk:
             if key not in ("store", "name", "test_name") and value != default[key]
         }
         row["seed"] = self.minimal.spec.seed
-        return {**row, "expect": "invalid", "expect_anomalies": [self.anomaly]}
+        row["nemeses"] = list(self.minimal.spec.nemeses)
+        return {
+            **row,
+            "windows": [window.to_json() for window in self.minimal.windows],
+            "expect": "invalid",
+            "expect_anomalies": [self.anomaly],
+        }
+
+    @property
+    def matrix(self) -> dict[str, Any]:
+        """A whole matrix file holding :attr:`matrix_row`, saying where it came from."""
+        return {
+            "description": f"shrunk from {self.original_run} in {self.runs} runs: "
+            f"{len(self.original.windows)} windows to {len(self.minimal.windows)}",
+            "runs": [self.matrix_row],
+        }
 
     def to_json(self) -> dict[str, Any]:
         """What ``shrunk.json`` holds."""
@@ -141,10 +169,14 @@ class Shrunk:
             "runs": self.runs,
             "budget": self.budget,
             "interrupted": self.interrupted,
+            "seconds": round(self.seconds, 1),
+            "time_budget": self.time_budget,
             "windows_before": len(self.original.windows),
             "windows_after": len(self.minimal.windows),
             "workers_before": self.original.spec.workers,
             "workers_after": self.minimal.spec.workers,
+            "keys_before": self.original.spec.keys,
+            "keys_after": self.minimal.spec.keys,
             "time_limit_before": self.original.spec.time_limit,
             "time_limit_after": self.minimal.spec.time_limit,
             "replay": self.replay_command,
@@ -153,6 +185,7 @@ class Shrunk:
             "spec": self.minimal.spec.to_json(),
             "schedule": self.minimal.schedule(ttl_ns).to_json(),
             "matrix_row": self.matrix_row,
+            "matrix": self.matrix,
             "trials": [
                 {
                     "step": trial.step,
@@ -188,13 +221,16 @@ def shrink(
     *,
     anomaly: str | None = None,
     budget: int = _DEFAULT_BUDGET,
+    time_budget: float | None = None,
     tries: int = 1,
     on_trial: Callable[[Trial, int], None] | None = None,
+    clock: Callable[[], float] = time.monotonic,
 ) -> Shrunk:
     """Shrink ``stored`` (an invalid run) to the smallest candidate that still shows ``anomaly``
     (default: its first anomaly type), running at most ``budget`` candidates, each up to
-    ``tries`` times. ``on_trial(trial, runs so far)`` follows the progress. Raises
-    ``ValueError`` when the run shows no such anomaly."""
+    ``tries`` times, and starting none after ``time_budget`` seconds (by ``clock``).
+    ``on_trial(trial, runs so far)`` follows the progress. Raises ``ValueError`` when the run
+    shows no such anomaly."""
     found = stored.finding.anomaly_types
     target = anomaly or (found[0] if found else None)
     if target is None or target not in found:
@@ -202,18 +238,23 @@ def shrink(
             f"{stored.run.path} shows {stored.finding}; shrink needs an invalid run and an "
             f"anomaly it shows ({', '.join(found) or 'none'})"
         )
-    search = _Search(stored, runner, target, budget, tries, on_trial)
+    began = clock()
+    deadline = None if time_budget is None else began + time_budget
+    search = _Search(stored, runner, target, budget, tries, on_trial, deadline, clock)
     search.run()
     return Shrunk(
         anomaly=target,
         original=search.original,
         minimal=search.best,
         evidence=search.evidence,
+        original_run=stored.run.path,
         command=_command_of(search.evidence),
         runs=search.runs,
         trials=tuple(search.trials),
         budget=budget,
         interrupted=search.interrupted,
+        seconds=clock() - began,
+        time_budget=time_budget,
     )
 
 
@@ -228,6 +269,8 @@ class _Search:
         budget: int,
         tries: int,
         on_trial: Callable[[Trial, int], None] | None,
+        deadline: float | None,
+        clock: Callable[[], float],
     ) -> None:
         self.original = Candidate(stored.record.spec, stored.schedule.windows)
         self.best = self.original
@@ -241,21 +284,25 @@ class _Search:
         }
         self.runner, self.anomaly, self.budget, self.tries = runner, anomaly, budget, max(1, tries)
         self.on_trial = on_trial
+        self.deadline, self.clock = deadline, clock
         self.runs = 0
         self.trials: list[Trial] = []
         self.interrupted = False
 
     @property
     def spent(self) -> bool:
-        """No runs left, or the user stopped the shrink."""
-        return self.runs >= self.budget or self.interrupted
+        """No runs or time left, or the user stopped the shrink."""
+        out_of_time = self.deadline is not None and self.clock() >= self.deadline
+        return self.runs >= self.budget or self.interrupted or out_of_time
 
     def run(self) -> None:
         """The steps of the module documentation, in order, until the budget is spent."""
         self._drop_halves()
         self._drop_each()
         self._shorten()
+        self._move_earlier()
         self._fewer_workers()
+        self._fewer_keys()
 
     def attempt(self, step: str, candidate: Candidate) -> bool:
         """Run ``candidate``; make it the best when it shows the anomaly."""
@@ -287,12 +334,18 @@ class _Search:
             self.on_trial(trial, self.runs)
         return kept
 
-    def layout(self, spec: TestSpec, windows: Sequence[Window]) -> Candidate:
+    def layout(
+        self, spec: TestSpec, windows: Sequence[Window], moved: tuple[int, int] | None = None
+    ) -> Candidate:
         """``windows`` (in schedule order) moved up to close the gaps dropped windows leave, each
-        after the recovery gap it had, and the run ended a little after the last one."""
+        after the recovery gap it had (the first after the lead-in), and the run ended a little
+        after the last one. ``moved`` (window index, quiet time before it) tries a new gap."""
         placed: list[Window] = []
         for window in windows:
-            at = placed[-1].end_ns + self.gaps[window.index] if placed else self.lead_in_ns
+            gap = self.gaps[window.index] if placed else self.lead_in_ns
+            if moved is not None and moved[0] == window.index:
+                gap = moved[1]
+            at = placed[-1].end_ns + gap if placed else gap
             placed.append(replace(window, start_ns=at))
         end = (placed[-1].end_ns / 1e9 if placed else 0.0) + _TAIL_TTL * spec.ttl + _TAIL_S
         limit = min(self.original.spec.time_limit, max(spec.ttl, math.ceil(end * 10) / 10))
@@ -330,6 +383,33 @@ class _Search:
                 step = f"window {index} at {multiple:g} x TTL"
                 if not self.attempt(step, self.layout(self.best.spec, windows)):
                     break
+
+    def _move_earlier(self) -> None:
+        for index in [w.index for w in self.best.windows]:
+            while not self.spent:
+                first = self.best.windows[0].index == index
+                gap = self.lead_in_ns if first else self.gaps[index]
+                earlier = gap // 2
+                if gap - earlier < _SMALLEST_MOVE_TTL * self.ttl_ns:
+                    break
+                candidate = self.layout(self.best.spec, self.best.windows, (index, earlier))
+                step = f"window {index} {(gap - earlier) / 1e9:.3g} s earlier"
+                if not self.attempt(step, candidate):
+                    break
+                if first:
+                    self.lead_in_ns = earlier
+                else:
+                    self.gaps[index] = earlier
+
+    def _fewer_keys(self) -> None:
+        # A binary search between 1 key and the count known to fail: 1,000 keys take ten runs.
+        fewest = 1
+        while fewest < self.best.spec.keys and not self.spent:
+            keys = (fewest + self.best.spec.keys) // 2
+            fewer = replace(self.best.spec, keys=keys)
+            step = f"{keys} key{'' if keys == 1 else 's'} per lock"
+            if not self.attempt(step, Candidate(fewer, self.best.windows)):
+                fewest = keys + 1
 
     def _fewer_workers(self) -> None:
         while self.best.spec.workers > 1 and not self.spent:

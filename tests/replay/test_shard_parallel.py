@@ -17,6 +17,7 @@ from harness.run.matrix import MatrixError, entries_from, parse_shard, shard
 from harness.run.runner import RunOutcome
 from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
 from harness.run.store import new_run_dir
+from nemeses import Schedule
 
 _ROWS = 7
 
@@ -88,7 +89,7 @@ class _SideBySide:
         self.threads: set[str] = set()
         self.lock = threading.Lock()
 
-    def __call__(self, spec: RunSpec) -> RunOutcome:
+    def __call__(self, spec: RunSpec, schedule: Schedule | None = None) -> RunOutcome:
         with self.lock:
             self.threads.add(threading.current_thread().name)
             run = new_run_dir(f"{spec.test_name}-{spec.seed}", self.store)

@@ -9,9 +9,6 @@ are skipped with the reason, except under ``CI=true``, where that is a failure.
 from __future__ import annotations
 
 import base64
-import os
-import shutil
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -21,61 +18,18 @@ import pytest
 from harness.report import write_report
 from harness.report.index import write_index
 from harness.run.store import RunDir
+from tests.support.browser import chromium
 
 pytestmark = pytest.mark.browser
 
 RunFactory = Callable[..., RunDir]
-_FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--disable-dev-shm-usage",
-    "--window-size=1400,1000",
-)
 _WAIT_S = 30  # a ceiling for page readiness on a loaded machine, not a performance claim
-
-
-def _missing() -> str | None:
-    for name in ("chromium", "chromedriver"):
-        if shutil.which(name) is None:
-            return f"{name} is not installed (apt-get install -y chromium chromium-driver)"
-    try:
-        import selenium  # noqa: F401
-    except ImportError:
-        return "selenium is not installed (pip install -e '.[dev]')"
-    return None
 
 
 @pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     """One headless Chromium for the module, with a fresh profile and the console log on."""
-    problem = _missing()
-    if problem is not None:
-        if os.environ.get("CI", "").lower() == "true":
-            pytest.fail(f"browser tests cannot run under CI: {problem}")
-        pytest.skip(problem)
-    from selenium import webdriver
-    from selenium.webdriver.chrome.service import Service
-
-    options = webdriver.ChromeOptions()
-    options.binary_location = shutil.which("chromium") or "chromium"
-    for flag in _FLAGS:
-        options.add_argument(flag)
-    with tempfile.TemporaryDirectory(prefix="fencecheck-chromium-") as profile:
-        options.add_argument(f"--user-data-dir={profile}")
-        options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-        driver = webdriver.Chrome(
-            service=Service(executable_path=shutil.which("chromedriver")), options=options
-        )
-        try:
-            yield driver
-        finally:
-            driver.quit()
+    yield from chromium()
 
 
 def _open(driver: Any, path: Path) -> None:

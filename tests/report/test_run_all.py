@@ -119,7 +119,7 @@ def test_a_crashed_run_is_an_error_and_the_matrix_goes_on(
 def test_run_matrix_stops_after_an_interrupted_run(tmp_path: Path, fake_runner: FakeRunner) -> None:
     entries = entries_from({"cross": {"seed": [1, 2, 3]}}, overrides={"store": str(tmp_path)})
 
-    def interrupted(spec: RunSpec) -> RunOutcome:
+    def interrupted(spec: RunSpec, _schedule: object) -> RunOutcome:
         outcome = fake_runner(spec)
         return RunOutcome(outcome.run_dir, outcome.result, interrupted=spec.seed == 2)
 
@@ -132,7 +132,9 @@ def test_fail_fast_stops_at_the_first_surprise(tmp_path: Path, fake_runner: Fake
     entries = entries_from(
         {"cross": {"bugs": ["store-skips-check", "none"]}}, overrides={"store": str(tmp_path)}
     )
-    results = run_matrix(entries, fake_runner, Console(quiet=True), fail_fast=True)
+    results = run_matrix(
+        entries, lambda spec, _: fake_runner(spec), Console(quiet=True), fail_fast=True
+    )
     assert len(results) == 1 and results[0].mismatch is not None
     assert tally(results) == (1, 0, EXIT_INVALID)
 
