@@ -195,3 +195,27 @@ def test_attach_finds_the_running_cluster(cluster: Cluster) -> None:
     attached.node("w1").signal(daemon, signal.SIGKILL)
     with pytest.raises(NodeError, match="no cluster with run id"):
         Cluster.attach("no-such-run")
+
+
+def test_a_daemon_starts_once_when_the_engine_loses_the_exec_output(
+    cluster: Cluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    node = cluster.node("w2")
+    assert isinstance(node, DockerNode)
+    real_exec = node._exec
+    calls: list[list[str]] = []
+
+    def loses_first_output(command: list[str], **kwargs: object) -> tuple[int, str, str]:
+        code, out, err = real_exec(command, **kwargs)  # type: ignore[arg-type]
+        calls.append(command)
+        # What dockerd does under heavy load: the command ran, exit 0, its output never arrived.
+        return (code, "", "") if len(calls) == 1 else (code, out, err)
+
+    monkeypatch.setattr(node, "_exec", loses_first_output)
+    name = _unique("quiet")
+    daemon = node.start_daemon(name, ["sleep", "600"])
+    monkeypatch.undo()
+    running = node.run(["pgrep", "-f", "-x", "sleep 600"]).stdout.split()
+    assert str(daemon.pid) in running
+    assert len(calls) == 2  # the pid was read back, not started a second time
+    node.signal(daemon, signal.SIGKILL)

@@ -35,6 +35,8 @@ from harness.node.commands import absolute_file, failure, shown, text
 __all__ = ["DAEMON_LOG_DIR", "CallStats", "DockerNode", "HostView"]
 
 DAEMON_LOG_DIR: Final = "/var/log/fencecheck"
+DAEMON_PID_DIR: Final = "/run/fencecheck"
+"""Where each daemon's pid is also left, for when the engine loses an exec's output."""
 # coreutils `timeout` exits 124 when it had to stop the command.
 _TIMEOUT_EXIT: Final = 124
 # The CFS scheduler refuses quotas under 1 ms and periods outside 1 ms..1 s.
@@ -331,13 +333,21 @@ class DockerNode(NodeIdentity):
         if not argv:
             raise NodeError(f"{self._name}: daemon {name!r} needs a command")
         log_path = f"{DAEMON_LOG_DIR}/{name}.log"
+        pid_path = f"{DAEMON_PID_DIR}/{name}.pid"
         script = (
-            f"mkdir -p {DAEMON_LOG_DIR} && cd {shlex.quote(cwd or '/')} || exit 97\n"
+            f"mkdir -p {DAEMON_LOG_DIR} {DAEMON_PID_DIR} || exit 97\n"
+            f"cd {shlex.quote(cwd or '/')} || exit 97\n"
             f"exec {shlex.join(argv)} >>{shlex.quote(log_path)} 2>&1 </dev/null &\n"
+            f"echo $! >{shlex.quote(pid_path)}\n"
             "echo $!\n"
         )
         with self.stats.timed("start_daemon"):
             code, out, err = self._exec(["sh", "-c", script], env=env)
+            if code == 0 and not out.strip():
+                # Under heavy load the engine sometimes ends an exec's attach before it copied
+                # the output (exit 0, nothing printed). Starting again would run the daemon
+                # twice, so the pid is read back from where the script also left it.
+                code, out, err = self._exec(["cat", pid_path])
             if code != 0 or not out.strip().isdigit():
                 raise NodeError(
                     f"{self._name}: daemon {name!r} did not start (exit {code}): "
