@@ -63,6 +63,7 @@ _GAP_TTL: Final = (1.25, 2.0)
 _TAIL_TTL: Final = 1.0
 _ROLES: Final = ("lock", "store", "worker")
 _WORKER: Final = "worker"
+_OUTLIVING: Final = frozenset(name for name in FAULT_KINDS if fault_kind(name).outlives_lease)
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,8 +197,12 @@ def generate_schedule(
         if not fitting:
             break
         kind = fault_kind(rng.choice(list(kinds)))
-        if kind.outlives_lease:
-            fitting = [m for m in fitting if m > 1] or fitting
+        longer = [m for m in fitting if m > 1]
+        if kind.outlives_lease and longer:
+            fitting = longer
+        elif kind.outlives_lease and (brief := [k for k in kinds if k not in _OUTLIVING]):
+            # Only lengths within the lease fit here, which such a shape would waste.
+            kind = fault_kind(rng.choice(brief))
         multiple = rng.choice(fitting)
         selector = rng.choice(list(targets))
         target, role, fallback = _draw_target(rng, selector, nodes)
