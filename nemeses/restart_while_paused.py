@@ -43,7 +43,7 @@ RESTART_WHILE_PAUSED: Final = "restart-while-paused"
 
 RESTART_AT: Final[tuple[str, ...]] = ("resume", "takeover", "inside")
 """Where a window's restart lands (see the module documentation)."""
-_RESTART_AT_WEIGHTS: Final = (1, 2, 1)
+_RESTART_AT_WEIGHTS: Final = (1, 3, 1)
 # "takeover" is drawn most: it is the only shape that finds a mark saved every few writes, and a
 # lazily saved mark is the restart bug real stores have.
 _INSIDE: Final = (0.1, 0.9)
