@@ -41,7 +41,7 @@ def _lengths(value: str) -> tuple[float, ...]:
         return tuple(float(part) for part in split_names(value))
     except ValueError:
         raise click.BadParameter(
-            f"{value!r}: give TTL multiples such as 0.8,3,8", param_hint="--fault-lengths"
+            f"{value!r}: give TTL multiples such as 0.8,1.1,3,8", param_hint="--fault-lengths"
         ) from None
 
 
