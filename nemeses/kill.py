@@ -43,6 +43,17 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
     ) -> None:
         super().__init__(locate, confirm_timeout)
         self._restarter = restarter
+        self._prepared: dict[tuple[FaultKey, str], tuple[list[Daemon], list[ProcessImage]]] = {}
+
+    def prepare(self, fault: Fault) -> None:
+        """Find and capture the daemons ``fault`` will kill now, so that its ``start-kill`` only
+        signals: a kill that must land at a precise moment (right after a takeover) cannot wait
+        for the commands that read a daemon's command line on a busy node."""
+        for node in (self.node(name) for name in fault.targets):
+            daemons = self.daemons_of(node, fault)
+            images = [snapshot(node, daemon) for daemon in daemons]
+            with self.lock:
+                self._prepared[(fault.key, node.name)] = (daemons, images)
 
     @property
     def fs(self) -> frozenset[str]:
@@ -77,8 +88,12 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
         return {"pids": pids}
 
     def _kill(self, fault: Fault, node: Node) -> tuple[str, list[int]]:
-        daemons = self.daemons_of(node, fault)
-        images = [snapshot(node, daemon) for daemon in daemons]
+        with self.lock:
+            prepared = self._prepared.pop((fault.key, node.name), None)
+        if prepared is None:
+            daemons = self.daemons_of(node, fault)
+            prepared = (daemons, [snapshot(node, daemon) for daemon in daemons])
+        daemons, images = prepared
         with self.lock:
             self.held.setdefault(fault.key, []).extend((node.name, i) for i in images)
         for daemon in daemons:
@@ -121,6 +136,7 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
         with self.lock:
             pending = list(self.held.items())
             self.held.clear()
+            self._prepared.clear()
         report = HealReport()
         for key, images in pending:
             report.merge(self._restart_all(key, images, {}))

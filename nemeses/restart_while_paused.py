@@ -32,7 +32,7 @@ from nemeses._observe import observe
 from nemeses.kill import KillNemesis
 from nemeses.kinds import END_AFTER_TAKEOVER_NS, STEP_AT_NS, Draw, FaultKind
 from nemeses.pause import PauseNemesis
-from nemeses.processes import Locator, recorded_daemons
+from nemeses.processes import Locator, Restarter, recorded_daemons, restart
 from nemeses.protocol import Fault, FaultKey, HealReport, NemesisError, fault_fs, step_f
 
 __all__ = ["KIND", "RESTART_AT", "RESTART_WHILE_PAUSED", "RestartWhilePausedNemesis"]
@@ -58,11 +58,15 @@ class RestartWhilePausedNemesis:
     restarts ``params["restart"]``'s daemon and waits until it listens again; at stop continues
     the targets."""
 
-    def __init__(self, locate: Locator = recorded_daemons) -> None:
+    def __init__(self, locate: Locator = recorded_daemons, restarter: Restarter = restart) -> None:
         self._pause = PauseNemesis(locate)
         self._kill = KillNemesis(locate)
+        # An inside restart leaves the holder paused, so it may wait for the system's readiness
+        # (``restarter``, which knows how the system's daemons start): nobody races it.
+        self._kill_ready = KillNemesis(locate, restarter=restarter)
         self._nodes: dict[str, Node] = {}
         self._restarted: set[FaultKey] = set()
+        self._ports: dict[FaultKey, set[int]] = {}
 
     @property
     def fs(self) -> frozenset[str]:
@@ -74,6 +78,7 @@ class RestartWhilePausedNemesis:
         self._nodes = dict(nodes)
         self._pause.setup(nodes)
         self._kill.setup(nodes)
+        self._kill_ready.setup(nodes)
 
     def invoke(self, f: str, fault: Fault) -> dict[str, Any]:
         """Start: pause the targets. Step: restart the other process. Stop: restart it unless the
@@ -83,7 +88,12 @@ class RestartWhilePausedNemesis:
         paused = Fault("pause", fault.targets, {"process": fault.params.get("process")})
         if f.startswith("start-"):
             self._restarted.discard(fault.key)
-            return self._pause.invoke("start-pause", paused)
+            facts = self._pause.invoke("start-pause", paused)
+            # Everything the restart needs to know is read now: then it is a signal away.
+            node, victim = self._victim(fault)
+            self._ports[fault.key] = _listening_ports(node)
+            self._killer(fault).prepare(victim)
+            return facts
         if f.startswith("step-"):
             return self._restart(fault)
         try:
@@ -94,16 +104,28 @@ class RestartWhilePausedNemesis:
             self._pause.invoke("stop-pause", paused)
         return facts
 
-    def _restart(self, fault: Fault) -> dict[str, Any]:
-        """Kill ``params["restart"]``'s daemon, start it again and wait until it listens."""
+    def _killer(self, fault: Fault) -> KillNemesis:
+        return self._kill_ready if fault.params.get("restart_at") == "inside" else self._kill
+
+    def _victim(self, fault: Fault) -> tuple[Node, Fault]:
+        """The node restarted, and the kill fault that restarts it."""
         restarted_node = str(fault.params.get("restart", ""))
         node = self._nodes.get(restarted_node)
         if node is None:
             raise NemesisError(f"{RESTART_WHILE_PAUSED}: no node {restarted_node!r} to restart")
-        victim = Fault("kill", (restarted_node,), {"process": fault.params.get("restart_process")})
-        ports = _listening_ports(node)
-        killed = self._kill.invoke("start-kill", victim)
-        restarted = self._kill.invoke("stop-kill", victim)
+        return node, Fault(
+            "kill", (restarted_node,), {"process": fault.params.get("restart_process")}
+        )
+
+    def _restart(self, fault: Fault) -> dict[str, Any]:
+        """Kill ``params["restart"]``'s daemon, start it again and wait until it listens."""
+        node, victim = self._victim(fault)
+        ports = self._ports.pop(fault.key, None)
+        if ports is None:
+            ports = _listening_ports(node)
+        killer = self._killer(fault)
+        killed = killer.invoke("start-kill", victim)
+        restarted = killer.invoke("stop-kill", victim)
         self._restarted.add(fault.key)
         for port in ports:
             _await_port(node.ip, port)
@@ -111,7 +133,8 @@ class RestartWhilePausedNemesis:
 
     def heal(self) -> HealReport:
         """Restart what was killed, then continue what was paused."""
-        return self._kill.heal().merge(self._pause.heal())
+        self._ports.clear()
+        return self._kill.heal().merge(self._kill_ready.heal()).merge(self._pause.heal())
 
     def teardown(self) -> None:
         """Heal; raise :class:`NemesisError` if anything stayed broken."""
@@ -182,9 +205,9 @@ KIND = FaultKind(
     verb="paused while a store was restarted",
     colour="#7a4fd6",
     heal_rank=0,
-    # Its relaunch stays the plain one: the paused holder must run again the instant the store
-    # listens, before a system's readiness wait lets others re-teach the mark.
-    build=lambda locate, restarter: RestartWhilePausedNemesis(locate),
+    # Its relaunch stays the plain one but inside the pause: the paused holder must run again the
+    # instant the store listens, before a system's readiness wait lets others re-teach the mark.
+    build=RestartWhilePausedNemesis,
     draw=_draw,
     outlives_lease=True,
     parts=("pause", "kill"),
