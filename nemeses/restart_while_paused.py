@@ -10,7 +10,7 @@ holder is still paused. Where the restart lands inside the pause is drawn per wi
   it (``store-forgets``) accepts it after the newer write: a stale write. Two plain faults in
   sequence cannot make this shape, because the new holder's next write would re-teach a
   forgetful store the mark before the old holder wakes.
-- ``takeover``: right after another holder took the lease (0-0.1 TTL after the new grant, while
+- ``takeover``: right after another holder took the lease (0.1-0.3 TTL after the new grant, while
   it has written only a few times), then the holder is continued as the process serves again:
   a store that saved its mark only every few writes (``lazy-mark``) has lost the new one.
 - ``inside``: at a random moment inside the pause (10-90 % of it); the holder is continued at the
@@ -48,8 +48,9 @@ _RESTART_AT_WEIGHTS: Final = (1, 3, 1)
 # lazily saved mark is the restart bug real stores have.
 _INSIDE: Final = (0.1, 0.9)
 """An inside restart lands within this share of the pause."""
-_AFTER_TAKEOVER_TTL: Final = (0.0, 0.1)
-"""A takeover restart lands this many TTLs after the new grant."""
+_AFTER_TAKEOVER_TTL: Final = (0.1, 0.3)
+"""A takeover restart lands this many TTLs after the new grant: once the new holder's first
+writes have landed (sooner, it has written nothing a restart could lose), before many more."""
 _LISTEN_TIMEOUT_S: Final = 20.0
 
 
@@ -88,12 +89,12 @@ class RestartWhilePausedNemesis:
         paused = Fault("pause", fault.targets, {"process": fault.params.get("process")})
         if f.startswith("start-"):
             self._restarted.discard(fault.key)
-            facts = self._pause.invoke("start-pause", paused)
-            # Everything the restart needs to know is read now: then it is a signal away.
+            # Everything the restart needs to know is read first (slow on a busy node): then the
+            # restart is a signal away, and the pause begins when it is recorded to.
             node, victim = self._victim(fault)
             self._ports[fault.key] = _listening_ports(node)
             self._killer(fault).prepare(victim)
-            return facts
+            return self._pause.invoke("start-pause", paused)
         if f.startswith("step-"):
             return self._restart(fault)
         try:

@@ -22,9 +22,9 @@ entry. Every accepted write (with its ``seq``), and every mark a fenced read rai
 the entries, the marks and the ``seq`` counter. Switches (``--bug``): ``no-store-check`` (no sink
 checks epochs, on writes or reads),
 ``store-forgets`` (marks are not rebuilt on start, and a read's mark is not logged: marks live in
-memory only), ``lazy-mark`` (marks are not rebuilt from the entries either: they are saved to the
-log as a checkpoint record every 8th accepted fenced write only, so a restart falls back to the last
-checkpoint, a common shortcut of stores that keep the mark apart from the data),
+memory only), ``lazy-mark`` (marks are not rebuilt from the entries either: they are saved to
+the log as a checkpoint record every 16th accepted fenced write only, so a restart falls back to
+the last checkpoint, a common shortcut of stores that keep the mark apart from the data),
 ``unfenced-path`` (``store-batch`` does not check epochs).
 
 Protocol (one JSON object per line, see :mod:`harness.nodeside.wire`):
@@ -69,7 +69,7 @@ AUDIT: Final = "audit"
 NO_STORE_CHECK: Final = "no-store-check"
 STORE_FORGETS: Final = "store-forgets"
 LAZY_MARK: Final = "lazy-mark"
-MARK_EVERY: Final = 8
+MARK_EVERY: Final = 16
 """With ``lazy-mark``, the marks are saved with every this many accepted fenced writes."""
 UNFENCED_PATH: Final = "unfenced-path"
 _SINKS: Final = (STORE, BATCH, AUDIT)

@@ -69,6 +69,29 @@ def test_a_paused_daemon_that_died_meanwhile_is_not_a_heal_error() -> None:
     assert report.ok and "exited" in report.healed[0]
 
 
+def test_a_prepared_kill_only_signals_and_restarts_what_was_captured_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    nodes = fake_cluster()
+    node = nodes["s1"]
+    node.processes[node.daemon("stored").pid].env = {"MARK": "kept"}
+    nemesis = KillNemesis()
+    nemesis.setup(nodes)
+    fault = Fault("kill", ("s1",), {"process": "stored"})
+    nemesis.prepare(fault)
+
+    def no_commands(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a prepared kill ran a command on the node")
+
+    monkeypatch.setattr(node, "run", no_commands)
+    old = node.daemon("stored")
+    nemesis.invoke("start-kill", fault)
+    assert node.process_state(old) is None
+    monkeypatch.undo()
+    nemesis.invoke("stop-kill", fault)
+    assert node.processes[node.daemon("stored").pid].env == {"MARK": "kept"}
+
+
 def test_kill_captures_the_process_and_restart_runs_it_again_the_same_way() -> None:
     nodes = fake_cluster()
     node = nodes["s1"]
