@@ -67,7 +67,7 @@ class RestartWhilePausedNemesis:
         self._kill_ready = KillNemesis(locate, restarter=restarter)
         self._nodes: dict[str, Node] = {}
         self._restarted: set[FaultKey] = set()
-        self._ports: dict[FaultKey, set[int]] = {}
+        self._ports: dict[str, set[int]] = {}  # by node: a system's ports do not move
 
     @property
     def fs(self) -> frozenset[str]:
@@ -92,7 +92,7 @@ class RestartWhilePausedNemesis:
             # Everything the restart needs to know is read first (slow on a busy node): then the
             # restart is a signal away, and the pause begins when it is recorded to.
             node, victim = self._victim(fault)
-            self._ports[fault.key] = _listening_ports(node)
+            self._ports_of(node)
             self._killer(fault).prepare(victim)
             return self._pause.invoke("start-pause", paused)
         if f.startswith("step-"):
@@ -104,6 +104,11 @@ class RestartWhilePausedNemesis:
             self._restarted.discard(fault.key)
             self._pause.invoke("stop-pause", paused)
         return facts
+
+    def _ports_of(self, node: Node) -> set[int]:
+        if node.name not in self._ports:
+            self._ports[node.name] = _listening_ports(node)
+        return self._ports[node.name]
 
     def _killer(self, fault: Fault) -> KillNemesis:
         return self._kill_ready if fault.params.get("restart_at") == "inside" else self._kill
@@ -121,9 +126,7 @@ class RestartWhilePausedNemesis:
     def _restart(self, fault: Fault) -> dict[str, Any]:
         """Kill ``params["restart"]``'s daemon, start it again and wait until it listens."""
         node, victim = self._victim(fault)
-        ports = self._ports.pop(fault.key, None)
-        if ports is None:
-            ports = _listening_ports(node)
+        ports = self._ports_of(node)
         killer = self._killer(fault)
         killed = killer.invoke("start-kill", victim)
         restarted = killer.invoke("stop-kill", victim)
@@ -134,7 +137,6 @@ class RestartWhilePausedNemesis:
 
     def heal(self) -> HealReport:
         """Restart what was killed, then continue what was paused."""
-        self._ports.clear()
         return self._kill.heal().merge(self._kill_ready.heal()).merge(self._pause.heal())
 
     def teardown(self) -> None:
