@@ -25,7 +25,7 @@ from nemeses import (
 from nemeses.noop import NoopNemesis
 from nemeses.player import NemesisPlayer
 from systems import load_system
-from tests.support.nemesis_fakes import fake_cluster
+from tests.support.nemesis_fakes import Recording, clock, fake_cluster
 
 NODES = {"l1": "lock", "s1": "store", "w1": "worker", "w2": "worker", "w3": "worker"}
 TTL = 1_000_000_000
@@ -136,23 +136,6 @@ def test_lazy_mark_is_exposed_by_the_defaults() -> None:
 
 
 # -- the player ---------------------------------------------------------------------------------
-
-
-class Recording:
-    """A thread-safe record callback."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-        self._lock = threading.Lock()
-
-    def __call__(self, f: str, value: dict[str, Any]) -> None:
-        with self._lock:
-            self.events.append((f, value))
-
-
-def clock() -> Any:
-    t0 = time.monotonic_ns()
-    return lambda: time.monotonic_ns() - t0
 
 
 def compound(duration_ms: int, **params: Any) -> Window:
