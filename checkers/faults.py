@@ -146,9 +146,14 @@ def _with_parts(window: FaultWindow, stop: Event) -> FaultWindow:
     killed = stop.value.get("step_scheduled", stop.value.get("scheduled"))
     if not (type(killed) is int and window.start <= killed <= window.end):
         killed = window.end
+    serving = stop.value.get("step_confirmed")  # an inside restart serves before the pause ends
+    if not (type(serving) is int and killed <= serving <= window.end):
+        serving = window.end
     verbs = (*window.part_verbs, None)
     pause = replace(window, kind="pause", verb=verbs[0], part_verbs=())
-    restart = replace(window, kind=RESTARTED, targets=(restarted,), start=killed, part_verbs=())
+    restart = replace(
+        window, kind=RESTARTED, targets=(restarted,), start=killed, end=serving, part_verbs=()
+    )
     return replace(window, parts=(pause, restart))
 
 
