@@ -141,9 +141,7 @@ class NemesisPlayer:
             self._in_force = None
             if open_window is not None:
                 window, _, value = open_window
-                errors = [*report.errors]
-                if "step_error" in value:
-                    errors.insert(0, f"step: {value['step_error']}")
+                errors = [*_step_errors(value), *report.errors]
                 self._record_safely(
                     stop_f(window.kind),
                     self._outcome(value, window.end_ns, errors, interrupted=True),
@@ -282,7 +280,7 @@ class NemesisPlayer:
             if self._in_force is None or self._in_force[0] is not window:
                 return
             _, fault, value = self._in_force
-            errors = [f"step: {value['step_error']}"] if "step_error" in value else []
+            errors = _step_errors(value)
             try:
                 value.update(self._nemesis.invoke(f, fault))
             except Exception as problem:  # recorded; heal() retries what is still in force
@@ -350,3 +348,8 @@ def _fs_of(window: Window) -> tuple[str, ...]:
     """The operations playing ``window`` takes: start and stop, and its step if it has one."""
     steps = (step_f(window.kind),) if STEP_AT_NS in window.params else ()
     return (start_f(window.kind), stop_f(window.kind), *steps)
+
+
+def _step_errors(value: dict[str, Any]) -> list[str]:
+    """Why the window's step failed, as the first of its stop's errors (or none)."""
+    return [f"step: {value['step_error']}"] if "step_error" in value else []
