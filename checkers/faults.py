@@ -4,9 +4,10 @@
 targets it names (all of them when it names none); a window never stopped lasts to the end of the
 history. Any other nemesis event is an instant. Nemesis events are few, so all are kept.
 
-``restart-while-paused`` is recorded as one window (``targets`` paused; at its stop the node named
-``restart`` is killed at ``scheduled`` and started again, and the targets continue once it listens)
-and is read into those two parts, so that a sentence can say each.
+``restart-while-paused`` is recorded as one window (``targets`` paused; the node named ``restart``
+is killed and started again at ``step_scheduled`` inside the pause, else at the stop's
+``scheduled``, and the targets continue at the stop) and is read into those two parts, so that a
+sentence can say each.
 """
 
 from __future__ import annotations
@@ -142,12 +143,17 @@ def _with_parts(window: FaultWindow, stop: Event) -> FaultWindow:
     restarted = stop.value.get("restart")
     if not isinstance(restarted, str) or window.end is None:
         return window
-    killed = stop.value.get("scheduled")
+    killed = stop.value.get("step_scheduled", stop.value.get("scheduled"))
     if not (type(killed) is int and window.start <= killed <= window.end):
         killed = window.end
+    serving = stop.value.get("step_confirmed")  # an inside restart serves before the pause ends
+    if not (type(serving) is int and killed <= serving <= window.end):
+        serving = window.end
     verbs = (*window.part_verbs, None)
     pause = replace(window, kind="pause", verb=verbs[0], part_verbs=())
-    restart = replace(window, kind=RESTARTED, targets=(restarted,), start=killed, part_verbs=())
+    restart = replace(
+        window, kind=RESTARTED, targets=(restarted,), start=killed, end=serving, part_verbs=()
+    )
     return replace(window, parts=(pause, restart))
 
 

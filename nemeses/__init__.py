@@ -20,12 +20,14 @@ from nemeses.player import NemesisPlayer
 from nemeses.processes import Restarter
 from nemeses.protocol import Fault, HealReport, Nemesis, NemesisError
 from nemeses.recovery import heal_nodes
-from nemeses.registry import FAULT_KINDS, KINDS, fault_kind, standard_nemesis
+from nemeses.registry import DEFAULT_NEMESES, FAULT_KINDS, KINDS, fault_kind, standard_nemesis
 from nemeses.restart_while_paused import RESTART_WHILE_PAUSED, RestartWhilePausedNemesis
 from nemeses.schedule import (
     DEFAULT_TTL_MULTIPLES,
+    END_AFTER_TAKEOVER_NS,
     HOLDER,
     LOCK_LEADER,
+    STEP_AT_NS,
     Schedule,
     Window,
     generate_schedule,
@@ -35,12 +37,15 @@ from nemeses.throttle import ThrottleNemesis
 from nemeses.topology import TOPOLOGIES, partition_fault
 
 __all__ = [
+    "DEFAULT_NEMESES",
     "DEFAULT_TTL_MULTIPLES",
+    "END_AFTER_TAKEOVER_NS",
     "FAULT_KINDS",
     "HOLDER",
     "KINDS",
     "LOCK_LEADER",
     "RESTART_WHILE_PAUSED",
+    "STEP_AT_NS",
     "TOPOLOGIES",
     "CompositeNemesis",
     "Fault",

@@ -43,6 +43,25 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
     ) -> None:
         super().__init__(locate, confirm_timeout)
         self._restarter = restarter
+        self._prepared: dict[tuple[FaultKey, str], tuple[list[Daemon], list[ProcessImage]]] = {}
+        self._images: dict[tuple[str, str], ProcessImage] = {}
+
+    def prepare(self, fault: Fault) -> None:
+        """Find and capture the daemons ``fault`` will kill now, so that its ``start-kill`` only
+        signals: a kill that must land at a precise moment (right after a takeover) cannot wait
+        for the commands that read a daemon's command line on a busy node. A daemon's image is
+        read once: a restart runs the same command line, environment and directory again."""
+        for node in (self.node(name) for name in fault.targets):
+            daemons = self.daemons_of(node, fault)
+            images = [self._image(node, daemon) for daemon in daemons]
+            with self.lock:
+                self._prepared[(fault.key, node.name)] = (daemons, images)
+
+    def _image(self, node: Node, daemon: Daemon) -> ProcessImage:
+        key = (node.name, daemon.name)
+        if key not in self._images:
+            self._images[key] = snapshot(node, daemon)
+        return self._images[key]
 
     @property
     def fs(self) -> frozenset[str]:
@@ -77,8 +96,12 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
         return {"pids": pids}
 
     def _kill(self, fault: Fault, node: Node) -> tuple[str, list[int]]:
-        daemons = self.daemons_of(node, fault)
-        images = [snapshot(node, daemon) for daemon in daemons]
+        with self.lock:
+            prepared = self._prepared.pop((fault.key, node.name), None)
+        if prepared is None:
+            daemons = self.daemons_of(node, fault)
+            prepared = (daemons, [snapshot(node, daemon) for daemon in daemons])
+        daemons, images = prepared
         with self.lock:
             self.held.setdefault(fault.key, []).extend((node.name, i) for i in images)
         for daemon in daemons:
@@ -121,6 +144,7 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
         with self.lock:
             pending = list(self.held.items())
             self.held.clear()
+            self._prepared.clear()
         report = HealReport()
         for key, images in pending:
             report.merge(self._restart_all(key, images, {}))

@@ -12,13 +12,15 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from harness.node import Node
 from nemeses.processes import Locator, ProcessImage, Restarter
 from nemeses.protocol import Fault, Nemesis, NemesisError
 
 __all__ = [
+    "END_AFTER_TAKEOVER_NS",
+    "STEP_AT_NS",
     "Draw",
     "FaultKind",
     "Leftovers",
@@ -28,12 +30,22 @@ __all__ = [
 ]
 
 
+STEP_AT_NS: Final = "step_at_ns"
+"""Window parameter: when (ns after the window's start) the player performs ``step-<kind>``; a
+step at or past the window's end is not performed (the kind's stop does its work then)."""
+END_AFTER_TAKEOVER_NS: Final = "end_after_takeover_ns"
+"""Window parameter: end the window this many ns after a node other than its targets holds the
+lease (a lease-aware end: "right after the takeover"), at its scheduled end at the latest."""
+
+
 @dataclass(frozen=True, slots=True)
 class Draw:
     """What a schedule knows when it draws one window's targets and parameters.
 
     ``target`` is a node name or the symbolic holder; ``role`` is its role; ``nodes`` maps every
-    node to its role; ``processes`` maps a role to the daemon that process faults aim at there.
+    node to its role; ``processes`` maps a role to the daemon that process faults aim at there;
+    ``duration_ns`` is the window's length and ``ttl_ns`` the lease TTL (for kinds that place a
+    second fault inside the window).
     """
 
     rng: random.Random
@@ -42,6 +54,8 @@ class Draw:
     nodes: Mapping[str, str]
     processes: Mapping[str, str]
     cpu: float
+    duration_ns: int = 0
+    ttl_ns: int = 0
 
     def of_role(self, role: str) -> list[str]:
         """The nodes of ``role``, sorted."""

@@ -19,6 +19,13 @@ verb for sentences; ``part_verbs`` for a compound's parts), the fault's paramete
 ``applied`` is false; ``holder`` is ``"lease"`` or ``"fallback"`` for a window aimed at the holder.
 A window cut short by :meth:`NemesisPlayer.stop` or :meth:`NemesisPlayer.heal` gets
 ``"interrupted": true`` on its stop event.
+
+A compound window places its second fault by two parameters (see :mod:`nemeses.schedule`): with
+``step_at_ns`` the player performs ``step-<kind>`` that long after the window started and adds
+``step_scheduled`` and ``step_confirmed`` (or ``step_error``, which makes the window not applied)
+and the step's facts to the stop event; with ``end_after_takeover_ns`` it ends the window that
+long after another node took the lease over from the window's targets, adding ``takeover`` (run
+clock, ns) and ``new_holder``; that stop's ``scheduled`` is when it was due.
 """
 
 from __future__ import annotations
@@ -29,9 +36,9 @@ from types import TracebackType
 from typing import Any, Final
 
 from harness.node import Node
-from nemeses.protocol import Fault, HealReport, Nemesis, NemesisError, start_f, stop_f
+from nemeses.protocol import Fault, HealReport, Nemesis, NemesisError, start_f, step_f, stop_f
 from nemeses.registry import fault_words
-from nemeses.schedule import Window, resolve
+from nemeses.schedule import END_AFTER_TAKEOVER_NS, STEP_AT_NS, Window, resolve
 
 __all__ = ["Clock", "NemesisPlayer", "Recorder", "ResolveHolder"]
 
@@ -92,7 +99,7 @@ class NemesisPlayer:
         """
         if self._thread is not None:
             raise NemesisError("this player has already been started")
-        missing = sorted({w.kind for w in self._windows if start_f(w.kind) not in self._nemesis.fs})
+        missing = sorted({w.kind for w in self._windows if not set(_fs_of(w)) <= self._nemesis.fs})
         if missing:
             raise NemesisError(
                 f"the schedule has {', '.join(missing)} faults, which this nemesis does not "
@@ -134,9 +141,10 @@ class NemesisPlayer:
             self._in_force = None
             if open_window is not None:
                 window, _, value = open_window
+                errors = [*_step_errors(value), *report.errors]
                 self._record_safely(
                     stop_f(window.kind),
-                    self._outcome(value, window.end_ns, report.errors, interrupted=True),
+                    self._outcome(value, window.end_ns, errors, interrupted=True),
                     report,
                 )
         self.report = report
@@ -180,10 +188,56 @@ class NemesisPlayer:
                     return
                 if not self._start(window):
                     return
-                self._sleep_until(window.end_ns)
-                self._end(window)
+                self._end(window, self._middle(window))
         except BaseException as crash:  # kept for join(); the thread must not die silently
             self._crash = crash
+
+    def _middle(self, window: Window) -> int:
+        """Play what happens inside ``window`` (its step) and wait for its end; returns when the
+        end was due: the scheduled end, or a while after a takeover (see the module docs)."""
+        step = window.params.get(STEP_AT_NS)
+        if isinstance(step, int) and 0 <= step < window.duration_ns:
+            if not self._sleep_until(window.start_ns + step):
+                return window.end_ns
+            self._step(window, window.start_ns + step)
+        after = window.params.get(END_AFTER_TAKEOVER_NS)
+        if isinstance(after, int):
+            taken = self._await_takeover(window)
+            if taken is not None and taken + after < window.end_ns:
+                self._sleep_until(taken + after)
+                return taken + after
+        self._sleep_until(window.end_ns)
+        return window.end_ns
+
+    def _step(self, window: Window, scheduled: int) -> None:
+        """Perform ``window``'s middle step; its facts (or error) go on the stop event."""
+        with self._lock:
+            if self._in_force is None or self._in_force[0] is not window:
+                return
+            _, fault, value = self._in_force
+            value["step_scheduled"] = scheduled
+            try:
+                value.update(self._nemesis.invoke(step_f(window.kind), fault))
+            except Exception as problem:  # recorded on the stop: the window was not applied
+                value["step_error"] = str(problem)
+                return
+            value["step_confirmed"] = self._clock()
+
+    def _await_takeover(self, window: Window) -> int | None:
+        """When a node other than the window's targets came to hold the lease (run clock), or
+        ``None`` when none did before the window's scheduled end."""
+        if self._resolve_holder is None or self._in_force is None:
+            return None
+        _, fault, value = self._in_force
+        while self._clock() < window.end_ns:
+            holder = self._resolve_holder()
+            if holder is not None and holder not in fault.targets:
+                now = self._clock()
+                value.update(takeover=now, new_holder=holder)
+                return now
+            if self._stopping.wait(_HOLDER_POLL_S):
+                return None
+        return None
 
     def _sleep_until(self, when_ns: int) -> bool:
         """Wait until the run clock reaches ``when_ns``; False if asked to stop first."""
@@ -220,20 +274,20 @@ class NemesisPlayer:
             self._record(f, self._outcome({**value, **facts}, window.start_ns, []))
         return True
 
-    def _end(self, window: Window) -> None:
+    def _end(self, window: Window, scheduled: int) -> None:
         f = stop_f(window.kind)
         with self._lock:
             if self._in_force is None or self._in_force[0] is not window:
                 return
             _, fault, value = self._in_force
-            errors: list[str] = []
+            errors = _step_errors(value)
             try:
-                self._nemesis.invoke(f, fault)
+                value.update(self._nemesis.invoke(f, fault))
             except Exception as problem:  # recorded; heal() retries what is still in force
                 errors.append(str(problem))
             self._in_force = None
-            interrupted = self._stopping.is_set() and self._clock() < window.end_ns
-            self._record(f, self._outcome(value, window.end_ns, errors, interrupted=interrupted))
+            interrupted = self._stopping.is_set() and self._clock() < scheduled
+            self._record(f, self._outcome(value, scheduled, errors, interrupted=interrupted))
 
     def _holder(self, window: Window, value: dict[str, Any]) -> str | None:
         if not window.wants_holder:
@@ -288,3 +342,14 @@ class NemesisPlayer:
             self._record(f, value)
         except Exception as problem:  # the history may be closed already; healing still counts
             report.errors.append(f"could not record {f}: {problem}")
+
+
+def _fs_of(window: Window) -> tuple[str, ...]:
+    """The operations playing ``window`` takes: start and stop, and its step if it has one."""
+    steps = (step_f(window.kind),) if STEP_AT_NS in window.params else ()
+    return (start_f(window.kind), stop_f(window.kind), *steps)
+
+
+def _step_errors(value: dict[str, Any]) -> list[str]:
+    """Why the window's step failed, as the first of its stop's errors (or none)."""
+    return [f"step: {value['step_error']}"] if "step_error" in value else []

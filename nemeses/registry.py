@@ -17,6 +17,7 @@ from nemeses.processes import Locator, Restarter, recorded_daemons, restart
 from nemeses.protocol import NemesisError
 
 __all__ = [
+    "DEFAULT_NEMESES",
     "FAULT_KINDS",
     "KINDS",
     "fault_kind",
@@ -41,6 +42,10 @@ them."""
 
 FAULT_KINDS: Final[tuple[str, ...]] = tuple(KINDS)
 """The names of :data:`KINDS`."""
+
+DEFAULT_NEMESES: Final[tuple[str, ...]] = ("pause", restart_while_paused.RESTART_WHILE_PAUSED)
+"""The fault kinds of a run that names none: holder pauses, and pauses overlapped by a store or
+lock-service restart (inside the pause, right after the takeover, or as the holder resumes)."""
 
 
 def fault_kind(name: str) -> FaultKind:

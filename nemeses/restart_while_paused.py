@@ -1,12 +1,24 @@
 """Restart while paused: the shape that exposes a sink or lock service that forgets on restart.
 
 A holder is paused past its lease; while it sleeps, another holder takes over and writes with a
-higher epoch; then the store (or the lock service) is killed and started again, and the paused
-holder is continued the moment the restarted process serves again. A store that kept its
-highest-seen epoch refuses the old holder's write; one that forgot it (``store-forgets``) accepts
-it after the newer write: a stale write. Two plain faults in sequence cannot make this shape,
-because the new holder's next write would re-teach a forgetful store the mark before the old
-holder wakes.
+higher epoch; and the store (or the lock service) is killed and started again while the first
+holder is still paused. Where the restart lands inside the pause is drawn per window
+(``restart_at``), so that a schedule overlaps the two faults in the shapes restart bugs need:
+
+- ``resume``: at the pause's end; the holder is continued the moment the restarted process serves
+  again. A store that kept its highest-seen epoch refuses the old holder's write; one that forgot
+  it (``store-forgets``) accepts it after the newer write: a stale write. Two plain faults in
+  sequence cannot make this shape, because the new holder's next write would re-teach a
+  forgetful store the mark before the old holder wakes.
+- ``takeover``: right after another holder took the lease (0.1-0.3 TTL after the new grant, while
+  it has written only a few times), then the holder is continued as the process serves again:
+  a store that saved its mark only every few writes (``lazy-mark``) has lost the new one.
+- ``inside``: at a random moment inside the pause (10-90 % of it); the holder is continued at the
+  pause's scheduled end. A lock service restarting then, with its counter in memory, grants the
+  next holder an old epoch.
+
+The moments are window parameters (:data:`nemeses.schedule.STEP_AT_NS`,
+:data:`nemeses.schedule.END_AFTER_TAKEOVER_NS`), so a replay plays them again.
 """
 
 from __future__ import annotations
@@ -18,66 +30,114 @@ from typing import Any, Final
 from harness.node import Node
 from nemeses._observe import observe
 from nemeses.kill import KillNemesis
-from nemeses.kinds import Draw, FaultKind
+from nemeses.kinds import END_AFTER_TAKEOVER_NS, STEP_AT_NS, Draw, FaultKind
 from nemeses.pause import PauseNemesis
-from nemeses.processes import Locator, recorded_daemons
-from nemeses.protocol import Fault, HealReport, NemesisError, fault_fs
+from nemeses.processes import Locator, Restarter, recorded_daemons, restart
+from nemeses.protocol import Fault, FaultKey, HealReport, NemesisError, fault_fs, step_f
 
-__all__ = ["KIND", "RESTART_WHILE_PAUSED", "RestartWhilePausedNemesis"]
+__all__ = ["KIND", "RESTART_AT", "RESTART_WHILE_PAUSED", "RestartWhilePausedNemesis"]
 
 RESTART_WHILE_PAUSED: Final = "restart-while-paused"
-"""The fault kind: ``params`` has ``process`` (paused), ``restart`` (a node name) and
-``restart_process`` (the daemon killed and restarted there)."""
+"""The fault kind: ``params`` has ``process`` (paused), ``restart`` (a node name),
+``restart_process`` (the daemon killed and restarted there) and ``restart_at``."""
 
+RESTART_AT: Final[tuple[str, ...]] = ("resume", "takeover", "inside")
+"""Where a window's restart lands (see the module documentation)."""
+_RESTART_AT_WEIGHTS: Final = (1, 3, 1)
+# "takeover" is drawn most: it is the only shape that finds a mark saved every few writes, and a
+# lazily saved mark is the restart bug real stores have.
+_INSIDE: Final = (0.1, 0.9)
+"""An inside restart lands within this share of the pause."""
+_AFTER_TAKEOVER_TTL: Final = (0.1, 0.3)
+"""A takeover restart lands this many TTLs after the new grant: once the new holder's first
+writes have landed (sooner, it has written nothing a restart could lose), before many more."""
 _LISTEN_TIMEOUT_S: Final = 20.0
 
 
 class RestartWhilePausedNemesis:
-    """Pauses the targets at start; at stop kills and restarts ``params["restart"]``'s daemon,
-    waits until it listens again, then continues the targets."""
+    """Pauses the targets at start; at its step (or at stop, when no step came first) kills and
+    restarts ``params["restart"]``'s daemon and waits until it listens again; at stop continues
+    the targets."""
 
-    def __init__(self, locate: Locator = recorded_daemons) -> None:
+    def __init__(self, locate: Locator = recorded_daemons, restarter: Restarter = restart) -> None:
         self._pause = PauseNemesis(locate)
         self._kill = KillNemesis(locate)
+        # An inside restart leaves the holder paused, so it may wait for the system's readiness
+        # (``restarter``, which knows how the system's daemons start): nobody races it.
+        self._kill_ready = KillNemesis(locate, restarter=restarter)
         self._nodes: dict[str, Node] = {}
+        self._restarted: set[FaultKey] = set()
+        self._ports: dict[str, set[int]] = {}  # by node: a system's ports do not move
 
     @property
     def fs(self) -> frozenset[str]:
-        """``start-restart-while-paused`` and ``stop-restart-while-paused``."""
-        return fault_fs(RESTART_WHILE_PAUSED)
+        """``start-``, ``step-`` and ``stop-restart-while-paused``."""
+        return fault_fs(RESTART_WHILE_PAUSED) | {step_f(RESTART_WHILE_PAUSED)}
 
     def setup(self, nodes: Mapping[str, Node]) -> None:
         """Set both halves up on ``nodes``."""
         self._nodes = dict(nodes)
         self._pause.setup(nodes)
         self._kill.setup(nodes)
+        self._kill_ready.setup(nodes)
 
     def invoke(self, f: str, fault: Fault) -> dict[str, Any]:
-        """Start: pause the targets. Stop: restart the other process, then continue them."""
+        """Start: pause the targets. Step: restart the other process. Stop: restart it unless the
+        step did, then continue the targets."""
         if f not in self.fs:
             raise NemesisError(f"{RESTART_WHILE_PAUSED} does not perform {f!r}")
         paused = Fault("pause", fault.targets, {"process": fault.params.get("process")})
         if f.startswith("start-"):
+            self._restarted.discard(fault.key)
+            # Everything the restart needs to know is read first (slow on a busy node): then the
+            # restart is a signal away, and the pause begins when it is recorded to.
+            node, victim = self._victim(fault)
+            self._ports_of(node)
+            self._killer(fault).prepare(victim)
             return self._pause.invoke("start-pause", paused)
+        if f.startswith("step-"):
+            return self._restart(fault)
+        try:
+            facts = {} if fault.key in self._restarted else self._restart(fault)
+        finally:
+            # Whatever happened to the restart, the paused holder must run again.
+            self._restarted.discard(fault.key)
+            self._pause.invoke("stop-pause", paused)
+        return facts
+
+    def _ports_of(self, node: Node) -> set[int]:
+        if node.name not in self._ports:
+            self._ports[node.name] = _listening_ports(node)
+        return self._ports[node.name]
+
+    def _killer(self, fault: Fault) -> KillNemesis:
+        return self._kill_ready if fault.params.get("restart_at") == "inside" else self._kill
+
+    def _victim(self, fault: Fault) -> tuple[Node, Fault]:
+        """The node restarted, and the kill fault that restarts it."""
         restarted_node = str(fault.params.get("restart", ""))
         node = self._nodes.get(restarted_node)
         if node is None:
             raise NemesisError(f"{RESTART_WHILE_PAUSED}: no node {restarted_node!r} to restart")
-        victim = Fault("kill", (restarted_node,), {"process": fault.params.get("restart_process")})
-        try:
-            ports = _listening_ports(node)
-            killed = self._kill.invoke("start-kill", victim)
-            restarted = self._kill.invoke("stop-kill", victim)
-            for port in ports:
-                _await_port(node.ip, port)
-        finally:
-            # Whatever happened to the restart, the paused holder must run again.
-            self._pause.invoke("stop-pause", paused)
+        return node, Fault(
+            "kill", (restarted_node,), {"process": fault.params.get("restart_process")}
+        )
+
+    def _restart(self, fault: Fault) -> dict[str, Any]:
+        """Kill ``params["restart"]``'s daemon, start it again and wait until it listens."""
+        node, victim = self._victim(fault)
+        ports = self._ports_of(node)
+        killer = self._killer(fault)
+        killed = killer.invoke("start-kill", victim)
+        restarted = killer.invoke("stop-kill", victim)
+        self._restarted.add(fault.key)
+        for port in ports:
+            _await_port(node.ip, port)
         return {"killed_pids": killed["pids"], "restarted_pids": restarted["pids"]}
 
     def heal(self) -> HealReport:
         """Restart what was killed, then continue what was paused."""
-        return self._kill.heal().merge(self._pause.heal())
+        return self._kill.heal().merge(self._kill_ready.heal()).merge(self._pause.heal())
 
     def teardown(self) -> None:
         """Heal; raise :class:`NemesisError` if anything stayed broken."""
@@ -113,20 +173,28 @@ def _await_port(host: str, port: int) -> None:
 
 
 def _draw(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
-    """The holder (or target) paused; a store by preference, else a lock node, restarted."""
-    restart_role, candidates = next(
-        (
-            (role, others)
-            for role in ("store", "lock")
-            if (others := [name for name in draw.of_role(role) if name != draw.target])
-        ),
-        ("", []),
-    )
-    if not candidates:
+    """The holder (or target) paused; where the restart lands (``restart_at``); the node
+    restarted: for an inside restart a store or a lock node, else a store by preference."""
+    rng = draw.rng
+    restart_at = rng.choices(RESTART_AT, weights=_RESTART_AT_WEIGHTS)[0]
+    roles = {
+        role: others
+        for role in ("store", "lock")
+        if (others := [name for name in draw.of_role(role) if name != draw.target])
+    }
+    if not roles:
         raise NemesisError(
             f"{RESTART_WHILE_PAUSED} needs a store or lock node besides {draw.target!r}"
         )
-    compound: dict[str, Any] = {"restart": draw.rng.choice(candidates)}
+    restart_role = rng.choice(sorted(roles)) if restart_at == "inside" else next(iter(roles))
+    compound: dict[str, Any] = {
+        "restart": rng.choice(roles[restart_role]),
+        "restart_at": restart_at,
+    }
+    if restart_at == "inside":
+        compound[STEP_AT_NS] = round(draw.duration_ns * rng.uniform(*_INSIDE))
+    elif restart_at == "takeover":
+        compound[END_AFTER_TAKEOVER_NS] = round(draw.ttl_ns * rng.uniform(*_AFTER_TAKEOVER_TTL))
     for key, of_role in (("process", draw.role), ("restart_process", restart_role)):
         if draw.processes.get(of_role) is not None:
             compound[key] = draw.processes[of_role]
@@ -135,14 +203,14 @@ def _draw(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
 
 KIND = FaultKind(
     name=RESTART_WHILE_PAUSED,
-    summary="pause the holder past its lease, kill and restart the store meanwhile, continue "
-    "the holder once the store listens",
+    summary="pause the holder past its lease and kill and restart the store or lock service "
+    "meanwhile: inside the pause, right after the takeover, or as the holder resumes",
     verb="paused while a store was restarted",
     colour="#7a4fd6",
     heal_rank=0,
-    # Its relaunch stays the plain one: the paused holder must run again the instant the store
-    # listens, before a system's readiness wait lets others re-teach the mark.
-    build=lambda locate, restarter: RestartWhilePausedNemesis(locate),
+    # Its relaunch stays the plain one but inside the pause: the paused holder must run again the
+    # instant the store listens, before a system's readiness wait lets others re-teach the mark.
+    build=RestartWhilePausedNemesis,
     draw=_draw,
     outlives_lease=True,
     parts=("pause", "kill"),

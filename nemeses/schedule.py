@@ -3,10 +3,20 @@
 A schedule is a list of :class:`Window` (start, duration, kind, targets, parameters), generated
 from a seed so that the same seed and inputs give the same schedule. Durations are multiples of the
 lease TTL drawn from a table, by default 0.15 (shorter than a lease: harmless if the system is
-right), 0.8 (just under it), 3 (the lease lapses and someone else gets it) and 8 (far beyond: a
-whole new holder's tenure fits inside). Windows never overlap: after each one the system gets at
-least 1.25 TTL (up to 2) to recover, the first starts after 1-2 TTL (someone must hold the lease),
-and the last ends a TTL before the run does.
+right), 0.8 (just under it), 1.1 and 1.5 (just over it: the next holder has only begun when the
+fault ends, the moment a store that saves its mark lazily has not saved it yet), 3 (the lease
+lapses and someone else gets it) and 8 (far beyond: a whole new holder's tenure fits inside).
+Windows never overlap one another: after each one the system gets at least 1.25 TTL (up to 2) to
+recover, the first starts after 1-2 TTL (someone must hold the lease), and the last ends a TTL
+before the run does.
+
+Faults that overlap live inside one window, as a compound kind whose parameters place its second
+fault (``restart-while-paused``: a store or lock-service restart inside a holder's pause). Two
+parameters, drawn by the kind and kept with the window so that a replay plays them again, tell
+the player (:class:`nemeses.player.NemesisPlayer`) when: :data:`STEP_AT_NS`, the offset from the
+window's start at which it performs the kind's middle step (``step-<kind>``), and
+:data:`END_AFTER_TAKEOVER_NS`, which ends the window that long after another node took the lease
+over from the window's targets (at its scheduled end at the latest).
 
 A target may be the symbolic ``"holder"``: whoever holds the lease when the window starts, asked
 of the runner then (see :class:`nemeses.player.NemesisPlayer`), or, when nobody does, a worker drawn
@@ -21,7 +31,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from nemeses.kinds import Draw
+from nemeses.kinds import END_AFTER_TAKEOVER_NS, STEP_AT_NS, Draw
 from nemeses.protocol import Fault, NemesisError
 from nemeses.registry import FAULT_KINDS, fault_kind
 from nemeses.throttle import DEFAULT_CPU
@@ -29,8 +39,10 @@ from nemeses.topology import partition_fault
 
 __all__ = [
     "DEFAULT_TTL_MULTIPLES",
+    "END_AFTER_TAKEOVER_NS",
     "HOLDER",
     "LOCK_LEADER",
+    "STEP_AT_NS",
     "Schedule",
     "Window",
     "generate_schedule",
@@ -43,7 +55,7 @@ LOCK_LEADER: Final = "lock-leader"
 """The symbolic target: the lock-service member that leads when the window starts."""
 _SYMBOLIC: Final = (HOLDER, LOCK_LEADER)
 
-DEFAULT_TTL_MULTIPLES: Final[tuple[float, ...]] = (0.15, 0.8, 3.0, 8.0)
+DEFAULT_TTL_MULTIPLES: Final[tuple[float, ...]] = (0.15, 0.8, 1.1, 1.5, 3.0, 8.0)
 """Fault durations, as multiples of the lease TTL."""
 
 _LEAD_IN_TTL: Final = (1.0, 2.0)
@@ -51,6 +63,7 @@ _GAP_TTL: Final = (1.25, 2.0)
 _TAIL_TTL: Final = 1.0
 _ROLES: Final = ("lock", "store", "worker")
 _WORKER: Final = "worker"
+_OUTLIVING: Final = frozenset(name for name in FAULT_KINDS if fault_kind(name).outlives_lease)
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,13 +197,19 @@ def generate_schedule(
         if not fitting:
             break
         kind = fault_kind(rng.choice(list(kinds)))
-        if kind.outlives_lease:
-            fitting = [m for m in fitting if m > 1] or fitting
+        longer = [m for m in fitting if m > 1]
+        if kind.outlives_lease and longer:
+            fitting = longer
+        elif kind.outlives_lease and (brief := [k for k in kinds if k not in _OUTLIVING]):
+            # Only lengths within the lease fit here, which such a shape would waste.
+            kind = fault_kind(rng.choice(brief))
         multiple = rng.choice(fitting)
         selector = rng.choice(list(targets))
         target, role, fallback = _draw_target(rng, selector, nodes)
-        chosen, params = kind.draw(Draw(rng, target, role, nodes, processes or {}, cpu))
         duration = round(multiple * ttl)
+        chosen, params = kind.draw(
+            Draw(rng, target, role, nodes, processes or {}, cpu, duration, ttl)
+        )
         windows.append(
             Window(len(windows), start, duration, kind.name, chosen, multiple, fallback, params)
         )

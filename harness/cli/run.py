@@ -29,7 +29,8 @@ from harness.run.store import (
     open_run_dir,
     why_unwritable,
 )
-from nemeses.registry import KINDS
+from nemeses.registry import DEFAULT_NEMESES, KINDS
+from nemeses.schedule import DEFAULT_TTL_MULTIPLES
 from systems import load_system
 
 __all__ = ["analyze_command", "list_command", "run_command", "store_option"]
@@ -40,7 +41,7 @@ def _lengths(value: str) -> tuple[float, ...]:
         return tuple(float(part) for part in split_names(value))
     except ValueError:
         raise click.BadParameter(
-            f"{value!r}: give TTL multiples such as 0.8,3,8", param_hint="--fault-lengths"
+            f"{value!r}: give TTL multiples such as 0.8,1.1,3,8", param_hint="--fault-lengths"
         ) from None
 
 
@@ -73,8 +74,9 @@ store_option = click.option(
 @click.option(
     "--nemesis",
     default=None,
-    help="Fault kinds, comma-separated ('none' for none); default: pause, or the fault that "
-    "exposes the planted --bug. "
+    help="Fault kinds, comma-separated ('none' for none); default: "
+    + ",".join(DEFAULT_NEMESES)
+    + ", or the fault that exposes the planted --bug. "
     + "; ".join(f"{name}: {kind.summary}" for name, kind in KINDS.items()),
 )
 @click.option(
@@ -86,7 +88,9 @@ store_option = click.option(
 @click.option(
     "--fault-lengths",
     default="",
-    help="Fault durations as multiples of the lease TTL, comma-separated (default: 0.15,0.8,3,8).",
+    help="Fault durations as multiples of the lease TTL, comma-separated (default: "
+    + ",".join(f"{multiple:g}" for multiple in DEFAULT_TTL_MULTIPLES)
+    + ").",
 )
 @click.option("--ttl", type=float, default=1.0, show_default=True, help="Lease TTL, seconds.")
 @click.option("--lock-delay", type=float, default=0.0, show_default=True, help="Seconds.")
@@ -159,7 +163,7 @@ def run_command(
         system=system,
         bugs=tuple(bugs),
         workload=workload,
-        nemeses=split_names(nemesis or "pause"),
+        nemeses=split_names(nemesis or ",".join(DEFAULT_NEMESES)),
         targets=split_names(target or "holder") or ("holder",),
         fault_lengths=_lengths(fault_lengths),
         ttl=ttl,

@@ -38,7 +38,7 @@ from harness.run.runner import RunError, RunOutcome, run_test
 from harness.run.spec import TestSpec
 from harness.run.store import StoreError, check_output_file, check_store
 from harness.run.summary import summarize
-from nemeses import Schedule
+from nemeses import DEFAULT_NEMESES, Schedule
 
 __all__ = ["Runner", "run_all", "run_matrix"]
 
@@ -229,7 +229,7 @@ def _entries(
     cross = {
         "system": list(systems) or ["reference"],
         "bugs": list(bug_sets) or ["none"],
-        "nemeses": list(nemesis_sets) or ["pause"],
+        "nemeses": list(nemesis_sets) or [",".join(DEFAULT_NEMESES)],
         "expect": expect,
     }
     return entries_from({"cross": cross}, "flags", overrides)

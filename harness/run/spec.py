@@ -8,6 +8,8 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Final
 
+from nemeses import DEFAULT_NEMESES
+
 __all__ = [
     "LIMITS",
     "Limit",
@@ -50,7 +52,7 @@ LIMITS: Final[dict[str, Limit]] = {
     "ttl": Limit("--ttl", 0.05, 3600.0, "1"),
     "lock_delay": Limit("--lock-delay", 0.0, 3600.0, "0.5"),
     "time_limit": Limit("--time-limit", 0.0, 86400.0, "30", low_open=True),
-    "fault_lengths": Limit("--fault-lengths", 0.0, 1000.0, "0.8,3,8", low_open=True),
+    "fault_lengths": Limit("--fault-lengths", 0.0, 1000.0, "0.8,1.1,3,8", low_open=True),
     "workers": Limit("--workers", 1, 16, "3"),
     "keys": Limit("--keys", 1, 100_000, "3"),
     "locks": Limit("--locks", 1, 1000, "1"),
@@ -76,7 +78,7 @@ class TestSpec:
     system: str = "reference"
     bugs: tuple[str, ...] = ()
     workload: str = "append"
-    nemeses: tuple[str, ...] = ("pause",)
+    nemeses: tuple[str, ...] = DEFAULT_NEMESES
     targets: tuple[str, ...] = ("holder",)
     fault_lengths: tuple[
         float, ...

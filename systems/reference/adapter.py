@@ -69,6 +69,17 @@ BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
                 ("store",),
             ),
             BugSwitch(
+                "lazy-mark",
+                "the store saves its highest-seen epochs only every "
+                f"{store_server.MARK_EVERY} writes (its log of entries is durable): a restart "
+                "soon after a takeover forgets the new holder's epoch",
+                # The defaults (harness.run.spec.TestSpec, nemeses.DEFAULT_NEMESES) catch it: a
+                # test keeps the two in step, since this layer cannot import the harness's.
+                Exposure(faults=("pause", "restart-while-paused")),
+                ("stale-write",),
+                ("store",),
+            ),
+            BugSwitch(
                 "unfenced-path",
                 "the bulk endpoint store-batch accepts any epoch, though the inventory says fenced",
                 Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
@@ -100,6 +111,7 @@ _STORE_BUGS: Final = {
     "no-store-check": store_server.NO_STORE_CHECK,
     "long-ttl-no-fence": store_server.NO_STORE_CHECK,
     "store-forgets": store_server.STORE_FORGETS,
+    "lazy-mark": store_server.LAZY_MARK,
     "unfenced-path": store_server.UNFENCED_PATH,
 }
 

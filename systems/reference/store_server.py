@@ -22,7 +22,10 @@ entry. Every accepted write (with its ``seq``), and every mark a fenced read rai
 the entries, the marks and the ``seq`` counter. Switches (``--bug``): ``no-store-check`` (no sink
 checks epochs, on writes or reads),
 ``store-forgets`` (marks are not rebuilt on start, and a read's mark is not logged: marks live in
-memory only), ``unfenced-path`` (``store-batch`` does not check epochs).
+memory only), ``lazy-mark`` (marks are not rebuilt from the entries either: they are saved to
+the log as a checkpoint record every 16th accepted fenced write only, so a restart falls back to
+the last checkpoint, a common shortcut of stores that keep the mark apart from the data),
+``unfenced-path`` (``store-batch`` does not check epochs).
 
 Protocol (one JSON object per line, see :mod:`harness.nodeside.wire`):
 ``{"op":"write","sink":"store"|"audit","lock":L,"epoch":N,"key":K,"id":I,"prev":P}``,
@@ -49,6 +52,8 @@ from harness.nodeside import wire
 __all__ = [
     "AUDIT",
     "BATCH",
+    "LAZY_MARK",
+    "MARK_EVERY",
     "NO_STORE_CHECK",
     "STORE",
     "STORE_FORGETS",
@@ -63,6 +68,9 @@ BATCH: Final = "store-batch"
 AUDIT: Final = "audit"
 NO_STORE_CHECK: Final = "no-store-check"
 STORE_FORGETS: Final = "store-forgets"
+LAZY_MARK: Final = "lazy-mark"
+MARK_EVERY: Final = 16
+"""With ``lazy-mark``, the marks are saved with every this many accepted fenced writes."""
 UNFENCED_PATH: Final = "unfenced-path"
 _SINKS: Final = (STORE, BATCH, AUDIT)
 
@@ -80,7 +88,7 @@ class Store:
     """The sinks' state and its durable log; thread-safe."""
 
     def __init__(self, data_dir: Path, bugs: frozenset[str] = frozenset()) -> None:
-        unknown = bugs - {NO_STORE_CHECK, STORE_FORGETS, UNFENCED_PATH}
+        unknown = bugs - {NO_STORE_CHECK, STORE_FORGETS, LAZY_MARK, UNFENCED_PATH}
         if unknown:
             raise ValueError(f"unknown store bug switches: {sorted(unknown)}")
         self._checks = {
@@ -88,7 +96,9 @@ class Store:
             BATCH: NO_STORE_CHECK not in bugs and UNFENCED_PATH not in bugs,
             AUDIT: False,
         }
-        self._remember_marks = STORE_FORGETS not in bugs
+        self._remember_marks = not bugs & {STORE_FORGETS, LAZY_MARK}
+        self._lazy_marks = LAZY_MARK in bugs
+        self._unsaved = 0  # lazy-mark: accepted fenced writes since the marks were last saved
         self._mutex = threading.Lock()
         self._entries: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._marks: dict[str, int] = {}
@@ -120,11 +130,16 @@ class Store:
                 ) from None
         wire.log(
             f"replayed {len(complete.splitlines())} records; marks "
-            f"{self._marks if self._remember_marks else 'not rebuilt (store-forgets)'}"
+            f"{self._marks if self._remember_marks else 'not rebuilt from the entries'}"
         )
 
     def _apply(self, record: dict[str, Any], remember_mark: bool) -> None:
-        # A fenced read's record raises the mark only; a write's adds an entry as well.
+        # A checkpoint (lazy-mark) sets the marks; a fenced read's record raises the mark only; a
+        # write's adds an entry as well.
+        if "marks" in record:
+            for lock, mark in record["marks"].items():
+                self._marks[lock] = max(self._marks.get(lock, 0), int(mark))
+            return
         if not record.get("read"):
             entry = {"id": record["id"], "epoch": record["epoch"]}
             if "seq" in record:
@@ -152,7 +167,8 @@ class Store:
                 }
                 for number, item in enumerate(items, 1)
             ]
-            self._append(b"".join(json.dumps(r).encode() + b"\n" for r in records))
+            data = b"".join(json.dumps(r).encode() + b"\n" for r in records)
+            self._append(data + self._checkpoint(lock, epoch, fenced, len(records)))
             for record in records:
                 self._apply(record, remember_mark=True)
             return {
@@ -176,6 +192,18 @@ class Store:
             if fenced and epoch < mark:
                 return {"ok": False, "error": "stale-epoch", "mark": mark}
             return act(fenced)
+
+    def _checkpoint(self, lock: str, epoch: int, fenced: bool, writes: int) -> bytes:
+        """lazy-mark: once every :data:`MARK_EVERY` fenced writes, a log record of the marks as
+        they stand with ``writes`` more of ``lock`` at ``epoch`` accepted; else nothing."""
+        if not (self._lazy_marks and fenced):
+            return b""
+        self._unsaved += writes
+        if self._unsaved < MARK_EVERY:
+            return b""
+        self._unsaved = 0
+        marks = {**self._marks, lock: max(self._marks.get(lock, 0), epoch)}
+        return json.dumps({"marks": marks}).encode() + b"\n"
 
     def _append(self, data: bytes) -> None:
         view = memoryview(data)
@@ -205,7 +233,7 @@ class Store:
                     "epoch": epoch,
                     "fenced": True,
                 }
-                if self._remember_marks:  # store-forgets: a read's mark lives in memory only
+                if self._remember_marks:  # else a read's mark lives in memory only
                     self._append(json.dumps(record).encode() + b"\n")
                 self._apply(record, remember_mark=True)
             entries = self._entries_of(sink, key)
@@ -260,7 +288,10 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser = wire.with_listen_options("fencecheck reference store and audit sink")
     parser.add_argument("--data-dir", type=Path, required=True, help="where the log is kept")
     parser.add_argument(
-        "--bug", action="append", default=[], choices=[NO_STORE_CHECK, STORE_FORGETS, UNFENCED_PATH]
+        "--bug",
+        action="append",
+        default=[],
+        choices=[NO_STORE_CHECK, STORE_FORGETS, LAZY_MARK, UNFENCED_PATH],
     )
     args = parser.parse_args(argv)
     store = Store(args.data_dir, frozenset(args.bug))

@@ -239,6 +239,24 @@ def test_a_compound_fault_says_each_part() -> None:
     assert window.to_json()["parts"][1]["targets"] == ["store"]
 
 
+def test_a_restart_inside_the_pause_is_told_at_its_own_moments() -> None:
+    history = HistoryBuilder().acquire("w2", 2, 7).send("w2", 2, "w2-15", 7)
+    history.at(5899).nemesis("start-restart-while-paused", "w2", restart="store")
+    history.acquire("w3", 3, 8).write("w3", 3, "w3-4", 8)
+    history.at(8999).nemesis(
+        "stop-restart-while-paused",
+        "w2",
+        restart="store",
+        scheduled=8_999_000_000,
+        step_scheduled=6_500_000_000,
+        step_confirmed=7_200_000_000,
+    )
+    history.done("w2", 2, "w2-15").read("w1", 1, [("w3-4", 8), ("w2-15", 7)])
+    assert only(judged(history), "stale-write").endswith(
+        "w2 was paused from 5.9 s to 9 s; store was killed at 6.5 s and listening again at 7.2 s"
+    )
+
+
 def test_a_fault_is_described_in_the_words_its_history_recorded() -> None:
     window = FaultWindow("pause", ("w2",), 12_100_000_000, 18_400_000_000, 1, 2, verb="paused")
     assert describe_fault(window) == "w2 was paused from 12.1 s to 18.4 s"

@@ -12,7 +12,7 @@ from nemeses.kill import KillNemesis
 from nemeses.noop import NoopNemesis
 from nemeses.pause import PauseNemesis
 from nemeses.processes import ProcessImage, running_daemons
-from nemeses.protocol import Fault, NemesisError
+from nemeses.protocol import Fault, NemesisError, fault_fs
 from nemeses.recovery import heal_nodes
 from nemeses.throttle import ThrottleNemesis, cfs_quota
 from tests.support.nemesis_fakes import FakeNode, fake_cluster
@@ -67,6 +67,29 @@ def test_a_paused_daemon_that_died_meanwhile_is_not_a_heal_error() -> None:
     del nodes["w3"].processes[nodes["w3"].daemon("agent").pid]
     report = nemesis.heal()
     assert report.ok and "exited" in report.healed[0]
+
+
+def test_a_prepared_kill_only_signals_and_restarts_what_was_captured_before(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    nodes = fake_cluster()
+    node = nodes["s1"]
+    node.processes[node.daemon("stored").pid].env = {"MARK": "kept"}
+    nemesis = KillNemesis()
+    nemesis.setup(nodes)
+    fault = Fault("kill", ("s1",), {"process": "stored"})
+    nemesis.prepare(fault)
+
+    def no_commands(*args: object, **kwargs: object) -> None:
+        raise AssertionError("a prepared kill ran a command on the node")
+
+    monkeypatch.setattr(node, "run", no_commands)
+    old = node.daemon("stored")
+    nemesis.invoke("start-kill", fault)
+    assert node.process_state(old) is None
+    monkeypatch.undo()
+    nemesis.invoke("stop-kill", fault)
+    assert node.processes[node.daemon("stored").pid].env == {"MARK": "kept"}
 
 
 def test_kill_captures_the_process_and_restart_runs_it_again_the_same_way() -> None:
@@ -159,7 +182,7 @@ def test_cfs_quota_refuses_shares_the_kernel_cannot_enforce() -> None:
 def test_composite_routes_by_kind_and_refuses_two_members_for_one_kind() -> None:
     nodes = fake_cluster()
     nemesis = standard_nemesis()
-    assert len(nemesis.fs) == 2 * len(FAULT_KINDS)
+    assert fault_fs(*FAULT_KINDS) <= nemesis.fs
     nemesis.setup(nodes)
     nemesis.invoke("start-freeze", Fault("freeze", ("w3",)))
     nemesis.invoke("start-pause", Fault("pause", ("w2",), {}))

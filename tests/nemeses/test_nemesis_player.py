@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import threading
-import time
 from typing import Any
 
 import pytest
@@ -13,32 +11,9 @@ from nemeses.noop import NoopNemesis
 from nemeses.player import NemesisPlayer
 from nemeses.protocol import NemesisError
 from nemeses.schedule import HOLDER, Window
-from tests.support.nemesis_fakes import fake_cluster
+from tests.support.nemesis_fakes import Recording, clock, fake_cluster
 
 MS = 1_000_000
-
-
-class Recording:
-    """A thread-safe record callback that can wait for an event."""
-
-    def __init__(self) -> None:
-        self.events: list[tuple[str, dict[str, Any]]] = []
-        self._changed = threading.Condition()
-
-    def __call__(self, f: str, value: dict[str, Any]) -> None:
-        with self._changed:
-            self.events.append((f, value))
-            self._changed.notify_all()
-
-    def wait_for(self, f: str) -> dict[str, Any]:
-        with self._changed:
-            assert self._changed.wait_for(lambda: any(e[0] == f for e in self.events), 10)
-            return next(value for name, value in self.events if name == f)
-
-
-def clock() -> Any:
-    t0 = time.monotonic_ns()
-    return lambda: time.monotonic_ns() - t0
 
 
 def window(index: int, start_ms: int, kind: str = "pause", **extra: Any) -> Window:

@@ -19,7 +19,7 @@ _BUDGET = 10
 
 def test_a_planted_bug_run_shrinks_to_at_most_two_windows(tmp_path: Path) -> None:
     store = tmp_path / "store"
-    # seed 2 with a 0.5 s lease draws 9 windows over 25 s, pauses of 0.15, 0.8, 3 and 8 TTLs
+    # seed 2 with a 0.5 s lease draws 13 windows over 25 s, pauses of 0.15 to 8 TTLs
     first = fencecheck(
         "run",
         "--bug",

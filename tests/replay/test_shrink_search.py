@@ -28,7 +28,12 @@ _TTL = 0.5
 
 def _stored(tmp_path: Path, verdict: bool = False) -> Path:
     spec = RunSpec(
-        bugs=("no-store-check",), ttl=_TTL, time_limit=25.0, seed=2, store=tmp_path / "store"
+        bugs=("no-store-check",),
+        nemeses=("pause",),  # the rule below judges pauses
+        ttl=_TTL,
+        time_limit=25.0,
+        seed=2,
+        store=tmp_path / "store",
     )
     schedule = generate_schedule(
         spec.seed,
@@ -144,7 +149,7 @@ def test_the_matrix_row_is_a_loadable_row_expecting_the_anomaly(tmp_path: Path) 
     assert entry.spec.fault_lengths == result.minimal.spec.fault_lengths
     assert entry.spec.seed == 2
     data = result.to_json()
-    assert (data["windows_before"], data["windows_after"]) == (9, 1)
+    assert (data["windows_before"], data["windows_after"]) == (13, 1)
     assert Schedule.from_json(data["schedule"]).windows == result.minimal.windows
 
 

@@ -10,12 +10,15 @@ from __future__ import annotations
 
 import json
 import signal
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from harness.node import CommandResult, Daemon, NodeError, NodeIdentity
 
-__all__ = ["FakeNode", "FakeProcess", "fake_cluster"]
+__all__ = ["FakeNode", "FakeProcess", "Recording", "clock", "fake_cluster"]
 
 
 @dataclass
@@ -245,3 +248,28 @@ def fake_cluster(workers: int = 3) -> dict[str, FakeNode]:
         node.start_daemon(daemon, ["python3", f"/opt/{daemon}.py", "--data", "/data"])
         nodes[name] = node
     return nodes
+
+
+class Recording:
+    """A thread-safe record callback that can wait for an event."""
+
+    def __init__(self) -> None:
+        self.events: list[tuple[str, dict[str, Any]]] = []
+        self._changed = threading.Condition()
+
+    def __call__(self, f: str, value: dict[str, Any]) -> None:
+        with self._changed:
+            self.events.append((f, value))
+            self._changed.notify_all()
+
+    def wait_for(self, f: str) -> dict[str, Any]:
+        """The value of the first ``f`` event, once recorded (10 s at most)."""
+        with self._changed:
+            assert self._changed.wait_for(lambda: any(e[0] == f for e in self.events), 10)
+            return next(value for name, value in self.events if name == f)
+
+
+def clock() -> Any:
+    """A run clock: nanoseconds since it was made."""
+    t0 = time.monotonic_ns()
+    return lambda: time.monotonic_ns() - t0

@@ -13,6 +13,8 @@ from harness.nodeside.client import STALE, Accepted, Entry, Read, Refused
 from systems.reference.store_server import (
     AUDIT,
     BATCH,
+    LAZY_MARK,
+    MARK_EVERY,
     NO_STORE_CHECK,
     STORE,
     STORE_FORGETS,
@@ -94,6 +96,25 @@ def test_store_forgets_loses_its_marks_but_not_its_log(tmp_path: Path) -> None:
     reopened = Store(tmp_path, frozenset({STORE_FORGETS}))
     assert put(reopened, STORE, "L", 7)
     assert epochs(reopened, STORE) == [8, 7]
+
+
+def test_lazy_mark_restarts_from_the_mark_it_saved_last(tmp_path: Path) -> None:
+    store = Store(tmp_path, frozenset({LAZY_MARK}))
+    for _ in range(MARK_EVERY):
+        assert put(store, STORE, "L", 5)  # the last of these saves mark 5
+    assert put(store, STORE, "L", 6)  # the next holder's first writes: mark 6 in memory only
+    assert not put(store, STORE, "L", 5)  # still fenced until the restart
+    reopened = Store(tmp_path, frozenset({LAZY_MARK}))
+    assert not put(reopened, STORE, "L", 4)  # the saved mark holds
+    assert put(reopened, STORE, "L", 5)  # the lost one does not: a stale write
+    assert epochs(reopened, STORE) == [5] * MARK_EVERY + [6, 5]
+
+
+def test_lazy_mark_keeps_a_mark_once_enough_writes_saved_it(tmp_path: Path) -> None:
+    store = Store(tmp_path, frozenset({LAZY_MARK}))
+    for _ in range(MARK_EVERY):
+        assert put(store, STORE, "L", 6)
+    assert not put(Store(tmp_path, frozenset({LAZY_MARK})), STORE, "L", 5)
 
 
 def test_no_store_check_accepts_stale_writes_on_every_path(tmp_path: Path) -> None:

@@ -42,6 +42,7 @@ _MISTAKES = {
     "no-store-check",
     "epoch-in-memory",
     "store-forgets",
+    "lazy-mark",
     "retry-on-reject",
     "reacquire-no-reread",
     "unfenced-path",

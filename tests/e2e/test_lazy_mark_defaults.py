@@ -1,0 +1,49 @@
+"""A store that saves its highest-seen mark only every few writes (``lazy-mark``) is caught by
+``fencecheck run`` with nothing but the bug named: the default schedule overlaps a store restart
+with a holder's pause, right after the next holder took the lease over."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from harness.cli import EXIT_INVALID
+from nemeses import DEFAULT_NEMESES, DEFAULT_TTL_MULTIPLES
+from tests.support.cli import fencecheck
+
+pytestmark = [pytest.mark.docker, pytest.mark.e2e]
+
+_SEED = "103"
+"""A seed whose 30 s schedule holds takeover restarts (most do: see the README's figures)."""
+
+
+def test_lazy_mark_is_caught_with_the_default_faults_lengths_and_work(tmp_path: Path) -> None:
+    store = tmp_path / "store"
+    run = fencecheck(
+        "run",
+        "--system",
+        "reference",
+        "--bug",
+        "lazy-mark",
+        "--seed",
+        _SEED,
+        "--store",
+        str(store),
+        "--no-progress",
+        "--json",
+    )
+    story = run.stdout[-3000:] + run.stderr[-3000:]
+    assert run.returncode == EXIT_INVALID, story
+    result = json.loads(run.stdout)
+    assert "stale-write" in result["anomaly_types"], story
+    test = json.loads((Path(result["run_dir"]) / "test.json").read_text())
+    spec = test["spec"]
+    assert tuple(spec["nemeses"]) == DEFAULT_NEMESES
+    assert spec["fault_lengths"] == [] and spec["work_ms"] == 50 and spec["time_limit"] == 30
+    windows = test["schedule"]["windows"]
+    assert {w["ttl_multiple"] for w in windows} <= set(DEFAULT_TTL_MULTIPLES)
+    takeovers = [w for w in windows if w["params"].get("restart_at") == "takeover"]
+    assert takeovers, "the schedule overlapped no restart with a takeover"
+    assert result["coverage"]["restarts"].get("store", 0) >= 1, story

@@ -1,0 +1,218 @@
+"""Overlapping faults in the default schedule: restarts inside a holder's pause and right after
+the takeover, the lengths just over the TTL, and how the player places the overlap."""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from harness.run.spec import TestSpec
+from nemeses import (
+    DEFAULT_NEMESES,
+    DEFAULT_TTL_MULTIPLES,
+    END_AFTER_TAKEOVER_NS,
+    HOLDER,
+    RESTART_WHILE_PAUSED,
+    STEP_AT_NS,
+    Schedule,
+    Window,
+    generate_schedule,
+)
+from nemeses.noop import NoopNemesis
+from nemeses.player import NemesisPlayer
+from systems import load_system
+from tests.support.nemesis_fakes import Recording, clock, fake_cluster
+
+NODES = {"l1": "lock", "s1": "store", "w1": "worker", "w2": "worker", "w3": "worker"}
+TTL = 1_000_000_000
+MS = 1_000_000
+
+
+def default_schedule(seed: int, duration_ns: int = 60 * TTL) -> Schedule:
+    """The schedule a run with no --nemesis and no --fault-lengths draws."""
+    return generate_schedule(
+        seed,
+        NODES,
+        lease_ttl_ns=TTL,
+        duration_ns=duration_ns,
+        kinds=DEFAULT_NEMESES,
+        targets=(HOLDER,),
+        processes={"worker": "agent", "store": "store", "lock": "lock-server"},
+    )
+
+
+def compounds(schedule: Schedule) -> list[Window]:
+    return [w for w in schedule.windows if w.kind == RESTART_WHILE_PAUSED]
+
+
+def test_the_defaults_overlap_a_restart_with_a_holder_pause() -> None:
+    assert TestSpec().nemeses == DEFAULT_NEMESES
+    assert RESTART_WHILE_PAUSED in DEFAULT_NEMESES
+    for seed in range(20):
+        assert compounds(default_schedule(seed)), f"seed {seed}: a minute with no overlap"
+
+
+def test_over_many_runs_every_overlap_shape_and_both_restarted_roles_are_drawn() -> None:
+    windows = compounds(default_schedule(4, duration_ns=3000 * TTL))
+    shapes = {w.params["restart_at"] for w in windows}
+    assert shapes == {"resume", "inside", "takeover"}
+    inside = [w for w in windows if w.params["restart_at"] == "inside"]
+    assert {NODES[w.params["restart"]] for w in inside} == {"store", "lock"}
+    assert {w.params["restart_process"] for w in inside} == {"store", "lock-server"}
+    # The shape that finds a lazily saved mark restarts the store.
+    assert {w.params["restart"] for w in windows if w.params["restart_at"] == "takeover"} == {"s1"}
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31))
+def test_an_inside_restart_lands_inside_the_pause(seed: int) -> None:
+    for window in compounds(default_schedule(seed)):
+        assert window.targets == (HOLDER,) and window.params["process"] == "agent"
+        assert window.ttl_multiple > 1, "the holder must be paused past its lease"
+        step = window.params.get(STEP_AT_NS)
+        if window.params["restart_at"] == "inside":
+            assert isinstance(step, int)
+            assert 0.1 * window.duration_ns <= step <= 0.9 * window.duration_ns
+            assert END_AFTER_TAKEOVER_NS not in window.params
+        else:
+            assert step is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31))
+def test_a_takeover_restart_is_due_a_fraction_of_a_lease_after_the_new_grant(seed: int) -> None:
+    for window in compounds(default_schedule(seed)):
+        after = window.params.get(END_AFTER_TAKEOVER_NS)
+        if window.params["restart_at"] == "takeover":
+            assert isinstance(after, int) and 0.1 * TTL <= after <= 0.3 * TTL
+        else:
+            assert after is None
+
+
+def test_the_default_lengths_table_has_the_lengths_just_over_the_ttl() -> None:
+    assert DEFAULT_TTL_MULTIPLES == (0.15, 0.8, 1.1, 1.5, 3.0, 8.0)
+    windows = default_schedule(2, duration_ns=3000 * TTL).windows
+    assert {w.ttl_multiple for w in windows} == set(DEFAULT_TTL_MULTIPLES)
+    assert {w.ttl_multiple for w in windows if w.kind == RESTART_WHILE_PAUSED} == {
+        1.1,
+        1.5,
+        3.0,
+        8.0,
+    }
+    for window in windows:
+        assert window.duration_ns == round(window.ttl_multiple * TTL)
+
+
+def test_a_given_lengths_table_is_honoured_by_the_overlaps_too() -> None:
+    schedule = generate_schedule(
+        9, NODES, lease_ttl_ns=TTL, duration_ns=600 * TTL, kinds=DEFAULT_NEMESES,
+        ttl_multiples=(0.5, 1.1),
+    )  # fmt: skip
+    assert {w.ttl_multiple for w in schedule.windows} == {0.5, 1.1}
+    assert {w.ttl_multiple for w in compounds(schedule)} == {1.1}
+
+
+def test_the_same_seed_draws_the_same_overlaps_and_they_survive_json() -> None:
+    first, again = default_schedule(17), default_schedule(17)
+    assert first == again
+    assert compounds(first)
+    assert Schedule.from_json(first.to_json()) == first
+    assert [w.params for w in compounds(default_schedule(18))] != [
+        w.params for w in compounds(first)
+    ]
+
+
+def test_lazy_mark_is_exposed_by_the_defaults() -> None:
+    switch = load_system("reference").bug_switches()["lazy-mark"]  # type: ignore[attr-defined]
+    spec = TestSpec()
+    assert switch.exposed_by.faults == spec.nemeses
+    assert switch.exposed_by.targets == spec.targets
+    assert switch.exposed_by.ttl_multiples == spec.fault_lengths == ()
+    assert switch.exposed_by.workload == spec.workload
+
+
+# -- the player ---------------------------------------------------------------------------------
+
+
+def compound(duration_ms: int, **params: Any) -> Window:
+    base = {"restart": "s1", "process": "agent", "restart_process": "store"}
+    return Window(
+        0, 1 * MS, duration_ms * MS, RESTART_WHILE_PAUSED, (HOLDER,), 3.0, "w3", base | params
+    )
+
+
+def play(window: Window, nemesis: NoopNemesis, resolve_holder: Any) -> Recording:
+    record = Recording()
+    with NemesisPlayer(fake_cluster(), nemesis, [window], clock(), record, resolve_holder) as p:
+        p.join(30)
+    return record
+
+
+def test_the_player_restarts_at_the_drawn_moment_inside_the_pause() -> None:
+    nemesis = NoopNemesis()
+    record = play(compound(80, restart_at="inside", **{STEP_AT_NS: 30 * MS}), nemesis, lambda: "w1")
+    assert [f for f, _ in nemesis.calls] == [
+        "start-restart-while-paused",
+        "step-restart-while-paused",
+        "stop-restart-while-paused",
+    ]
+    (_, start), (_, stop) = record.events
+    assert stop["step_scheduled"] == 31 * MS
+    assert start["confirmed"] <= stop["step_scheduled"] <= stop["step_confirmed"]
+    assert stop["step_confirmed"] <= stop["confirmed"] and stop["scheduled"] == 81 * MS
+    assert stop["applied"] is True
+
+
+def test_a_step_past_a_shortened_window_is_left_to_the_stop() -> None:
+    nemesis = NoopNemesis()
+    play(compound(20, restart_at="inside", **{STEP_AT_NS: 40 * MS}), nemesis, lambda: "w1")
+    assert [f for f, _ in nemesis.calls] == [
+        "start-restart-while-paused",
+        "stop-restart-while-paused",
+    ]
+
+
+def test_a_failed_step_makes_the_window_not_applied() -> None:
+    nemesis = NoopNemesis(failing=["step-restart-while-paused"])
+    record = play(compound(40, restart_at="inside", **{STEP_AT_NS: 10 * MS}), nemesis, lambda: "w1")
+    stop = record.events[-1][1]
+    assert stop["applied"] is False and stop["error"].startswith("step: ")
+    assert nemesis.in_force == []
+
+
+def test_a_takeover_window_ends_right_after_another_holder_is_granted_the_lease() -> None:
+    nemesis = NoopNemesis()
+    granted = threading.Event()
+    now = clock()
+    grant_time: list[int] = []
+
+    def holder() -> str:
+        if not granted.is_set() and nemesis.calls:  # paused: the lease passes to w2 a bit later
+            time.sleep(0.02)
+            grant_time.append(now())
+            granted.set()
+        return "w2" if granted.is_set() else "w1"
+
+    window = compound(60_000, restart_at="takeover", **{END_AFTER_TAKEOVER_NS: 10 * MS})
+    record = Recording()
+    with NemesisPlayer(fake_cluster(), nemesis, [window], now, record, holder) as player:
+        player.join(30)
+    (_, start), (_, stop) = record.events
+    assert start["targets"] == ["w1"]
+    assert stop["new_holder"] == "w2"
+    assert stop["takeover"] >= grant_time[0], "the restart waits for the new grant"
+    assert stop["scheduled"] == stop["takeover"] + 10 * MS < window.end_ns
+    assert stop["confirmed"] >= stop["scheduled"]
+    assert [f for f, _ in nemesis.calls][-1] == "stop-restart-while-paused"
+
+
+def test_a_takeover_that_never_comes_ends_the_window_on_schedule() -> None:
+    nemesis = NoopNemesis()
+    window = compound(40, restart_at="takeover", **{END_AFTER_TAKEOVER_NS: 5 * MS})
+    record = play(window, nemesis, lambda: "w1")
+    stop = record.events[-1][1]
+    assert stop["scheduled"] == window.end_ns and "takeover" not in stop
