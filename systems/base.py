@@ -17,6 +17,7 @@ harness:
 - :class:`PlantsBugs`: bug switches, mistakes planted on purpose (see :class:`BugSwitch`).
 - :class:`KnowsLeader`: which lock-service member leads, for the ``lock-leader`` fault target.
 - :class:`NeedsPackages`: Debian packages its nodes need beyond the base node image.
+- :class:`WritesSpanKeys`: sinks that take one write across several keys atomically.
 
 Holder-side flaws (``retry-on-reject``, ``reacquire-no-reread``) are not a system's: they are the
 harness's, available with every system (:mod:`systems.holder_flaws`).
@@ -54,6 +55,7 @@ __all__ = [
     "Sink",
     "System",
     "SystemConfig",
+    "WritesSpanKeys",
     "check_bugs",
     "check_roles",
     "lease_ttl_of",
@@ -293,6 +295,17 @@ class KnowsLeader(Protocol):
 
     def lock_leader(self, nodes: Mapping[str, Node]) -> str | None:
         """The name of the lock-service node that leads now, or ``None`` if none does."""
+        ...
+
+
+@runtime_checkable
+class WritesSpanKeys(Protocol):
+    """A system some of whose sinks take one write across several keys, all or nothing
+    (``--keys-per-write``); its holder client implements
+    :class:`harness.nodeside.client.SpansKeys`."""
+
+    def spanning_sinks(self) -> tuple[str, ...]:
+        """The sinks that accept a write spanning keys."""
         ...
 
 
