@@ -129,9 +129,12 @@ class MatrixEntry:
 
     @property
     def label(self) -> str:
-        """``system [bugs] nemeses``, for tables and test names."""
+        """``system [bugs] nemeses`` and the workload options that differ from the defaults
+        (``(1000 keys, 4 locks)``), for tables and test names."""
         bugs = "+".join(self.spec.bugs) or "no bugs"
-        return f"{self.spec.system} [{bugs}] {'+'.join(self.spec.nemeses) or 'no faults'}"
+        label = f"{self.spec.system} [{bugs}] {'+'.join(self.spec.nemeses) or 'no faults'}"
+        shape = self.spec.workload_shape
+        return f"{label} ({shape})" if shape else label
 
 
 @dataclass(frozen=True, slots=True)

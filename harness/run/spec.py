@@ -68,6 +68,8 @@ or cannot mean anything (a lease longer than the run never lapses)."""
 SPANNING_WORKLOADS: Final = ("append",)
 """The workloads that send writes spanning several keys (``--keys-per-write`` above 1)."""
 
+_DEFAULT_KEYS: Final = 3
+_DEFAULT_WRITES_PER_LEASE: Final = 20
 _MAX_TTLS_PER_RUN: Final = 100_000
 """At most this many TTLs in one run: it bounds the fault schedule (a window per ~4 TTLs)."""
 
@@ -90,12 +92,12 @@ class TestSpec:
     lock_delay: float = 0.0
     time_limit: float = 30.0
     workers: int = 3
-    keys: int = 3
+    keys: int = _DEFAULT_KEYS
     locks: int = 1
     rate: float = 0.0
     work_ms: int = 50
     read_ratio: float = 0.1
-    writes_per_lease: int = 20
+    writes_per_lease: int = _DEFAULT_WRITES_PER_LEASE
     keys_per_write: int = 1
     op_timeout: float = 0.0  # 0 means: long enough to outlast every scheduled fault
     seed: int = field(default_factory=lambda: secrets.randbelow(2**31))
@@ -111,6 +113,18 @@ class TestSpec:
         if self.bugs:
             parts.append("+".join(self.bugs))
         return "-".join(parts)
+
+    @property
+    def workload_shape(self) -> str:
+        """The workload options that differ from the defaults, e.g. ``1000 keys, 4 locks``
+        (empty for the defaults), to tell matrix rows apart."""
+        shown = (
+            (self.keys, _DEFAULT_KEYS, "keys"),
+            (self.keys_per_write, 1, "keys/write"),
+            (self.locks, 1, "locks"),
+            (self.writes_per_lease, _DEFAULT_WRITES_PER_LEASE, "writes/lease"),
+        )
+        return ", ".join(f"{value} {unit}" for value, default, unit in shown if value != default)
 
     def check(self) -> None:
         """Raise :class:`SpecError` naming the first value out of :data:`LIMITS`.
