@@ -7,12 +7,10 @@ import random
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import pytest
 
-from harness.cli import EXIT_ERROR, main
 from harness.run.spec import SpecError, TestSpec, spec_from_dict
 from tests.workloads.test_workloads import FakeOps
 from workloads import WorkloadOptions, get_workload
@@ -121,27 +119,3 @@ def test_the_new_fields_round_trip_and_are_accepted_in_range() -> None:
     # A test.json written before these fields existed still loads, with the old defaults.
     old = {k: v for k, v in spec.to_json().items() if k != "keys_per_write"}
     assert spec_from_dict(old).keys_per_write == 1
-
-
-@pytest.mark.parametrize(
-    ("args", "says"),
-    [
-        (["--keys-per-write", "4", "--keys", "2"], "--keys-per-write 4 is more than --keys 2"),
-        (["--writes-per-lease", "0"], "--writes-per-lease must be"),
-        (
-            ["--system", "etcd", "--ttl", "2", "--keys", "8", "--keys-per-write", "2"],
-            "cannot write several keys of its sink",
-        ),
-    ],
-)
-def test_run_refuses_what_cannot_run_with_one_line_and_exit_3(
-    args: list[str], says: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    store = tmp_path / "store"
-    with pytest.raises(SystemExit) as done:
-        main(["run", "--store", str(store), "--no-progress", *args])
-    assert done.value.code == EXIT_ERROR
-    err = capsys.readouterr().err
-    assert says in err
-    assert len(err.strip().splitlines()) == 1, err
-    assert not store.exists()
