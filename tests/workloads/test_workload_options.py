@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from harness.run.runner import _rerun_command
 from harness.run.spec import SpecError, TestSpec, spec_from_dict
 from tests.workloads.test_workloads import FakeOps
 from workloads import WorkloadOptions, get_workload
@@ -119,3 +120,13 @@ def test_the_new_fields_round_trip_and_are_accepted_in_range() -> None:
     # A test.json written before these fields existed still loads, with the old defaults.
     old = {k: v for k, v in spec.to_json().items() if k != "keys_per_write"}
     assert spec_from_dict(old).keys_per_write == 1
+
+
+def test_the_rerun_command_carries_the_options_that_differ_from_the_defaults() -> None:
+    plain = _rerun_command(TestSpec(seed=1))
+    assert "--writes-per-lease" not in plain
+    assert "--keys-per-write" not in plain
+    argv = _rerun_command(TestSpec(keys=1000, writes_per_lease=2, keys_per_write=4, seed=1))
+    assert argv[argv.index("--keys") + 1] == "1000"
+    assert argv[argv.index("--writes-per-lease") + 1] == "2"
+    assert argv[argv.index("--keys-per-write") + 1] == "4"
