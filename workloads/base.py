@@ -7,7 +7,6 @@ pure description of behaviour and the history is complete by construction.
 
 from __future__ import annotations
 
-import functools
 import random
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -125,15 +124,13 @@ class WorkloadOptions:
         """The locks holders contend for."""
         return [f"L{i}" for i in range(self.locks)]
 
-    def key_names(self, lock: str) -> tuple[str, ...]:
+    def key_names(self, lock: str) -> list[str]:
         """The keys written under ``lock`` (disjoint per lock, so a key has one lock)."""
-        return _key_names(lock, self.keys)
+        return [self.key_name(lock, i) for i in range(self.keys)]
 
-
-@functools.lru_cache(maxsize=64)
-def _key_names(lock: str, keys: int) -> tuple[str, ...]:
-    # Built once per lock: with a thousand keys a holder asks for them before every operation.
-    return tuple(f"{lock}-k{i}" for i in range(keys))
+    def key_name(self, lock: str, number: int) -> str:
+        """Key ``number`` (0-based) of ``lock``, without building the whole list."""
+        return f"{lock}-k{number}"
 
 
 class Workload(Protocol):

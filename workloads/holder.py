@@ -98,7 +98,8 @@ def run_holder(ops: Ops, options: WorkloadOptions, unit: Unit) -> None:
                 break
             pacer.wait()
             if ops.rng.random() < options.read_ratio:
-                ops.read(ops.rng.choice(options.all_sinks), ops.rng.choice(options.key_names(lock)))
+                sink = ops.rng.choice(options.all_sinks)
+                ops.read(sink, options.key_name(lock, ops.rng.randrange(options.keys)))
                 continue
             if not unit(ops, lease, options).ok:
                 break
