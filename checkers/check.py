@@ -110,11 +110,14 @@ class _Run:
                     record = writes.invoke(event)
                     fence.sent(event.process, record.lock, record.epoch)
                 else:
-                    record = writes.complete(event, invoke)
+                    records = writes.complete(event, invoke)
+                    record = records[0]
                     refused = kind == "fail" and record.error == STALE_EPOCH
                     fence.done(event.process, kind, record.ref("refused") if refused else None)
-                    if kind == "ok" and record.position is not None:
-                        reads.acked(record)
+                    if kind == "ok":
+                        for part in records:
+                            if part.position is not None:
+                                reads.acked(part)
             elif f == "read":
                 if invoke is None:
                     self._read_sent(event)

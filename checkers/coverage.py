@@ -170,7 +170,11 @@ class _Tally:
             sink = str(value.get("sink"))
             counts = self.writes.setdefault(sink, [0, 0, 0])
             counts[0] += 1
-            self.keys.setdefault(sink, set()).add(str(value.get("key")))
+            keys = self.keys.setdefault(sink, set())
+            keys.add(str(value.get("key")))
+            also = value.get("also")
+            if isinstance(also, list):  # a write spanning keys: its other keys were written too
+                keys.update(str(item.get("key")) for item in also if isinstance(item, dict))
             epoch = value.get("epoch")
             newest = self.granted.get(str(value.get("lock")))
             if isinstance(epoch, int) and newest is not None and epoch < newest:

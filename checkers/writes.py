@@ -38,6 +38,10 @@ __all__ = ["WriteChecker", "WriteRecord", "sequence_number"]
 _FIELDS_FIX = (
     "every write value needs lock, sink, key (strings), id (string) and epoch (integer >= 0)"
 )
+_ALSO_FIX = (
+    'a write spanning keys lists its other keys as "also": [{"key": K, "id": I}, ...], each id '
+    "unique in the run"
+)
 _SEQ_FIX = "seq is the sink's acceptance order across its keys: an integer >= 0"
 
 
@@ -49,6 +53,34 @@ def sequence_number(item: dict[str, object], line: int) -> int | None:
     if type(seq) is not int or seq < 0:
         raise HistoryError(line, "seq must be an integer >= 0", _SEQ_FIX)
     return seq
+
+
+def _record_id(value: dict[str, object]) -> str:
+    """The id of one key's write (checked a string by the caller)."""
+    return value["id"]  # type: ignore[return-value]
+
+
+def _parts(event: Event, value: dict[str, object], also: object) -> list[dict[str, object]]:
+    """The values of a write's other keys (its ``also`` items), checked: each is the write's
+    value with its own ``key`` and ``id``."""
+    if not isinstance(also, list):
+        raise HistoryError(event.line, "a write's also must be a list", _ALSO_FIX)
+    parts = []
+    for item in also:
+        if not isinstance(item, dict) or not all(
+            type(item.get(name)) is str for name in ("key", "id")
+        ):
+            raise HistoryError(event.line, "an item of a write's also lacks key or id", _ALSO_FIX)
+        parts.append({**value, "key": item["key"], "id": item["id"], "prev": None})
+    return parts
+
+
+def _part_seqs(event: Event) -> dict[str, dict[str, object]]:
+    """The ``also`` items of a completion by id: where an ``ok`` carries each item's ``seq``."""
+    also = event.value.get("also")
+    if not isinstance(also, list):
+        return {}
+    return {str(item.get("id")): item for item in also if isinstance(item, dict)}
 
 
 class WriteRecord:
@@ -136,6 +168,8 @@ class WriteChecker:
         self._grants: dict[tuple[str, str], tuple[int, int]] = {}
         self._accepted: dict[str, EpochTable] = {}
         self._reused: set[tuple[str, int]] = set()
+        # A write spanning keys: its first id -> the records of its other keys.
+        self._spans: dict[str, list[WriteRecord]] = {}
         self.sinks: set[str] = set()
         self.accepted_by_sink: Counter[str] = Counter()
         self.refused = 0
@@ -155,6 +189,18 @@ class WriteChecker:
             raise HistoryError(event.line, "write value has a field of the wrong type", _FIELDS_FIX)
         if epoch < 0:
             raise HistoryError(event.line, f"write epoch {epoch} is negative", _FIELDS_FIX)
+        record = self._register(event, value)
+        also = value.get("also")
+        if also is not None:
+            self._spans[wid] = [self._register(event, part) for part in _parts(event, value, also)]
+        stairs = self._refusals.get((record.holder, record.lock))
+        if stairs is not None:
+            self._retry(record, stairs)
+        return record
+
+    def _register(self, event: Event, value: dict[str, object]) -> WriteRecord:
+        """A record for one key's write of ``event``, its id unique in the run."""
+        wid = _record_id(value)
         earlier = self.pending.get(wid)
         if earlier is not None:
             raise HistoryError(
@@ -165,9 +211,6 @@ class WriteChecker:
         record = self.pending[wid] = WriteRecord(event, value)
         self.sinks.add(record.sink)
         record.floor = self._cross.floor(record.sink, record.lock)
-        stairs = self._refusals.get((record.holder, record.lock))
-        if stairs is not None:
-            self._retry(record, stairs)
         return record
 
     def _retry(self, record: WriteRecord, stairs: list[WriteRecord]) -> None:
@@ -186,36 +229,48 @@ class WriteChecker:
             details={"granted_since": grant[0] if grant is not None else None},
         )
 
-    def complete(self, event: Event, invoke: Event) -> WriteRecord:
-        """A write completed; returns its record (already resolved if a read showed it)."""
-        record = self.pending[invoke.value["id"]]
+    def complete(self, event: Event, invoke: Event) -> list[WriteRecord]:
+        """A write completed; returns its records, the first key's first and, for a write
+        spanning keys, one per other key (each already resolved if a read showed it)."""
+        wid = invoke.value["id"]
+        record = self._complete(self.pending[wid], event, event.value)
+        if record.type == "fail" and record.error == STALE_EPOCH:
+            self.refused += 1
+            stairs = self._refusals.setdefault((record.holder, record.lock), [])
+            stairs[:] = [step for step in stairs if step.epoch > record.epoch]
+            stairs.append(record)
+        parts = self._spans.pop(wid, [])
+        if parts:
+            seqs = _part_seqs(event)
+            for part in parts:
+                self._complete(part, event, seqs.get(part.id, {}))
+        return [record, *parts]
+
+    def _complete(
+        self, record: WriteRecord, event: Event, seq_from: dict[str, object]
+    ) -> WriteRecord:
+        """Resolve one key's write of ``event``; ``seq_from`` holds its ``seq``, if any."""
         record.type = event.type
         record.index = event.index
         record.time = event.time
         error = event.error if event.error is not None else event.value.get("error")
         record.error = error if isinstance(error, str) else None
         if event.type == "ok":
-            seq = sequence_number(event.value, event.line)
+            seq = sequence_number(seq_from, event.line)
             self._cross.acknowledged(record.sink, record.lock, record.epoch, record)
             if not record.accepted:
                 self.accept(record)
             if seq is not None:
                 self.sequenced(record, seq)
-        elif event.type == "fail":
-            if record.shown_by is not None:
-                self._findings.report(
-                    "phantom-write",
-                    (record.ref("phantom"), record.shown_by),
-                    sink=record.sink,
-                    key=record.key,
-                    lock=record.lock,
-                    details={"reason": "failed", "position": record.position, "id": record.id},
-                )
-            if record.error == STALE_EPOCH:
-                self.refused += 1
-                stairs = self._refusals.setdefault((record.holder, record.lock), [])
-                stairs[:] = [step for step in stairs if step.epoch > record.epoch]
-                stairs.append(record)
+        elif event.type == "fail" and record.shown_by is not None:
+            self._findings.report(
+                "phantom-write",
+                (record.ref("phantom"), record.shown_by),
+                sink=record.sink,
+                key=record.key,
+                lock=record.lock,
+                details={"reason": "failed", "position": record.position, "id": record.id},
+            )
         if record.position is not None:
             del self.pending[record.id]
         return record

@@ -20,6 +20,7 @@ harness:
 - :class:`Volatile`: roles whose daemons keep their state in memory only (a system built to
   measure the harness, not to survive a crash); runs that would kill them are refused
   (:func:`durability_problem`).
+- :class:`WritesSpanKeys`: sinks that take one write across several keys atomically.
 
 Holder-side flaws (``retry-on-reject``, ``reacquire-no-reread``) are not a system's: they are the
 harness's, available with every system (:mod:`systems.holder_flaws`).
@@ -58,6 +59,7 @@ __all__ = [
     "System",
     "SystemConfig",
     "Volatile",
+    "WritesSpanKeys",
     "check_bugs",
     "check_roles",
     "durability_problem",
@@ -298,6 +300,17 @@ class KnowsLeader(Protocol):
 
     def lock_leader(self, nodes: Mapping[str, Node]) -> str | None:
         """The name of the lock-service node that leads now, or ``None`` if none does."""
+        ...
+
+
+@runtime_checkable
+class WritesSpanKeys(Protocol):
+    """A system some of whose sinks take one write across several keys, all or nothing
+    (``--keys-per-write``); its holder client implements
+    :class:`harness.nodeside.client.SpansKeys`."""
+
+    def spanning_sinks(self) -> tuple[str, ...]:
+        """The sinks that accept a write spanning keys."""
         ...
 
 

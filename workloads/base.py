@@ -8,6 +8,7 @@ pure description of behaviour and the history is complete by construction.
 from __future__ import annotations
 
 import random
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -82,6 +83,13 @@ class Ops(Protocol):
         """
         ...
 
+    def write_keys(
+        self, lock: str, epoch: int, sink: str, keys: Sequence[str], unit_start: bool = True
+    ) -> Completion:
+        """One write spanning ``keys`` of ``sink``, all accepted or none: a fresh id per key,
+        the first in ``value["id"]``, the others in ``value["also"]`` (history format §4)."""
+        ...
+
     def read(
         self, sink: str, key: str, lock: str | None = None, epoch: int | None = None
     ) -> Completion:
@@ -104,6 +112,8 @@ class WorkloadOptions:
     keys: int = 3
     locks: int = 1
     writes_per_lease: int = 20
+    keys_per_write: int = 1
+    """Keys one write spans (atomically, in one request to one sink); 1 is a plain write."""
     read_ratio: float = 0.1
     rate: float = 0.0  # operations per second per holder; 0 means as fast as the system allows
     fenced_sinks: tuple[str, ...] = ("store",)
@@ -116,7 +126,11 @@ class WorkloadOptions:
 
     def key_names(self, lock: str) -> list[str]:
         """The keys written under ``lock`` (disjoint per lock, so a key has one lock)."""
-        return [f"{lock}-k{i}" for i in range(self.keys)]
+        return [self.key_name(lock, i) for i in range(self.keys)]
+
+    def key_name(self, lock: str, number: int) -> str:
+        """Key ``number`` (0-based) of ``lock``, without building the whole list."""
+        return f"{lock}-k{number}"
 
 
 class Workload(Protocol):

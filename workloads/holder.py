@@ -6,13 +6,14 @@ how a holder reacts to a refusal, a local lease expiry or an unknown outcome is 
 
 from __future__ import annotations
 
+import random
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from workloads.base import Completion, Ops, WorkloadOptions
 
-__all__ = ["Lease", "Pacer", "Unit", "run_holder", "write_with_flaws"]
+__all__ = ["KeyPicker", "Lease", "Pacer", "Unit", "run_holder", "write_with_flaws"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,6 +41,38 @@ class Pacer:
         self._next = max(self._next, now) + self._interval
 
 
+class KeyPicker:
+    """Which keys a holder writes next: each lock's keys dealt from a seeded shuffled deck.
+
+    A holder writes every key of a lock once before it writes any key twice, so with many keys
+    the keys it writes spread over the whole key space instead of clustering by chance. A stale
+    holder's write then usually lands on a key the current holder has not touched, where only the
+    sink's order across keys (``seq``) or real time can show it stale, not the key's own log.
+    """
+
+    def __init__(self, rng: random.Random, options: WorkloadOptions) -> None:
+        self._rng = rng
+        self._options = options
+        self._decks: dict[str, list[str]] = {}
+
+    def pick(self, lock: str, count: int = 1) -> list[str]:
+        """``count`` distinct keys of ``lock`` (at most its number of keys)."""
+        names = self._options.key_names(lock)
+        count = min(count, len(names))
+        deck = self._decks.setdefault(lock, [])
+        picked: list[str] = []
+        while len(picked) < count:
+            if not deck:
+                deck.extend(names)
+                self._rng.shuffle(deck)
+            key = deck.pop()
+            if key in picked:  # the deck was refilled mid-draw: keep this key for later
+                deck.insert(0, key)
+                continue
+            picked.append(key)
+        return picked
+
+
 Unit = Callable[[Ops, Lease, WorkloadOptions], Completion]
 """One unit of work under a lease; returns the completion that decides whether the lease goes on."""
 
@@ -65,7 +98,8 @@ def run_holder(ops: Ops, options: WorkloadOptions, unit: Unit) -> None:
                 break
             pacer.wait()
             if ops.rng.random() < options.read_ratio:
-                ops.read(ops.rng.choice(options.all_sinks), ops.rng.choice(options.key_names(lock)))
+                sink = ops.rng.choice(options.all_sinks)
+                ops.read(sink, options.key_name(lock, ops.rng.randrange(options.keys)))
                 continue
             if not unit(ops, lease, options).ok:
                 break
@@ -77,12 +111,19 @@ def write_with_flaws(
     lease: Lease,
     options: WorkloadOptions,
     sink: str,
-    key: str,
+    key: str | Sequence[str],
     prev: str | None = None,
     unit_start: bool = True,
 ) -> Completion:
-    """One write; with the ``retry_on_reject`` flaw, a refused write is sent once more as is."""
-    done = ops.write(lease.lock, lease.epoch, sink, key, prev, unit_start)
+    """One write to ``key`` (several keys: one write spanning them, without ``prev``); with the
+    ``retry_on_reject`` flaw, a refused write is sent once more as is."""
+
+    def send(start: bool) -> Completion:
+        if isinstance(key, str):
+            return ops.write(lease.lock, lease.epoch, sink, key, prev, start)
+        return ops.write_keys(lease.lock, lease.epoch, sink, key, start)
+
+    done = send(unit_start)
     if done.refused and options.flaws.retry_on_reject:
-        done = ops.write(lease.lock, lease.epoch, sink, key, prev, unit_start=False)
+        done = send(False)
     return done

@@ -9,7 +9,7 @@ write's stale computation under the next lease without reading again.
 from __future__ import annotations
 
 from workloads.base import Completion, Ops, WorkloadOptions
-from workloads.holder import Lease, run_holder, write_with_flaws
+from workloads.holder import KeyPicker, Lease, run_holder, write_with_flaws
 
 __all__ = ["ReadModifyWrite"]
 
@@ -25,13 +25,14 @@ class ReadModifyWrite:
         sink = options.fenced_sinks[0]
         # A refused computation, per lock: the flawed holder replays it after re-acquiring.
         refused: dict[str, tuple[str, str | None]] = {}
+        keys = KeyPicker(ops.rng, options)
 
         def unit(ops: Ops, lease: Lease, options: WorkloadOptions) -> Completion:
             replay = refused.pop(lease.lock, None)
             if replay is not None and options.flaws.reacquire_no_reread:
                 key, prev = replay
             else:
-                key = ops.rng.choice(options.key_names(lease.lock))
+                key = keys.pick(lease.lock)[0]
                 seen = ops.read(sink, key, lease.lock, lease.epoch)
                 if not seen.ok:
                     return seen

@@ -12,7 +12,7 @@ sending the refused epoch anywhere else would be a retry after a reject.
 from __future__ import annotations
 
 from workloads.base import Completion, Ops, WorkloadOptions
-from workloads.holder import Lease, run_holder, write_with_flaws
+from workloads.holder import KeyPicker, Lease, run_holder, write_with_flaws
 
 __all__ = ["MultiSink"]
 
@@ -25,7 +25,12 @@ class MultiSink:
 
     def holder(self, ops: Ops, options: WorkloadOptions) -> None:
         """Write to all sinks under leases until the run stops."""
-        run_holder(ops, options, _write_everywhere)
+        keys = KeyPicker(ops.rng, options)
+
+        def unit(ops: Ops, lease: Lease, options: WorkloadOptions) -> Completion:
+            return _write_everywhere(ops, lease, options, keys.pick(lease.lock)[0])
+
+        run_holder(ops, options, unit)
 
     def final_reads(self, options: WorkloadOptions) -> list[tuple[str, str]]:
         """Every key of every lock on every sink."""
@@ -37,8 +42,7 @@ class MultiSink:
         ]
 
 
-def _write_everywhere(ops: Ops, lease: Lease, options: WorkloadOptions) -> Completion:
-    key = ops.rng.choice(options.key_names(lease.lock))
+def _write_everywhere(ops: Ops, lease: Lease, options: WorkloadOptions, key: str) -> Completion:
     unfenced = [s for s in options.all_sinks if s not in options.fenced_sinks]
     fenced = [s for s in reversed(options.all_sinks) if s in options.fenced_sinks]
     done = Completion("ok")

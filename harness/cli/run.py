@@ -96,8 +96,37 @@ store_option = click.option(
 @click.option("--lock-delay", type=float, default=0.0, show_default=True, help="Seconds.")
 @click.option("--time-limit", type=float, default=30.0, show_default=True, help="Seconds.")
 @click.option("--workers", type=click.IntRange(1, 16), default=3, show_default=True)
-@click.option("--keys", type=click.IntRange(1), default=3, show_default=True)
-@click.option("--locks", type=click.IntRange(1), default=1, show_default=True)
+@click.option(
+    "--keys",
+    type=click.IntRange(1),
+    default=3,
+    show_default=True,
+    help="Keys per lock, 1 to 100,000; each holder deals them from a shuffled deck, so with "
+    "many (e.g. 1000) a stale write usually lands on a key the new holder has not touched.",
+)
+@click.option(
+    "--locks",
+    type=click.IntRange(1),
+    default=1,
+    show_default=True,
+    help="Locks sharing each sink (each with its own keys); judged per sink and lock.",
+)
+@click.option(
+    "--writes-per-lease",
+    type=int,
+    default=20,
+    show_default=True,
+    help="Units of work per lease before the holder releases it: 1 or 2 give hundreds of "
+    "grants (epochs) per run.",
+)
+@click.option(
+    "--keys-per-write",
+    type=int,
+    default=1,
+    show_default=True,
+    help="Keys one write spans, all accepted or none (append workload; the system must "
+    "support it, e.g. the reference system).",
+)
 @click.option("--rate", type=float, default=0.0, help="Ops/s per holder; 0 = unthrottled.")
 @click.option(
     "--work-ms",
@@ -141,6 +170,8 @@ def run_command(
     workers: int,
     keys: int,
     locks: int,
+    writes_per_lease: int,
+    keys_per_write: int,
     rate: float,
     work_ms: int,
     seed: int | None,
@@ -172,6 +203,8 @@ def run_command(
         workers=workers,
         keys=keys,
         locks=locks,
+        writes_per_lease=writes_per_lease,
+        keys_per_write=keys_per_write,
         rate=rate,
         work_ms=work_ms,
         store=store,

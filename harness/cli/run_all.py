@@ -158,7 +158,7 @@ def _table(results: Sequence[MatrixResult]) -> Table:
             str(number),
             spec.system,
             ", ".join(spec.bugs) or "-",
-            spec.workload,
+            f"{spec.workload}\n({spec.workload_shape})" if spec.workload_shape else spec.workload,
             ", ".join(spec.nemeses) or "-",
             str(spec.seed),
             f"[{_VERDICT_STYLE.get(verdict, 'white')}]{verdict}[/]",

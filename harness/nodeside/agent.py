@@ -27,7 +27,10 @@ concurrent connections; a ``req`` field is echoed back):
 - ``{"op":"release","lock":L,"epoch":N?}`` -> ``{"ok":true}``; ``{"ok":false,"error":"not-held"}``.
 - ``{"op":"write","lock":L,"epoch":N,"sink":S,"key":K,"id":I,"prev":P,"work_ms":W,
   "check_lease":B}`` (``check_lease`` false: the rest of a unit already checked, sent unchecked) ->
-  ``{"ok":true}`` (with ``"seq":Q`` when the sink reports its acceptance order);
+  ``{"ok":true}`` (with ``"seq":Q`` when the sink reports its acceptance order). A write
+  spanning keys adds ``"also":[{"key":K,"id":I},...]`` (its other items, written atomically with
+  the first through the client's optional ``write_keys``; a client without it answers
+  ``bad-request``), and its ``ok`` answer repeats ``also`` with each item's ``seq``;
   ``{"ok":false,"error":"not-held"}`` (no lease of that epoch here) or ``"lease-expired"`` (both
   without sending); ``{"ok":false,"error":"stale-epoch"}`` (refused by the fence: the agent gives
   the lease up unless ``retry-on-reject``); ``{"ok":false,"error":"unavailable"}`` (not sent);
@@ -70,6 +73,7 @@ from harness.nodeside.client import (
     HolderClient,
     Read,
     Refused,
+    SpansKeys,
 )
 
 __all__ = ["HOLDER_FLAWS", "RETRY_ON_REJECT", "Agent", "AgentConfig", "load_client", "main"]
@@ -258,6 +262,13 @@ class Agent:
         key = wire.text(request, "key")
         write_id = wire.text(request, "id")
         work = wire.number(request, "work_ms", 0.0) / 1000
+        also = _also(request)
+        if also and not isinstance(self._client, SpansKeys):
+            return {
+                "ok": False,
+                "error": "bad-request",
+                "message": "this system's client cannot write several keys at once",
+            }
         with self._state:
             if request.get("check_lease", True) is False:
                 # The rest of a unit whose first write passed the check: a client fanning one
@@ -276,14 +287,18 @@ class Agent:
                 # The critical section: a pause here outlives the lease. (Not for no work: even
                 # sleep(0) gives the CPU away, a wait of a whole time slice on a busy machine.)
                 time.sleep(work)
-            outcome = self._client.write(lock, sink, key, write_id, epoch, request.get("prev"))
+            if also and isinstance(self._client, SpansKeys):
+                items = [(key, write_id), *also]
+                outcome = self._client.write_keys(lock, sink, items, epoch)
+            else:
+                outcome = self._client.write(lock, sink, key, write_id, epoch, request.get("prev"))
         except Exception as problem:
             return {**_INFO, "message": str(problem)}
         finally:
             with self._state:
                 self._working.pop(write_id, None)
         if isinstance(outcome, Accepted):
-            return {"ok": True} if outcome.seq is None else {"ok": True, "seq": outcome.seq}
+            return _accepted(outcome, also)
         if not isinstance(outcome, Refused):
             return {**_INFO, "message": _unknown_reason(outcome)}
         if outcome.stale:
@@ -351,6 +366,31 @@ class Agent:
 
     def _ping(self, request: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "node": self.node, "pid": os.getpid()}
+
+
+def _also(request: dict[str, Any]) -> list[tuple[str, str]]:
+    """The other ``(key, id)`` items of a write spanning keys (empty for a plain write)."""
+    raw = request.get("also")
+    if raw is None:
+        return []
+    if not isinstance(raw, list) or not all(isinstance(item, dict) for item in raw):
+        raise wire.BadRequest("field 'also' must be a list of {key, id} objects")
+    return [(wire.text(item, "key"), wire.text(item, "id")) for item in raw]
+
+
+def _accepted(outcome: Accepted, also: Sequence[tuple[str, str]]) -> dict[str, Any]:
+    """The answer to an accepted write; a write spanning keys lists its other items in
+    ``also``, each with its ``seq`` when the sink reported them."""
+    answer: dict[str, Any] = {"ok": True}
+    if outcome.seq is not None:
+        answer["seq"] = outcome.seq
+    if also:
+        seqs = outcome.also_seqs if len(outcome.also_seqs) == len(also) else ()
+        answer["also"] = [
+            {"key": key, "id": write_id, **({"seq": seqs[at]} if seqs else {})}
+            for at, (key, write_id) in enumerate(also)
+        ]
+    return answer
 
 
 def _unknown_reason(result: object) -> str:

@@ -20,8 +20,9 @@ Every call ends in one of four ways, and the difference matters to the checker:
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, runtime_checkable
 
 __all__ = [
     "ACCEPTED",
@@ -34,6 +35,7 @@ __all__ = [
     "HolderClient",
     "Read",
     "Refused",
+    "SpansKeys",
     "Unknown",
 ]
 
@@ -63,6 +65,9 @@ class Accepted:
     (e.g. etcd's ``mod_revision``), when the sink reports one."""
 
     seq: int | None = None
+    also_seqs: tuple[int, ...] = ()
+    """For a write spanning keys (:class:`SpansKeys`): the ``seq`` of each item after the first,
+    in the request's order; empty when the sink reports no seq."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -147,4 +152,23 @@ class HolderClient(Protocol):
         :data:`STALE` below its highest-seen epoch of ``lock``, else raises that mark to
         ``epoch`` as a write would.
         """
+        ...
+
+
+@runtime_checkable
+class SpansKeys(Protocol):
+    """Optional: a client whose sinks take one write across several keys, all or nothing.
+
+    The agent sends writes that span keys (``--keys-per-write``) only through this method; a
+    client without it gets them refused as ``bad-request`` (the runner refuses such a run first,
+    for a system that does not declare the capability).
+    """
+
+    def write_keys(
+        self, lock: str, sink: str, items: Sequence[tuple[str, str]], epoch: int
+    ) -> Accepted | Refused | Unknown:
+        """Append each ``(key, id)`` of ``items`` to its key of ``sink`` carrying ``epoch`` of
+        ``lock``, atomically: a fenced sink refuses all of them as :data:`STALE` when it has seen
+        a higher epoch of ``lock``. ``Accepted.seq`` is the first item's, ``also_seqs`` the
+        others'."""
         ...

@@ -82,6 +82,7 @@ _SPEC_ORDER: Final = (
     "work_ms",
     "read_ratio",
     "writes_per_lease",
+    "keys_per_write",
     "op_timeout",
     "topology",
     "run_id",

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import random
 import threading
+from collections.abc import Sequence
 from typing import Any, Final
 
 from harness.history.vocabulary import UNAVAILABLE, UNREACHABLE
@@ -149,15 +150,26 @@ class HolderOps:
         unit_start: bool = True,
     ) -> Completion:
         """Write a fresh id carrying ``epoch``; the agent checks its lease, works, then sends."""
-        value: dict[str, Any] = {
-            "lock": lock,
-            "sink": sink,
-            "key": key,
-            "id": f"{self._node}-{next(self._ids)}",
-            "epoch": epoch,
-        }
+        value: dict[str, Any] = {"lock": lock, "sink": sink, "key": key, "id": self._new_id()}
+        value["epoch"] = epoch
         if prev is not None:
             value["prev"] = prev
+        return self._write(value, prev, unit_start)
+
+    def write_keys(
+        self, lock: str, epoch: int, sink: str, keys: Sequence[str], unit_start: bool = True
+    ) -> Completion:
+        """One write spanning ``keys``: the first key and id as a plain write's, the rest in
+        ``also`` (each item gets its ``seq`` in the ``ok`` value when the sink reports one)."""
+        value: dict[str, Any] = {"lock": lock, "sink": sink, "key": keys[0], "id": self._new_id()}
+        value["epoch"] = epoch
+        value["also"] = [{"key": key, "id": self._new_id()} for key in keys[1:]]
+        return self._write(value, None, unit_start)
+
+    def _new_id(self) -> str:
+        return f"{self._node}-{next(self._ids)}"
+
+    def _write(self, value: dict[str, Any], prev: str | None, unit_start: bool) -> Completion:
         work_ms = self._work_ms if unit_start else 0
         request = {
             "op": "write",
@@ -168,7 +180,7 @@ class HolderOps:
         }
         done = self._call("write", value, request, timeout=self._timeout + work_ms / 1000)
         if done.refused:
-            self._board.gave_up(lock, self._node)
+            self._board.gave_up(value["lock"], self._node)
         return done
 
     def read(

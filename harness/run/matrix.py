@@ -143,13 +143,16 @@ class MatrixEntry:
 
     @property
     def label(self) -> str:
-        """``system [bugs] nemeses``, for tables and test names."""
+        """``system [bugs] nemeses`` and the workload options that differ from the defaults
+        (``(1000 keys, 4 locks)``), for tables and test names."""
         bugs = "+".join(self.spec.bugs) or "no bugs"
         faults = "+".join(self.spec.nemeses) or "no faults"
         if self.schedule is not None:
             count = len(self.schedule.windows)
             faults += f" ({count} fixed window{'' if count == 1 else 's'})"
-        return f"{self.spec.system} [{bugs}] {faults}"
+        label = f"{self.spec.system} [{bugs}] {faults}"
+        shape = self.spec.workload_shape
+        return f"{label} ({shape})" if shape else label
 
 
 @dataclass(frozen=True, slots=True)

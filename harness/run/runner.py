@@ -66,6 +66,7 @@ from systems import (
     System,
     SystemConfig,
     durability_problem,
+    WritesSpanKeys,
     lease_ttl_of,
     load_system,
     packages_of,
@@ -83,6 +84,8 @@ __all__ = [
     "run_test",
 ]
 
+_DEFAULTS: Final = TestSpec(seed=0)
+"""The defaults a rerun command leaves out."""
 _FINAL_READ_TRIES: Final = 3
 _READERS_PER_AGENT: Final = 8
 """Final reads run this many connections per agent at once (a run may have 100,000 keys)."""
@@ -145,6 +148,7 @@ def run_test(
             f"system {spec.system!r} declares no fenced sink, and the {spec.workload} workload "
             "writes to the inventory's first fenced sink; use --workload sinks"
         )
+    _check_spanning(spec, system, inventory)
     roles = {node.name: node.role for node in nodes}
     ttl = lease_ttl_of(system, config)
     fixed = schedule is not None
@@ -556,6 +560,19 @@ def _leader(system: System, nodes: Mapping[str, Node]) -> Callable[[], str | Non
     return leader
 
 
+def _check_spanning(spec: TestSpec, system: System, inventory: Sequence[Sink]) -> None:
+    """Refuse writes spanning keys that the system's sink (the first fenced one) cannot take."""
+    if spec.keys_per_write == 1:
+        return
+    sink = next(s.name for s in inventory if s.fenced)
+    if not isinstance(system, WritesSpanKeys) or sink not in system.spanning_sinks():
+        raise RunError(
+            f"system {spec.system!r} cannot write several keys of its sink {sink!r} at once, "
+            f"so --keys-per-write {spec.keys_per_write} cannot run; use --keys-per-write 1 or "
+            "--system reference"
+        )
+
+
 def _options(spec: TestSpec, inventory: Sequence[Sink]) -> WorkloadOptions:
     flaws = HolderFlaws(
         retry_on_reject=RETRY_ON_REJECT in spec.bugs,
@@ -565,6 +582,7 @@ def _options(spec: TestSpec, inventory: Sequence[Sink]) -> WorkloadOptions:
         keys=spec.keys,
         locks=spec.locks,
         writes_per_lease=spec.writes_per_lease,
+        keys_per_write=spec.keys_per_write,
         read_ratio=spec.read_ratio,
         rate=spec.rate,
         fenced_sinks=tuple(s.name for s in inventory if s.fenced),
@@ -697,6 +715,10 @@ def _rerun_command(spec: TestSpec) -> list[str]:
         argv += ["--fault-lengths", ",".join(f"{m:g}" for m in spec.fault_lengths)]
     argv += ["--time-limit", str(spec.time_limit), "--workers", str(spec.workers)]
     argv += ["--keys", str(spec.keys), "--locks", str(spec.locks)]
+    if spec.writes_per_lease != _DEFAULTS.writes_per_lease:
+        argv += ["--writes-per-lease", str(spec.writes_per_lease)]
+    if spec.keys_per_write != _DEFAULTS.keys_per_write:
+        argv += ["--keys-per-write", str(spec.keys_per_write)]
     argv += ["--work-ms", str(spec.work_ms), "--seed", str(spec.seed)]
     if spec.rate:
         argv += ["--rate", f"{spec.rate:g}"]

@@ -12,6 +12,7 @@ from nemeses import DEFAULT_NEMESES
 
 __all__ = [
     "LIMITS",
+    "SPANNING_WORKLOADS",
     "Limit",
     "SpecError",
     "TestSpec",
@@ -59,12 +60,18 @@ LIMITS: Final[dict[str, Limit]] = {
     "rate": Limit("--rate", 0.0, 100_000.0, "50"),
     "work_ms": Limit("--work-ms", 0, 60_000, "50"),
     "read_ratio": Limit("read_ratio", 0.0, 1.0, "0.1"),
-    "writes_per_lease": Limit("writes_per_lease", 1, 1_000_000, "20"),
+    "writes_per_lease": Limit("--writes-per-lease", 1, 1_000_000, "2"),
+    "keys_per_write": Limit("--keys-per-write", 1, 64, "4"),
     "op_timeout": Limit("op_timeout", 0.0, 3600.0, "10"),
 }
 """Bounds of the numeric spec fields (README "Limits"): beyond them a run hangs, exhausts memory
 or cannot mean anything (a lease longer than the run never lapses)."""
 
+SPANNING_WORKLOADS: Final = ("append",)
+"""The workloads that send writes spanning several keys (``--keys-per-write`` above 1)."""
+
+_DEFAULT_KEYS: Final = 3
+_DEFAULT_WRITES_PER_LEASE: Final = 20
 _MAX_TTLS_PER_RUN: Final = 100_000
 """At most this many TTLs in one run: it bounds the fault schedule (a window per ~4 TTLs)."""
 
@@ -87,12 +94,13 @@ class TestSpec:
     lock_delay: float = 0.0
     time_limit: float = 30.0
     workers: int = 3
-    keys: int = 3
+    keys: int = _DEFAULT_KEYS
     locks: int = 1
     rate: float = 0.0
     work_ms: int = 50
     read_ratio: float = 0.1
-    writes_per_lease: int = 20
+    writes_per_lease: int = _DEFAULT_WRITES_PER_LEASE
+    keys_per_write: int = 1
     op_timeout: float = 0.0  # 0 means: long enough to outlast every scheduled fault
     seed: int = field(default_factory=lambda: secrets.randbelow(2**31))
     name: str = ""
@@ -107,6 +115,18 @@ class TestSpec:
         if self.bugs:
             parts.append("+".join(self.bugs))
         return "-".join(parts)
+
+    @property
+    def workload_shape(self) -> str:
+        """The workload options that differ from the defaults, e.g. ``1000 keys, 4 locks``
+        (empty for the defaults), to tell matrix rows apart."""
+        shown = (
+            (self.keys, _DEFAULT_KEYS, "keys"),
+            (self.keys_per_write, 1, "keys/write"),
+            (self.locks, 1, "locks"),
+            (self.writes_per_lease, _DEFAULT_WRITES_PER_LEASE, "writes/lease"),
+        )
+        return ", ".join(f"{value} {unit}" for value, default, unit in shown if value != default)
 
     def check(self) -> None:
         """Raise :class:`SpecError` naming the first value out of :data:`LIMITS`.
@@ -125,10 +145,26 @@ class TestSpec:
                 f"--ttl {self.ttl:g} is longer than --time-limit {self.time_limit:g}: no lease "
                 "could ever lapse; give a --time-limit of several TTLs (e.g. 30 with --ttl 1)"
             )
+        if self.keys_per_write > 1:
+            self._check_spanning()
         if self.time_limit / self.ttl > _MAX_TTLS_PER_RUN:
             raise SpecError(
                 f"--time-limit {self.time_limit:g} is more than {_MAX_TTLS_PER_RUN:,} TTLs of "
                 f"{self.ttl:g} s; raise --ttl or lower --time-limit (or run several shorter runs)"
+            )
+
+    def _check_spanning(self) -> None:
+        """A write spanning keys needs that many distinct keys, and a workload that sends it."""
+        if self.keys_per_write > self.keys:
+            raise SpecError(
+                f"--keys-per-write {self.keys_per_write} is more than --keys {self.keys}: a "
+                "write spans distinct keys of its lock; raise --keys (e.g. --keys 1000)"
+            )
+        if self.workload not in SPANNING_WORKLOADS:
+            raise SpecError(
+                f"--keys-per-write {self.keys_per_write} needs --workload "
+                f"{' or '.join(SPANNING_WORKLOADS)}: the {self.workload} workload writes one key "
+                "per operation"
             )
 
     def to_json(self) -> dict[str, Any]:

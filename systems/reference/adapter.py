@@ -177,6 +177,10 @@ class ReferenceSystem:
                 "pass --lock-delay (lock_delay in a spec), e.g. 3 x the lease TTL"
             )
 
+    def spanning_sinks(self) -> tuple[str, ...]:
+        """Every sink: the store appends a write's items to their keys under one lock and fsync."""
+        return (store_server.STORE, store_server.BATCH, store_server.AUDIT)
+
     def inventory(self, config: SystemConfig) -> tuple[Sink, ...]:
         """store and store-batch fenced; audit unfenced, protected by lock-delay if configured;
         all three report ``seq``."""

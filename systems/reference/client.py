@@ -13,6 +13,7 @@ addresses as ``host:port``, ``node`` (the holder's name, shown in the lock serve
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from harness.nodeside import wire
@@ -80,14 +81,32 @@ class Client:
                 "id": id,
                 "prev": prev,
             }
+        return self._send(request)
+
+    def write_keys(
+        self, lock: str, sink: str, items: Sequence[tuple[str, str]], epoch: int
+    ) -> Accepted | Refused:
+        """One write spanning several keys of ``sink``, accepted or refused as a whole."""
+        listed = [{"key": key, "id": write_id} for key, write_id in items]
+        request: dict[str, Any] = {"lock": lock, "epoch": epoch, "items": listed}
+        if sink == _BATCH:
+            request["op"] = "write-batch"
+        else:
+            request.update(op="write", sink=sink)
+        return self._send(request)
+
+    def _send(self, request: dict[str, Any]) -> Accepted | Refused:
+        """Send a write request; the store answers with one acceptance ``seq`` per item."""
         try:
             reply = self._store.call(request)
         except wire.NotDelivered:
             return Refused(UNAVAILABLE)
-        if reply.get("ok"):
-            seqs = reply.get("seqs")
-            return Accepted(int(seqs[0]) if isinstance(seqs, list) and seqs else None)
-        return Refused(str(reply.get("error", "refused")))
+        if not reply.get("ok"):
+            return Refused(str(reply.get("error", "refused")))
+        seqs = reply.get("seqs")
+        if not isinstance(seqs, list) or not seqs:
+            return Accepted()
+        return Accepted(int(seqs[0]), tuple(int(seq) for seq in seqs[1:]))
 
     def read(
         self, sink: str, key: str, lock: str | None = None, epoch: int | None = None

@@ -29,6 +29,8 @@ the last checkpoint, a common shortcut of stores that keep the mark apart from t
 
 Protocol (one JSON object per line, see :mod:`harness.nodeside.wire`):
 ``{"op":"write","sink":"store"|"audit","lock":L,"epoch":N,"key":K,"id":I,"prev":P}``,
+``{"op":"write","sink":"store"|"audit","lock":L,"epoch":N,"items":[{"key":K,"id":I},...]}`` (one
+write spanning several keys of the sink, all accepted or none),
 ``{"op":"write-batch","lock":L,"epoch":N,"items":[{"key":K,"id":I,"prev":P},...]}`` ->
 ``{"ok":true,"mark":M,"seqs":[Q,...]}`` (one ``seq`` per item) or
 ``{"ok":false,"error":"stale-epoch","mark":M}``;
@@ -251,6 +253,8 @@ class Store:
             sink = wire.text(request, "sink")
             if sink == BATCH:
                 raise wire.BadRequest("writes to store-batch go through op 'write-batch'")
+            if "items" in request:  # one write spanning several keys of the sink
+                return self.write(sink, *_fence(request), _items(request))
             item = Item(wire.text(request, "key"), wire.text(request, "id"), request.get("prev"))
             return self.write(sink, *_fence(request), [item])
         if op == "write-batch":

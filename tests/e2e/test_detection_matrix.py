@@ -27,9 +27,10 @@ ENTRIES = load_matrix(MATRIX)
 
 def _case_id(entry: MatrixEntry) -> str:
     spec = entry.spec
-    return "-".join(
-        [("+".join(spec.bugs) or "correct"), spec.workload, "+".join(spec.nemeses) or "none"]
-    )
+    parts = [("+".join(spec.bugs) or "correct"), spec.workload, "+".join(spec.nemeses) or "none"]
+    if spec.workload_shape:
+        parts.append(spec.workload_shape.replace(", ", "-").replace(" ", "").replace("/", "-per-"))
+    return "-".join(parts)
 
 
 @pytest.mark.parametrize("entry", ENTRIES, ids=[_case_id(e) for e in ENTRIES])

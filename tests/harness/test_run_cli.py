@@ -20,6 +20,12 @@ from harness.run.spec import TestSpec, spec_from_dict
         (["--workload", "sinks", "--bug", "short-lock-delay"], "--lock-delay"),
         (["--fault-lengths", "3,x"], "give TTL multiples"),
         (["--system", "etcd-someday"], "etcd-someday"),
+        (["--keys-per-write", "4", "--keys", "2"], "--keys-per-write 4 is more than --keys 2"),
+        (["--writes-per-lease", "0"], "--writes-per-lease must be"),
+        (
+            ["--system", "etcd", "--ttl", "2", "--keys", "8", "--keys-per-write", "2"],
+            "cannot write several keys of its sink",
+        ),
     ],
 )
 def test_bad_input_exits_3_with_the_fix_and_starts_nothing(
@@ -29,7 +35,8 @@ def test_bad_input_exits_3_with_the_fix_and_starts_nothing(
     with pytest.raises(SystemExit) as done:
         main(["run", "--store", str(store), "--no-progress", *args])
     assert done.value.code == EXIT_ERROR
-    assert says in capsys.readouterr().err
+    err = capsys.readouterr().err
+    assert says in err.strip().splitlines()[-1], err  # the problem and its fix on one line
     assert not store.exists()
 
 

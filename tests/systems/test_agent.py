@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from harness.nodeside.agent import load_client
-from harness.nodeside.client import Accepted
+from harness.nodeside.agent import Agent, AgentConfig, load_client
+from harness.nodeside.client import STALE, Accepted, Refused
 from tests.support.localcluster import (
     LocalCluster,
     MakeCluster,
@@ -339,3 +339,45 @@ def test_a_client_module_may_define_dataclasses(tmp_path: Path) -> None:
     )
     client = load_client(str(module), {"where": "e1:2379"})
     assert client.settings.where == "e1:2379"  # type: ignore[attr-defined]
+
+
+def test_a_write_spanning_keys_lands_on_every_key_or_none(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster(workers=2)
+    old = acquire(cluster, "w1")
+    also = [{"key": "k2", "id": "w1-2"}, {"key": "k3", "id": "w1-3"}]
+    reply = write(cluster, "w1", old, "w1-1", also=also)
+    assert reply == {
+        "ok": True,
+        "seq": 1,
+        "also": [{"key": "k2", "id": "w1-2", "seq": 2}, {"key": "k3", "id": "w1-3", "seq": 3}],
+    }
+    reader = sorted(cluster.agents.endpoints)[-1]
+    for key, wid in (("k", "w1-1"), ("k2", "w1-2"), ("k3", "w1-3")):
+        shown = cluster.agent(reader, {"op": "read", "sink": "store", "key": key})
+        assert entries(shown) == [(wid, old)]
+    cluster.agent("w1", {"op": "release", "lock": "L"})
+    new = acquire(cluster, "w2")
+    assert write(cluster, "w2", new, "w2-1")["ok"]
+    # The old epoch is below the store's mark: the whole spanning write is refused.
+    stale = cluster.client().write_keys("L", "store", [("k4", "x-1"), ("k5", "x-2")], old)
+    assert stale == Refused(STALE)
+    for key in ("k4", "k5"):
+        assert entries(cluster.agent(reader, {"op": "read", "sink": "store", "key": key})) == []
+
+
+def test_an_agent_whose_client_cannot_span_keys_refuses_such_a_write(tmp_path: Path) -> None:
+    module = tmp_path / "plain.py"
+    module.write_text(
+        "class Client:\n"
+        "    def __init__(self, config): pass\n"
+        "    def acquire(self, lock, ttl, wait): pass\n"
+        "    def renew(self, lock, epoch): return True\n"
+        "    def release(self, lock, epoch): return True\n"
+        "    def write(self, lock, sink, key, id, epoch, prev): pass\n"
+        "    def read(self, sink, key, lock=None, epoch=None): pass\n"
+    )
+    agent = Agent("w1", load_client(str(module), {}), AgentConfig(ttl=1.0))
+    request = {"op": "write", "lock": "L", "epoch": 1, "sink": "store", "key": "k", "id": "a"}
+    reply = agent.handle({**request, "also": [{"key": "k2", "id": "b"}]})
+    assert reply["ok"] is False
+    assert reply["error"] == "bad-request"
