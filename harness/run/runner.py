@@ -245,7 +245,9 @@ class _RunState:
         """Record why the run broke off (the first reason wins)."""
         if self.record.error is not None:
             return
-        if isinstance(problem, OSError):
+        # Only a file error is the disk's: the Docker SDK's HTTP errors are OSErrors too (through
+        # requests), but carry no errno, and blaming the disk for them sends users the wrong way.
+        if isinstance(problem, OSError) and problem.errno is not None:
             self.record.error = _disk_problem(problem)
         else:
             self.record.error = f"{type(problem).__name__}: {problem}"

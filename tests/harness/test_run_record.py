@@ -2,11 +2,18 @@
 
 from __future__ import annotations
 
+import errno
+import io
+from pathlib import Path
+
+import docker.errors
 import pytest
+from rich.console import Console
 
 from harness.history import Sink
 from harness.run.record import Interruption, NodeEntry, RunRecord
 from harness.run.spec import TestSpec
+from harness.run.store import new_run_dir
 
 
 def _record() -> RunRecord:
@@ -58,3 +65,19 @@ def test_a_damaged_record_names_what_is_missing() -> None:
         RunRecord.from_json(data)
     with pytest.raises(ValueError, match="malformed"):
         RunRecord.from_json({**_record().to_json(), "inventory": [1]})
+
+
+def test_an_engine_error_is_not_blamed_on_the_disk(tmp_path: Path) -> None:
+    from harness.run.runner import _RunState
+
+    def failed_with(problem: BaseException) -> str:
+        state = _RunState(new_run_dir("t", tmp_path), _record(), Console(file=io.StringIO()))
+        state.fail(problem)
+        assert state.record.error is not None
+        return state.record.error
+
+    # docker's HTTP errors are OSErrors (through requests) with no errno.
+    refused = docker.errors.APIError("403 Forbidden: network has active endpoints")
+    assert "disk" not in failed_with(refused) and "active endpoints" in failed_with(refused)
+    full = OSError(errno.ENOSPC, "No space left on device", "history.jsonl")
+    assert "free space on the store's disk" in failed_with(full)
