@@ -402,8 +402,9 @@ class _Search:
                     self.gaps[index] = earlier
 
     def _fewer_keys(self) -> None:
-        # A binary search between 1 key and the count known to fail: 1,000 keys take ten runs.
-        fewest = 1
+        # A binary search between the fewest keys a write can span (one, or --keys-per-write)
+        # and the count known to fail: 1,000 keys take ten runs.
+        fewest = self.best.spec.keys_per_write
         while fewest < self.best.spec.keys and not self.spent:
             keys = (fewest + self.best.spec.keys) // 2
             fewer = replace(self.best.spec, keys=keys)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -26,8 +27,9 @@ _ROLES = {"l1": "lock", "s1": "store", "w1": "worker", "w2": "worker", "w3": "wo
 _TTL = 0.5
 
 
-def _stored(tmp_path: Path, verdict: bool = False) -> Path:
+def _stored(tmp_path: Path, verdict: bool = False, **options: Any) -> Path:
     spec = RunSpec(
+        **options,
         bugs=("no-store-check",),
         nemeses=("pause",),  # the rule below judges pauses
         ttl=_TTL,
@@ -186,6 +188,13 @@ def test_keys_are_halved_down_to_what_the_anomaly_needs(tmp_path: Path) -> None:
         ("1 key per lock", False),
     ]
     assert (result.to_json()["keys_before"], result.to_json()["keys_after"]) == (3, 2)
+
+
+def test_keys_never_drop_below_what_one_write_spans(tmp_path: Path) -> None:
+    stored = load_run(_stored(tmp_path, keys=4, keys_per_write=2))
+    result = shrink(stored, _Rule(tmp_path, keys=1), budget=60)
+    assert result.minimal.spec.keys == 2
+    assert all("1 key" not in t.step for t in result.trials)
 
 
 def test_the_time_budget_starts_no_candidate_after_it_runs_out(tmp_path: Path) -> None:
