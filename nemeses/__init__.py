@@ -25,6 +25,8 @@ from nemeses.restart_while_paused import RESTART_WHILE_PAUSED, RestartWhilePause
 from nemeses.schedule import (
     DEFAULT_TTL_MULTIPLES,
     HOLDER,
+    HOLDER_MEMBER,
+    LOCK_FOLLOWER,
     LOCK_LEADER,
     Schedule,
     Window,
@@ -38,7 +40,9 @@ __all__ = [
     "DEFAULT_TTL_MULTIPLES",
     "FAULT_KINDS",
     "HOLDER",
+    "HOLDER_MEMBER",
     "KINDS",
+    "LOCK_FOLLOWER",
     "LOCK_LEADER",
     "RESTART_WHILE_PAUSED",
     "TOPOLOGIES",
