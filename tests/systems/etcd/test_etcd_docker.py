@@ -344,3 +344,18 @@ def test_a_kill_of_postgres_mid_commit_is_unknown_not_a_lost_write(running: Runn
     assert "lost-write" not in result.anomaly_types
     assert "phantom-write" not in result.anomaly_types
     assert result.valid is True
+
+
+def test_pausing_a_holders_member_stalls_that_holder_only(running: Running) -> None:
+    cluster, system, _, started = running
+    member = system.client_member(cluster.nodes, "w2")
+    assert member is not None and member != system.client_member(cluster.nodes, "w1")
+    node = cluster.nodes[member]
+    node.signal(node.daemon(ETCD_DAEMON), signal.SIGSTOP)
+    try:
+        stalled = ask(started, "w2", {"op": "acquire", "lock": "M2", "wait": 1})
+        other = ask(started, "w1", {"op": "acquire", "lock": "M1", "wait": 20})
+    finally:
+        node.signal(node.daemon(ETCD_DAEMON), signal.SIGCONT)
+    assert stalled["ok"] is False and stalled.get("info") is True  # no answer: unknown
+    assert other["ok"] is True
