@@ -16,7 +16,9 @@ undone. ``value`` holds ``id`` (the window index), ``targets`` (node names), ``v
 verb for sentences; ``part_verbs`` for a compound's parts), the fault's parameters
 (``process``, ``cpu``, ``topology``, ``peers``, ``drops``…) and facts observed (``pids``…),
 ``scheduled`` and ``confirmed`` (run clock, ns), ``ttl_multiple``, ``applied``, and ``error`` when
-``applied`` is false; ``holder`` is ``"lease"`` or ``"fallback"`` for a window aimed at the holder.
+``applied`` is false; ``holder`` is ``"lease"`` or ``"fallback"`` for a window aimed at the holder
+(or its member), ``leader`` ``"elected"`` or ``"fallback"`` for one aimed at the leader or a
+follower, ``member`` ``"client"`` or ``"fallback"`` for one aimed at the holder's member.
 A window cut short by :meth:`NemesisPlayer.stop` or :meth:`NemesisPlayer.heal` gets
 ``"interrupted": true`` on its stop event.
 
@@ -38,9 +40,9 @@ from typing import Any, Final
 from harness.node import Node
 from nemeses.protocol import Fault, HealReport, Nemesis, NemesisError, start_f, step_f, stop_f
 from nemeses.registry import fault_words
-from nemeses.schedule import END_AFTER_TAKEOVER_NS, STEP_AT_NS, Window, resolve
+from nemeses.schedule import END_AFTER_TAKEOVER_NS, LOCK_FOLLOWER, STEP_AT_NS, Window, resolve
 
-__all__ = ["Clock", "NemesisPlayer", "Recorder", "ResolveHolder"]
+__all__ = ["Clock", "NemesisPlayer", "Recorder", "ResolveHolder", "ResolveMember"]
 
 Clock = Callable[[], int]
 """The run clock: nanoseconds since the run began."""
@@ -48,6 +50,8 @@ Recorder = Callable[[str, dict[str, Any]], None]
 """Records one nemesis event: ``record(f, value)``."""
 ResolveHolder = Callable[[], str | None]
 """Names the node holding the lease now, or ``None`` when nobody does."""
+ResolveMember = Callable[[str], str | None]
+"""Names the lock-service member a worker's client talks to, or ``None`` when unknown."""
 
 _JOIN_TIMEOUT_S: Final = 30.0
 _HOLDER_POLL_S: Final = 0.005
@@ -71,6 +75,7 @@ class NemesisPlayer:
         record: Recorder,
         resolve_holder: ResolveHolder | None = None,
         resolve_leader: ResolveHolder | None = None,
+        resolve_member: ResolveMember | None = None,
     ) -> None:
         self._nodes = dict(nodes)
         self._nemesis = nemesis
@@ -79,6 +84,7 @@ class NemesisPlayer:
         self._record = record
         self._resolve_holder = resolve_holder
         self._resolve_leader = resolve_leader
+        self._resolve_member = resolve_member
         self._stopping = threading.Event()
         # Held around every nemesis call, so heal never races a fault being applied.
         self._lock = threading.Lock()
@@ -264,7 +270,15 @@ class NemesisPlayer:
             }
             try:
                 holder = self._holder(window, value)
-                fault = resolve(window, list(self._nodes), holder, self._leader(window, value))
+                leader = self._leader(window, value)
+                fault = resolve(
+                    window,
+                    list(self._nodes),
+                    holder,
+                    leader,
+                    follower=self._follower(window, leader),
+                    member=self._member(window, holder, value),
+                )
                 value.update(fault.params, targets=list(fault.targets))
                 self._in_force = (window, fault, value)
                 facts = self._nemesis.invoke(f, fault)
@@ -290,7 +304,7 @@ class NemesisPlayer:
             self._record(f, self._outcome(value, scheduled, errors, interrupted=interrupted))
 
     def _holder(self, window: Window, value: dict[str, Any]) -> str | None:
-        if not window.wants_holder:
+        if not (window.wants_holder or window.wants_member):
             return None
         holder = self._await_holder(window)
         if holder is not None and holder not in self._nodes:
@@ -306,6 +320,32 @@ class NemesisPlayer:
             raise NemesisError(f"the lock leader {leader!r} is not a node of this cluster")
         value["leader"] = "elected" if leader is not None else "fallback"
         return leader
+
+    def _follower(self, window: Window, leader: str | None) -> str | None:
+        """A lock node other than ``leader``: the window's drawn one if it follows, else the
+        next by name (so the same seed and leader give the same follower); ``None`` when the
+        leader is unknown (the drawn node stands in)."""
+        if LOCK_FOLLOWER not in window.targets or leader is None:
+            return None
+        members = sorted(name for name, node in self._nodes.items() if node.role == "lock")
+        followers = [name for name in members if name != leader]
+        if window.fallback in followers:
+            return window.fallback
+        later = [name for name in followers if window.fallback is None or name > window.fallback]
+        choices = later or followers
+        return choices[0] if choices else None
+
+    def _member(self, window: Window, holder: str | None, value: dict[str, Any]) -> str | None:
+        """The lock-service member ``holder``'s client talks to, as the system says."""
+        if not window.wants_member:
+            return None
+        member = None
+        if holder is not None and self._resolve_member is not None:
+            member = self._resolve_member(holder)
+        if member is not None and member not in self._nodes:
+            raise NemesisError(f"the holder's member {member!r} is not a node of this cluster")
+        value["member"] = "client" if member is not None else "fallback"
+        return member
 
     def _await_holder(self, window: Window) -> str | None:
         """The holder now, or within one lease TTL: a window that opens during a handover

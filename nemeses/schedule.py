@@ -21,7 +21,10 @@ over from the window's targets (at its scheduled end at the latest).
 A target may be the symbolic ``"holder"``: whoever holds the lease when the window starts, asked
 of the runner then (see :class:`nemeses.player.NemesisPlayer`), or, when nobody does, a worker drawn
 from the seed at generation time (``fallback``). Likewise ``"lock-leader"``: the lock-service member
-that leads when the window starts (for systems that can say), else a lock node drawn from the seed.
+that leads when the window starts (for systems that can say), else a lock node drawn from the seed;
+``"lock-follower"``: a member that does not lead then (the drawn lock node if it follows, else the
+next follower by name); ``"holder-member"``: the member the holder's client talks to (for systems
+that can say), else the drawn lock node.
 """
 
 from __future__ import annotations
@@ -41,6 +44,8 @@ __all__ = [
     "DEFAULT_TTL_MULTIPLES",
     "END_AFTER_TAKEOVER_NS",
     "HOLDER",
+    "HOLDER_MEMBER",
+    "LOCK_FOLLOWER",
     "LOCK_LEADER",
     "STEP_AT_NS",
     "Schedule",
@@ -53,7 +58,12 @@ HOLDER: Final = "holder"
 """The symbolic target: whoever holds the lease when the window starts."""
 LOCK_LEADER: Final = "lock-leader"
 """The symbolic target: the lock-service member that leads when the window starts."""
-_SYMBOLIC: Final = (HOLDER, LOCK_LEADER)
+LOCK_FOLLOWER: Final = "lock-follower"
+"""The symbolic target: a lock-service member that does not lead when the window starts."""
+HOLDER_MEMBER: Final = "holder-member"
+"""The symbolic target: the lock-service member the holder's client talks to."""
+_SYMBOLIC: Final = (HOLDER, LOCK_LEADER, LOCK_FOLLOWER, HOLDER_MEMBER)
+_MEMBER_SYMBOLS: Final = (LOCK_LEADER, LOCK_FOLLOWER, HOLDER_MEMBER)
 
 DEFAULT_TTL_MULTIPLES: Final[tuple[float, ...]] = (0.15, 0.8, 1.1, 1.5, 3.0, 8.0)
 """Fault durations, as multiples of the lease TTL."""
@@ -70,8 +80,9 @@ _OUTLIVING: Final = frozenset(name for name in FAULT_KINDS if fault_kind(name).o
 class Window:
     """One scheduled fault: from ``start_ns`` for ``duration_ns`` on the run clock.
 
-    ``targets`` are node names, or contain :data:`HOLDER` or :data:`LOCK_LEADER`; ``fallback`` is
-    the node that stands in for it when nobody holds the lease (or leads). ``params`` are the
+    ``targets`` are node names, or contain a symbolic target (:data:`HOLDER`, :data:`LOCK_LEADER`,
+    :data:`LOCK_FOLLOWER`, :data:`HOLDER_MEMBER`); ``fallback`` is the node that stands in for it
+    when nobody holds the lease (or leads, or the system cannot say). ``params`` are the
     fault's parameters (``process``, ``cpu``, ``topology``, ``peers``, ``direction``).
     """
 
@@ -96,8 +107,18 @@ class Window:
 
     @property
     def wants_leader(self) -> bool:
-        """True when a target is the symbolic lock leader."""
-        return LOCK_LEADER in self.targets
+        """True when a target is the symbolic lock leader, or a follower (which is not it)."""
+        return LOCK_LEADER in self.targets or LOCK_FOLLOWER in self.targets
+
+    @property
+    def wants_member(self) -> bool:
+        """True when a target is the member the holder's client talks to."""
+        return HOLDER_MEMBER in self.targets
+
+    @property
+    def symbolic(self) -> bool:
+        """True when a target is decided only when the window starts."""
+        return any(symbol in self.targets for symbol in _SYMBOLIC)
 
     def to_json(self) -> dict[str, Any]:
         """The window as JSON data."""
@@ -218,13 +239,25 @@ def generate_schedule(
 
 
 def resolve(
-    window: Window, nodes: Sequence[str], holder: str | None, leader: str | None = None
+    window: Window,
+    nodes: Sequence[str],
+    holder: str | None,
+    leader: str | None = None,
+    *,
+    follower: str | None = None,
+    member: str | None = None,
 ) -> Fault:
-    """The concrete fault of ``window``: the holder (``holder``) or the lock leader (``leader``)
-    substituted, or the window's fallback when ``None``, a partition's drops worked out among
-    ``nodes``."""
+    """The concrete fault of ``window``: the holder (``holder``), the lock leader (``leader``),
+    a follower (``follower``) or the holder's member (``member``) substituted, or the window's
+    fallback when ``None``, a partition's drops worked out among ``nodes``."""
     targets = window.targets
-    for symbol, actual in ((HOLDER, holder), (LOCK_LEADER, leader)):
+    actuals = (
+        (HOLDER, holder),
+        (LOCK_LEADER, leader),
+        (LOCK_FOLLOWER, follower),
+        (HOLDER_MEMBER, member),
+    )
+    for symbol, actual in actuals:
         if symbol not in targets:
             continue
         stand_in = actual or window.fallback
@@ -269,15 +302,18 @@ def _check_inputs(
     for selector in targets:
         if selector not in (*_SYMBOLIC, *_ROLES) and selector not in nodes:
             raise NemesisError(
-                f"unknown target {selector!r}; use holder, lock-leader, a role "
+                f"unknown target {selector!r}; use {', '.join(_SYMBOLIC)}, a role "
                 f"({', '.join(_ROLES)}) or a node ({', '.join(nodes)})"
             )
         if selector in _ROLES and selector not in nodes.values():
             raise NemesisError(f"target role {selector!r} has no node in this cluster")
-    if HOLDER in targets and _WORKER not in nodes.values():
-        raise NemesisError("the holder target needs at least one worker node")
-    if LOCK_LEADER in targets and "lock" not in nodes.values():
-        raise NemesisError("the lock-leader target needs at least one lock node")
+    if (HOLDER in targets or HOLDER_MEMBER in targets) and _WORKER not in nodes.values():
+        raise NemesisError("the holder and holder-member targets need at least one worker node")
+    for symbol in _MEMBER_SYMBOLS:
+        if symbol in targets and "lock" not in nodes.values():
+            raise NemesisError(f"the {symbol} target needs at least one lock node")
+    if LOCK_FOLLOWER in targets and len(_of_role(nodes, "lock")) < 2:
+        raise NemesisError("the lock-follower target needs at least two lock nodes")
 
 
 def _draw_target(
@@ -286,8 +322,8 @@ def _draw_target(
     """The drawn target, its role, and (for the holder) the seeded fallback worker."""
     if selector == HOLDER:
         return HOLDER, _WORKER, rng.choice(_of_role(nodes, _WORKER))
-    if selector == LOCK_LEADER:
-        return LOCK_LEADER, "lock", rng.choice(_of_role(nodes, "lock"))
+    if selector in _MEMBER_SYMBOLS:
+        return selector, "lock", rng.choice(_of_role(nodes, "lock"))
     if selector in _ROLES:
         node = rng.choice(_of_role(nodes, selector))
         return node, selector, None

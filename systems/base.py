@@ -15,7 +15,9 @@ harness:
   nemesis relaunches the daemon's recorded command line itself and does not wait for readiness.
 - :class:`CollectsData`: files worth saving with the run (epoch files, logs of writes).
 - :class:`PlantsBugs`: bug switches, mistakes planted on purpose (see :class:`BugSwitch`).
-- :class:`KnowsLeader`: which lock-service member leads, for the ``lock-leader`` fault target.
+- :class:`KnowsLeader`: which lock-service member leads, for the ``lock-leader`` and
+  ``lock-follower`` fault targets.
+- :class:`KnowsClientMember`: which member a worker's client talks to, for ``holder-member``.
 - :class:`NeedsPackages`: Debian packages its nodes need beyond the base node image.
 - :class:`Volatile`: roles whose daemons keep their state in memory only (a system built to
   measure the harness, not to survive a crash); runs that would kill them are refused
@@ -48,6 +50,7 @@ __all__ = [
     "Deployment",
     "Exposure",
     "HolderClientCode",
+    "KnowsClientMember",
     "KnowsLeader",
     "Mitigation",
     "NeedsPackages",
@@ -106,8 +109,9 @@ class RoleSpec:
 @dataclass(frozen=True, slots=True)
 class Exposure:
     """How to make a bug switch visible: the faults, where to aim them, the workload, the fault
-    lengths (multiples of the lease TTL), a lock-delay (seconds) and the number of locks the
-    switch needs (several, when its mistake shows only once a lock has been free for a while).
+    lengths (multiples of the lease TTL), a lock-delay (seconds), the number of locks the
+    switch needs (several, when its mistake shows only once a lock has been free for a while) and
+    the holder's work per unit in ms (more than the default when its leases must last longer).
 
     ``run`` uses it when a switch is given without faults; ``fencecheck list`` shows it.
     """
@@ -118,6 +122,7 @@ class Exposure:
     ttl_multiples: tuple[float, ...] = ()
     lock_delay: float = 0.0
     locks: int = 1
+    work_ms: int = 0  # 0: the run's own
 
     def describe(self) -> str:
         """A command-line fragment, e.g. ``--workload sinks --nemesis pause --target holder``."""
@@ -129,6 +134,8 @@ class Exposure:
             parts.append(f"--lock-delay {self.lock_delay:g}")
         if self.locks > 1:
             parts.append(f"--locks {self.locks}")
+        if self.work_ms:
+            parts.append(f"--work-ms {self.work_ms}")
         return " ".join(parts)
 
 
@@ -296,7 +303,8 @@ class PlantsBugs(Protocol):
 
 @runtime_checkable
 class KnowsLeader(Protocol):
-    """A system whose lock service has a leader, so faults can aim at ``lock-leader``."""
+    """A system whose lock service has a leader, so faults can aim at ``lock-leader`` and
+    ``lock-follower``."""
 
     def lock_leader(self, nodes: Mapping[str, Node]) -> str | None:
         """The name of the lock-service node that leads now, or ``None`` if none does."""
@@ -311,6 +319,16 @@ class WritesSpanKeys(Protocol):
 
     def spanning_sinks(self) -> tuple[str, ...]:
         """The sinks that accept a write spanning keys."""
+        ...
+
+
+@runtime_checkable
+class KnowsClientMember(Protocol):
+    """A system whose holders' clients each talk to one lock-service member, so faults can aim
+    at ``holder-member``."""
+
+    def client_member(self, nodes: Mapping[str, Node], worker: str) -> str | None:
+        """The lock node ``worker``'s client sends its requests to, or ``None`` if unknown."""
         ...
 
 

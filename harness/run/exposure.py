@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from harness.run.spec import TestSpec
-from nemeses import HOLDER, LOCK_LEADER, Schedule
+from nemeses import HOLDER, HOLDER_MEMBER, LOCK_FOLLOWER, LOCK_LEADER, Schedule
 from systems import HOLDER_FLAWS, BugSwitch, Exposure, PlantsBugs, System, load_system
 
 __all__ = [
@@ -76,8 +76,9 @@ def need_of(how: Exposure) -> Need:
 
 
 def expose(spec: TestSpec, system: System | None = None) -> TestSpec:
-    """``spec`` with faults, targets, workload, fault lengths and (if larger) lock-delay taken
-    from the ``exposed_by`` of its first planted bug switch or holder flaw."""
+    """``spec`` with faults, targets, workload, fault lengths and (if larger) lock-delay, locks
+    and work per unit taken from the ``exposed_by`` of its first planted bug switch or holder
+    flaw."""
     if not spec.bugs:
         raise ExposureError("--expose needs a planted mistake: pass --bug NAME")
     switches = switches_of(system or load_system(spec.system))
@@ -96,6 +97,7 @@ def expose(spec: TestSpec, system: System | None = None) -> TestSpec:
         fault_lengths=how.ttl_multiples,
         lock_delay=max(spec.lock_delay, how.lock_delay),
         locks=max(spec.locks, how.locks),
+        work_ms=max(spec.work_ms, how.work_ms),
     )
 
 
@@ -176,6 +178,6 @@ def _role(target: str, roles: Mapping[str, str]) -> str:
     """The role a target selector hits: a symbol's, a node's, or the role it names."""
     if target == HOLDER:
         return _WORKER
-    if target == LOCK_LEADER:
+    if target in (LOCK_LEADER, LOCK_FOLLOWER, HOLDER_MEMBER):
         return "lock"
     return roles.get(target, target)

@@ -44,6 +44,8 @@ from harness.run.spec import SpecError, TestSpec
 from harness.run.store import RunDir, StoreError, check_store, new_run_dir, why_unwritable
 from nemeses import (
     DEFAULT_TTL_MULTIPLES,
+    HOLDER_MEMBER,
+    LOCK_FOLLOWER,
     LOCK_LEADER,
     NemesisError,
     NemesisPlayer,
@@ -59,6 +61,7 @@ from systems import (
     AdapterError,
     CollectsData,
     Deployment,
+    KnowsClientMember,
     KnowsLeader,
     PlantsBugs,
     Restarts,
@@ -378,10 +381,16 @@ def _load(spec: TestSpec) -> System:
             f"from {', '.join(sorted(switches)) or 'none'} or the holder flaws "
             f"{', '.join(HOLDER_FLAWS)} (see `fencecheck list`)"
         )
-    if LOCK_LEADER in spec.targets and not isinstance(system, KnowsLeader):
+    for symbol in (LOCK_LEADER, LOCK_FOLLOWER):
+        if symbol in spec.targets and not isinstance(system, KnowsLeader):
+            raise RunError(
+                f"system {spec.system!r} cannot say which lock-service member leads, so faults "
+                f"cannot target {symbol}; target lock or a node name instead"
+            )
+    if HOLDER_MEMBER in spec.targets and not isinstance(system, KnowsClientMember):
         raise RunError(
-            f"system {spec.system!r} cannot say which lock-service member leads, so faults "
-            "cannot target lock-leader; target lock or a node name instead"
+            f"system {spec.system!r} cannot say which lock-service member a holder's client "
+            f"talks to, so faults cannot target {HOLDER_MEMBER}; target lock or a node name instead"
         )
     fragile = durability_problem(system, spec.nemeses, spec.targets)
     if fragile is not None:
@@ -483,6 +492,7 @@ def _exercise(
                 record=recorder.record_nemesis,
                 resolve_holder=board.current,
                 resolve_leader=_leader(system, nodes),
+                resolve_member=_member(system, nodes),
             )
             try:
                 state.enter("the workload")
@@ -573,6 +583,20 @@ def _check_spanning(spec: TestSpec, system: System, inventory: Sequence[Sink]) -
             f"so --keys-per-write {spec.keys_per_write} cannot run; use --keys-per-write 1 or "
             "--system reference"
         )
+
+
+def _member(system: System, nodes: Mapping[str, Node]) -> Callable[[str], str | None] | None:
+    """Asks the system which member a worker's client talks to, for ``holder-member`` faults."""
+    if not isinstance(system, KnowsClientMember):
+        return None
+
+    def member(worker: str) -> str | None:
+        try:
+            return system.client_member(nodes, worker)
+        except AdapterError:
+            return None  # the fault then falls back to the window's drawn lock node
+
+    return member
 
 
 def _options(spec: TestSpec, inventory: Sequence[Sink]) -> WorkloadOptions:

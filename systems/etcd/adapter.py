@@ -30,6 +30,7 @@ from systems import deploy
 from systems.base import (
     AdapterError,
     BugSwitch,
+    ConfigError,
     Deployment,
     Exposure,
     HolderClientCode,
@@ -61,6 +62,13 @@ _SCHEMA: Final = (
     "CREATE INDEX log_key ON log (key, seq);"
 )
 _PAUSE_PAST_LEASE: Final = Exposure(faults=("pause",), ttl_multiples=(3.0,))
+# Pauses of 1.5 TTL (3 s) stay below the lock-delay (4 s) with a second to spare for the writes a
+# correct holder had in flight, so the correct system stays valid on etcd-delayed. The half
+# second of work per unit makes a lease last long enough (20 units) that a holder that ignores
+# its expired lease still writes when the next holder starts, after its grace period.
+_IGNORE_EXPIRED_EXPOSURE: Final = Exposure(
+    faults=("pause",), workload="sinks", ttl_multiples=(1.5,), lock_delay=4.0, work_ms=500
+)
 
 BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
     {
@@ -84,12 +92,13 @@ BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
             ),
             BugSwitch(
                 holder.IGNORE_EXPIRED_REFRESH,
-                "a lease refresh answering TTL 0 (expired) does not stop the holder: it goes on "
-                "writing; the fenced sinks refuse it, the unfenced etcd-put takes its stale "
-                "writes (expected there, so the run stays valid)",
-                Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
+                "a lease refresh answering TTL 0 (expired) does not stop the holder: resumed "
+                "from a pause, it goes on writing; the fenced sinks refuse it once the next "
+                "holder wrote, but etcd-delayed, which relies on the lock-delay, takes its "
+                "writes after the next holder's",
+                _IGNORE_EXPIRED_EXPOSURE,
                 ("stale-write",),
-                (holder.ETCD_PUT,),
+                (holder.ETCD_DELAYED,),
             ),
             BugSwitch(
                 holder.SHARED_LEASE,
@@ -171,15 +180,32 @@ class EtcdSystem:
         return BUG_SWITCHES
 
     def validate(self, config: SystemConfig) -> None:
-        """Reject unknown switches."""
+        """Reject unknown switches, and ``ignore-expired-refresh`` without a lock-delay: only
+        ``etcd-delayed`` shows its mistake, and that sink exists only with a lock-delay."""
         check_bugs(self.name, list(BUG_SWITCHES), config)
+        if holder.IGNORE_EXPIRED_REFRESH in config.bugs and config.lock_delay <= 0:
+            raise ConfigError(
+                f"bug switch {holder.IGNORE_EXPIRED_REFRESH!r} shows on the lock-delay sink "
+                f"{holder.ETCD_DELAYED}, which needs a lock-delay, but lock_delay is 0: pass "
+                f"{_IGNORE_EXPIRED_EXPOSURE.describe()} (or --expose)"
+            )
 
     def lease_ttl(self, config: SystemConfig) -> float:
         """etcd's TTLs are whole seconds, at least 2 with the default election timeout."""
         return float(max(_MIN_TTL, math.ceil(config.lease_ttl)))
 
     def inventory(self, config: SystemConfig) -> tuple[Sink, ...]:
-        """etcd-txn and postgres fenced, etcd-put unfenced; all report ``seq``."""
+        """etcd-txn and postgres fenced, etcd-put unfenced; with a lock-delay, etcd-delayed
+        unfenced and protected by it. All report ``seq``."""
+        delayed = Sink(
+            holder.ETCD_DELAYED,
+            fenced=False,
+            mitigation="lock-delay",
+            description=f"a plain etcd put of a key per write, no guard; a new holder waits "
+            f"the lock-delay ({config.lock_delay:g} s) after its grant before it writes; "
+            "seq = mod_revision",
+            seq=True,
+        )
         return (
             Sink(
                 holder.ETCD_TXN,
@@ -204,6 +230,7 @@ class EtcdSystem:
                 description="a plain etcd put of a key per write, no guard; seq = mod_revision",
                 seq=True,
             ),
+            *((delayed,) if config.lock_delay > 0 else ()),
         )
 
     # -- setup and teardown -----------------------------------------------------------------
@@ -227,13 +254,9 @@ class EtcdSystem:
         except AdapterError as problem:
             self.teardown(nodes)
             raise AdapterError(f"setting up system {self.name!r} failed:\n{problem}") from None
-        urls = [f"http://{m.ip}:{self.ports.etcd_client}" for m in members]
         workers = nodes_with_role(nodes, "worker")
         client = {
-            "etcd": {
-                w.name: urls[index % len(urls) :] + urls[: index % len(urls)]
-                for index, w in enumerate(workers)
-            },
+            "etcd": {w.name: self._endpoints(nodes, w.name) for w in workers},
             "postgres": {
                 "host": store.ip,
                 "port": self.ports.postgres,
@@ -241,6 +264,7 @@ class EtcdSystem:
                 "dbname": "postgres",
             },
             "timeout": self.client_timeout,
+            "lock_delay": config.lock_delay,
             "bugs": sorted(config.bugs - {PG_ASYNC_COMMIT}),
         }
         return Deployment(
@@ -251,6 +275,14 @@ class EtcdSystem:
             ),
             lease_ttl=self.lease_ttl(config),
         )
+
+    def _endpoints(self, nodes: Mapping[str, Node], worker: str) -> list[str]:
+        """The members' client URLs in the order ``worker``'s client tries them: its own member
+        (:meth:`client_member`) first, then the next ones round."""
+        members = nodes_with_role(nodes, "lock")
+        own = [m.name for m in members].index(self.client_member(nodes, worker) or members[0].name)
+        urls = [f"http://{m.ip}:{self.ports.etcd_client}" for m in members]
+        return urls[own:] + urls[:own]
 
     def _start_member(self, node: Node, cluster: str, token: str) -> Daemon:
         data = f"{self.data_dir}/etcd"
@@ -344,6 +376,15 @@ class EtcdSystem:
             )
             return deploy.restart_daemon(node, daemon, self._pg_ready())
         raise AdapterError(f"the etcd system has no daemon {daemon!r} to restart")
+
+    def client_member(self, nodes: Mapping[str, Node], worker: str) -> str | None:
+        """The member ``worker``'s client is pinned to (see the module documentation): the
+        ``i``-th worker talks to the ``i``-th member, round the members."""
+        members = nodes_with_role(nodes, "lock")
+        workers = [w.name for w in nodes_with_role(nodes, "worker")]
+        if worker not in workers or not members:
+            return None
+        return members[workers.index(worker) % len(members)].name
 
     def lock_leader(self, nodes: Mapping[str, Node]) -> str | None:
         """The member that says it leads (asked over the gateway; a silent member is skipped)."""

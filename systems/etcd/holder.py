@@ -23,11 +23,19 @@ Sinks:
   the log; ``seq`` is the log's ``bigserial``, taken while the lock's fence row is locked, so it
   follows the commit order of that lock's writes.
 - ``etcd-put`` (unfenced, mitigation none): a plain put.
+- ``etcd-delayed`` (unfenced, mitigation lock-delay; in the inventory only with a lock-delay): a
+  plain put too. What protects it is the grace period etcd users add after acquiring: a holder
+  that finds itself first in the queue keeps its lease alive and waits ``lock_delay`` seconds
+  before it reports the grant, so its first write comes at least ``lock_delay`` after the
+  previous lease ran out. A holder that stops as soon as a keepalive reports its lease gone, or
+  its own clock says the lease ran out, then writes nothing later than ``lock_delay`` after its
+  last check, unless a pause outlasts the lock-delay.
 
 Configuration (the ``client`` object of the deployment): ``etcd`` (worker name -> the members'
 client URLs, the one that worker's holder is pinned to first, see :class:`Gateway`),
 ``postgres`` (``host``, ``port``, ``user``, ``dbname``), ``timeout`` (seconds per request),
-``bugs`` (the holder-side bug switches of :mod:`systems.etcd.adapter` that are on).
+``lock_delay`` (seconds a new holder waits after its grant, 0 for none), ``bugs`` (the
+holder-side bug switches of :mod:`systems.etcd.adapter` that are on).
 """
 
 from __future__ import annotations
@@ -49,6 +57,7 @@ from harness.nodeside import client as api
 
 __all__ = [
     "CHECK_THEN_WRITE",
+    "ETCD_DELAYED",
     "ETCD_PUT",
     "ETCD_TXN",
     "IGNORE_EXPIRED_REFRESH",
@@ -65,6 +74,7 @@ __all__ = [
 
 ETCD_TXN: Final = "etcd-txn"
 ETCD_PUT: Final = "etcd-put"
+ETCD_DELAYED: Final = "etcd-delayed"
 POSTGRES: Final = "postgres"
 
 LEASE_ID_TOKEN: Final = "lease-id-token"
@@ -82,6 +92,8 @@ _POLL: Final = 0.1  # seconds between looks at the lock's queue while waiting
 _DEFINITE_CODES: Final = frozenset({3, 5, 9})  # InvalidArgument, NotFound, FailedPrecondition
 _LEASE_EXISTS: Final = 9
 _STATEMENT_TIMEOUT_MS: Final = 10_000
+_PLAIN: Final = frozenset({ETCD_PUT, ETCD_DELAYED})  # unfenced: written by a plain put
+_SINKS: Final = frozenset({ETCD_TXN, *_PLAIN})  # the sinks kept in etcd
 _T = TypeVar("_T")
 
 _GUARDED_FENCE: Final = (
@@ -274,6 +286,7 @@ class Client:
         self._etcd = Gateway([str(url) for url in config["etcd"][self._node]], self._timeout)
         self._postgres: dict[str, Any] = dict(config.get("postgres", {}))
         self._bugs = frozenset(str(bug) for bug in config.get("bugs", ()))
+        self._lock_delay = float(config.get("lock_delay", 0.0))
         self._state = threading.Lock()
         self._held: dict[tuple[str, int], _Held] = {}
         self._idle: list[Any] = []  # open PostgreSQL connections not in use
@@ -303,6 +316,10 @@ class Client:
                 )
                 lowest = int(first[0]["create_revision"]) if first else None
                 if lowest == revision:
+                    settled = self._grace(lease, anchor, seconds)
+                    if settled is None:
+                        break  # the lease ran out during the grace period: queue again
+                    anchor = settled
                     held = _Held(lease, key, revision)
                     epoch = lease if LEASE_ID_TOKEN in self._bugs else revision
                     with self._state:
@@ -315,12 +332,33 @@ class Client:
                     self._etcd.revoke(lease)
                     return api.Refused("timeout")
                 time.sleep(_POLL)
-                if time.monotonic() - anchor >= seconds / 3:
-                    sent = time.monotonic()
-                    if self._etcd.keepalive(lease) <= 0:
-                        break
-                    anchor = sent
+                refreshed = self._refreshed(lease, anchor, seconds)
+                if refreshed is None:
+                    break
+                anchor = refreshed
         return api.Refused("timeout")
+
+    def _refreshed(self, lease: int, anchor: float, seconds: int) -> float | None:
+        """Keep ``lease`` alive while waiting: once a third of its TTL has passed since
+        ``anchor`` (when the last refresh was sent), refresh it. The new anchor, or None when the
+        lease is gone."""
+        if time.monotonic() - anchor < seconds / 3:
+            return anchor
+        sent = time.monotonic()
+        if self._etcd.keepalive(lease) <= 0:
+            return None
+        return sent
+
+    def _grace(self, lease: int, anchor: float, seconds: int) -> float | None:
+        """Wait ``lock_delay`` after becoming first before using the lock, keeping the lease
+        alive: whoever held it before may still write for that long (``etcd-delayed`` relies on
+        it). The lease's anchor, or None when it ran out meanwhile."""
+        until = time.monotonic() + self._lock_delay
+        settled: float | None = anchor
+        while settled is not None and time.monotonic() < until:
+            time.sleep(min(_POLL, max(0.0, until - time.monotonic())))
+            settled = self._refreshed(lease, settled, seconds)
+        return settled
 
     def _lease(self, lock: str, ttl: int) -> int:
         """A lease for one acquisition; with ``shared-lease`` every holder of ``lock`` shares one
@@ -385,13 +423,13 @@ class Client:
         """Append ``id`` to ``key`` of ``sink`` carrying ``epoch`` of ``lock``."""
         if sink == POSTGRES:
             return self._pg_write(lock, key, id, epoch, prev)
-        if sink not in (ETCD_TXN, ETCD_PUT):
+        if sink not in _SINKS:
             return api.Refused("bad-request")
         entry = f"{_DATA_PREFIX}{sink}/{key}/{id}"
         value = json.dumps({"id": id, "epoch": epoch, "prev": prev})
 
         def send() -> api.Accepted | api.Refused:
-            if sink == ETCD_PUT or CHECK_THEN_WRITE in self._bugs:
+            if sink in _PLAIN or CHECK_THEN_WRITE in self._bugs:
                 # check-then-write, the mistake: the holder trusts its lock key (its renewals
                 # look that the key is still there, it checks its lease before each unit).
                 return api.Accepted(self._etcd.put(entry, value))
@@ -416,12 +454,12 @@ class Client:
         """The entries of ``key`` in ``sink``; a fenced read raises the sink's mark first."""
         if sink == POSTGRES:
             return self._pg_read(key, lock, epoch)
-        if sink not in (ETCD_TXN, ETCD_PUT):
+        if sink not in _SINKS:
             return api.Refused("bad-request")
         prefix = f"{_DATA_PREFIX}{sink}/{key}/"
 
         def send() -> api.Read | api.Refused:
-            if sink == ETCD_PUT or lock is None or epoch is None:
+            if sink in _PLAIN or lock is None or epoch is None:
                 return _entries(self._etcd.range(prefix, True))
             scan = {"request_range": _range(prefix, True)}
             refused, answer = self._fenced(sink, lock, epoch, [scan])

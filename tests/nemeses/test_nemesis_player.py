@@ -10,8 +10,8 @@ from nemeses import standard_nemesis
 from nemeses.noop import NoopNemesis
 from nemeses.player import NemesisPlayer
 from nemeses.protocol import NemesisError
-from nemeses.schedule import HOLDER, Window
-from tests.support.nemesis_fakes import Recording, clock, fake_cluster
+from nemeses.schedule import HOLDER, HOLDER_MEMBER, LOCK_FOLLOWER, Window
+from tests.support.nemesis_fakes import FakeNode, Recording, clock, fake_cluster
 
 MS = 1_000_000
 
@@ -166,3 +166,41 @@ def test_a_crashed_player_thread_is_reported_by_join() -> None:
     report = player.heal()
     assert nemesis.in_force == [], "the fault is undone even though nothing can be recorded"
     assert report.errors == ["could not record stop-pause: history closed"]
+
+
+def members_cluster() -> dict[str, FakeNode]:
+    """Three lock members ``e1..e3`` and two workers."""
+    roles = [("e1", "lock"), ("e2", "lock"), ("e3", "lock"), ("w1", "worker"), ("w2", "worker")]
+    return {name: FakeNode(name, role, f"10.9.1.{i + 2}") for i, (name, role) in enumerate(roles)}
+
+
+def first_start(windows: list[Window], **resolvers: Any) -> dict[str, Any]:
+    record = Recording()
+    with NemesisPlayer(members_cluster(), NoopNemesis(), windows, clock(), record, **resolvers):
+        return record.wait_for("start-pause")
+
+
+@pytest.mark.parametrize(
+    ("leader", "follower", "how"),
+    [
+        ("e1", "e2", "elected"),
+        ("e2", "e3", "elected"),
+        ("e3", "e2", "elected"),
+        (None, "e2", "fallback"),
+    ],
+)
+def test_a_follower_window_hits_a_member_that_does_not_lead(
+    leader: str | None, follower: str, how: str
+) -> None:
+    aimed = window(0, 1, targets=(LOCK_FOLLOWER,), fallback="e2")
+    start = first_start([aimed], resolve_leader=lambda: leader)
+    assert start["targets"] == [follower] and start["leader"] == how
+
+
+def test_a_holder_member_window_hits_the_member_the_holders_client_talks_to() -> None:
+    aimed = window(0, 1, targets=(HOLDER_MEMBER,), fallback="e1")
+    members = {"w1": "e1", "w2": "e3"}
+    start = first_start([aimed], resolve_holder=lambda: "w2", resolve_member=members.get)
+    assert start["targets"] == ["e3"] and start["member"] == "client" and start["holder"] == "lease"
+    unknown = first_start([aimed], resolve_holder=lambda: "w2")
+    assert unknown["targets"] == ["e1"] and unknown["member"] == "fallback"

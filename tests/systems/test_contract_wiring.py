@@ -13,7 +13,16 @@ from harness.cli import EXIT_ERROR, cli, main
 from harness.run.exposure import ExposureError, expose
 from harness.run.runner import kill_restarter
 from harness.run.spec import TestSpec
-from nemeses import LOCK_LEADER, Fault, KillNemesis, generate_schedule, resolve
+from nemeses import (
+    HOLDER_MEMBER,
+    LOCK_FOLLOWER,
+    LOCK_LEADER,
+    Fault,
+    KillNemesis,
+    NemesisError,
+    generate_schedule,
+    resolve,
+)
 from tests.support.localcluster import MakeCluster
 
 
@@ -54,6 +63,49 @@ def test_lock_leader_windows_fall_back_to_a_drawn_lock_node() -> None:
         assert window.fallback in ("e1", "e2", "e3")
         assert resolve(window, list(nodes), None, "e2").targets == ("e2",)
         assert resolve(window, list(nodes), None, None).targets == (window.fallback,)
+
+
+@pytest.mark.parametrize("symbol", [LOCK_FOLLOWER, HOLDER_MEMBER])
+def test_follower_and_holder_member_windows_fall_back_to_a_drawn_lock_node(symbol: str) -> None:
+    nodes = {"e1": "lock", "e2": "lock", "e3": "lock", "w1": "worker"}
+    schedule = generate_schedule(
+        7, nodes, lease_ttl_ns=10**9, duration_ns=30 * 10**9, kinds=("pause",), targets=(symbol,)
+    )
+    assert schedule.windows
+    for window in schedule.windows:
+        assert window.targets == (symbol,) and window.symbolic
+        assert window.fallback in ("e1", "e2", "e3")
+        assert resolve(window, list(nodes), None, follower="e3", member="e3").targets == ("e3",)
+        assert resolve(window, list(nodes), None).targets == (window.fallback,)
+
+
+def test_a_follower_needs_two_lock_nodes() -> None:
+    with pytest.raises(NemesisError, match="lock-follower target needs at least two lock nodes"):
+        generate_schedule(
+            1,
+            {"l1": "lock", "w1": "worker"},
+            lease_ttl_ns=10**9,
+            duration_ns=30 * 10**9,
+            targets=(LOCK_FOLLOWER,),
+        )
+
+
+@pytest.mark.parametrize(
+    ("symbol", "problem"),
+    [
+        (LOCK_FOLLOWER, "cannot say which lock-service member leads"),
+        (HOLDER_MEMBER, "cannot say which lock-service member a holder's client"),
+    ],
+)
+def test_member_targets_are_refused_for_a_system_that_cannot_name_them(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], symbol: str, problem: str
+) -> None:
+    store = tmp_path / "store"
+    with pytest.raises(SystemExit) as done:
+        main(["run", "--store", str(store), "--no-progress", "--target", symbol])
+    assert done.value.code == EXIT_ERROR
+    assert problem in capsys.readouterr().err
+    assert not store.exists()
 
 
 def test_lock_leader_is_refused_for_a_system_that_cannot_name_its_leader(

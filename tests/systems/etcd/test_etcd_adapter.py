@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import tomllib
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from harness.run.exposure import switches_of, unexposed
+from harness.node.docker.cluster import NodeSpec
+from harness.run.exposure import expose, need_of, switches_of, unexposed
 from harness.run.matrix import MatrixEntry, load_matrix
+from harness.run.spec import TestSpec
 from nemeses import DEFAULT_TTL_MULTIPLES, generate_schedule
 from systems import ConfigError, System, SystemConfig
 from systems.base import BugSwitch, topology
@@ -98,3 +101,44 @@ def test_every_row_of_its_matrix_passes_runs_preflight_exposure_check(entry: Mat
     )
     assert unexposed(spec, schedule, roles, switches_of(system)) is None
     assert set(spec.bugs) <= set(BUG_SWITCHES)
+
+
+def test_with_a_lock_delay_etcd_delayed_joins_the_inventory_protected_by_it() -> None:
+    system = EtcdSystem()
+    assert "etcd-delayed" not in {sink.name for sink in system.inventory(SystemConfig())}
+    sinks = {sink.name: sink for sink in system.inventory(SystemConfig(lock_delay=4.0))}
+    delayed = sinks["etcd-delayed"]
+    assert not delayed.fenced and delayed.mitigation == "lock-delay" and delayed.seq
+
+
+def test_ignore_expired_refresh_needs_a_lock_delay_and_its_exposure_brings_one() -> None:
+    bug = frozenset({holder.IGNORE_EXPIRED_REFRESH})
+    with pytest.raises(ConfigError, match="--lock-delay 4 --work-ms 500"):
+        EtcdSystem().validate(SystemConfig(bugs=bug))
+    EtcdSystem().validate(SystemConfig(bugs=bug, lock_delay=4.0))
+    switch = BUG_SWITCHES[holder.IGNORE_EXPIRED_REFRESH]
+    assert switch.sinks == (holder.ETCD_DELAYED,)
+    spec = expose(TestSpec(system="etcd", bugs=(holder.IGNORE_EXPIRED_REFRESH,)), EtcdSystem())
+    assert spec.lock_delay == 4.0 and spec.work_ms == 500 and spec.workload == "sinks"
+    # The exposing pauses stay below the lock-delay: the correct system is safe under them.
+    assert max(switch.exposed_by.ttl_multiples) * 2.0 < switch.exposed_by.lock_delay
+    assert need_of(switch.exposed_by).past_lease
+
+
+class _Named:
+    def __init__(self, name: str, role: str) -> None:
+        self.name, self.role, self.ip = name, role, f"10.0.0.{name[1:]}"
+
+
+def test_each_workers_client_starts_with_the_member_faults_call_its_own() -> None:
+    nodes: dict[str, Any] = {
+        spec.name: _Named(spec.name, spec.role)
+        for spec in (NodeSpec(n, r) for n, r in topology(EtcdSystem().roles(), 4))
+    }
+    system = EtcdSystem()
+    owners = {w: system.client_member(nodes, w) for w in ("w1", "w2", "w3", "w4")}
+    assert owners == {"w1": "e1", "w2": "e2", "w3": "e3", "w4": "e1"}
+    for worker, member in owners.items():
+        first = system._endpoints(nodes, worker)[0]
+        assert first == f"http://{nodes[str(member)].ip}:2379"
+    assert system.client_member(nodes, "s1") is None

@@ -3,20 +3,28 @@
 One cluster for the module (``e1..e3``, ``s1``, ``w1``, ``w2``); the agents run the etcd holder
 client exactly as in a run. A holder paused past its lease while its writes are in flight is
 fenced off on both fenced sinks, also after the etcd leader and PostgreSQL were SIGKILLed and
-restarted in the meantime; the unfenced sink takes its stale write, as its inventory says.
+restarted in the meantime; the unfenced sink takes its stale write, as its inventory says. With a
+lock-delay, a correct holder's in-flight write lands before the next holder's first one on
+``etcd-delayed``, while ``ignore-expired-refresh`` writes after it. A SIGKILL of PostgreSQL with
+writes in flight leaves outcomes unknown (``info``), never lost acknowledged writes.
 """
 
 from __future__ import annotations
 
+import base64
 import contextlib
+import itertools
 import signal
 import threading
+import time
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
 
 import pytest
 
+from checkers import check
+from harness.history import Event, EventType
 from harness.node import Node, NodeError
 from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.images import system_image
@@ -27,12 +35,14 @@ from systems.base import topology
 from systems.deploy import SECRET_FILE
 from systems.etcd import EtcdSystem
 from systems.etcd.adapter import ETCD_DAEMON, POSTGRES_DAEMON
+from systems.etcd.holder import ETCD_DELAYED, IGNORE_EXPIRED_REFRESH, LOCK_PREFIX, Gateway
 from tests.support.localcluster import wait_until
 
 pytestmark = pytest.mark.docker
 
 Running = tuple[Cluster, EtcdSystem, Deployment, AgentSet]
 _TTL = 2.0
+_LOCK_DELAY = 5.0  # longer than the pauses below (about 3 s), so correct holders stay safe
 
 
 @pytest.fixture(scope="module")
@@ -54,13 +64,17 @@ def running() -> Iterator[Running]:
 
 
 @contextlib.contextmanager
-def agents(running: Running, bugs: tuple[str, ...] = ()) -> Iterator[AgentSet]:
-    """The run's agents, restarted with the client-side ``bugs`` switched on until the end."""
+def agents(
+    running: Running, bugs: tuple[str, ...] = (), lock_delay: float = 0.0
+) -> Iterator[AgentSet]:
+    """The run's agents, restarted with the client-side ``bugs`` switched on and the holders
+    waiting ``lock_delay`` after each grant, until the end."""
     cluster, _, deployment, started = running
-    if not bugs:
+    if not bugs and not lock_delay:
         yield started
         return
-    client = replace(deployment.client, config={**deployment.client.config, "bugs": bugs})
+    config = {**deployment.client.config, "bugs": bugs, "lock_delay": lock_delay}
+    client = replace(deployment.client, config=config)
     secret = (started.token or "", SECRET_FILE)
     stop_agents(cluster.nodes)
     try:
@@ -80,6 +94,17 @@ def kill_and_restart(system: EtcdSystem, node: Node, name: str) -> None:
     node.signal(daemon, signal.SIGKILL)
     wait_until(lambda: node.process_state(daemon) in (None, "Z"), f"{name} on {node.name} to die")
     system.restart(node, name)
+
+
+def crash_postgres(system: EtcdSystem, node: Node) -> None:
+    """SIGKILL every PostgreSQL process at once (the postmaster alone would let its backends
+    finish the requests in flight), then start it again."""
+    daemon = node.daemon(POSTGRES_DAEMON)
+    node.run(["pkill", "-KILL", "-u", "postgres"], check=True)
+    wait_until(
+        lambda: node.process_state(daemon) in (None, "Z"), f"PostgreSQL on {node.name} to die"
+    )
+    system.restart(node, POSTGRES_DAEMON)
 
 
 def test_the_leader_is_found_and_a_new_one_is_elected_when_it_pauses(running: Running) -> None:
@@ -162,3 +187,175 @@ def test_a_correct_holder_waits_for_the_lock(running: Running) -> None:
         second = ask(holders, "w2", {"op": "acquire", "lock": "W", "wait": 10})
     assert refused == {"ok": False, "error": "timeout"}
     assert second["epoch"] > first["epoch"]
+
+
+def first_in_queue(cluster: Cluster, lock: str) -> str | None:
+    """The worker whose key is first in ``lock``'s queue (the holder, or the next one once the
+    holder's lease ran out), asked of etcd from the controller."""
+    gateway = Gateway([f"http://{cluster.nodes['e1'].ip}:2379"], 5.0)
+    prefix = f"{LOCK_PREFIX}{lock}/"
+    kvs = gateway.range(prefix, True, sort_target="CREATE", sort_order="ASCEND", limit=1)
+    return base64.b64decode(kvs[0]["value"]).decode() if kvs else None
+
+
+def write_after_the_next_holder(running: Running, bugs: tuple[str, ...]) -> list[tuple[str, int]]:
+    """w1 holds a lock and is paused inside a write to ``etcd-delayed`` until its lease runs out
+    and w2 is first in the queue, in its grace period; then w1 resumes, w2 gets the lock and
+    writes, and w1 writes once more if it still believes it holds the lock. The sink's entries
+    as (id, epoch), in its order."""
+    cluster = running[0]
+    lock = f"D-{'-'.join(bugs) or 'correct'}"
+    with agents(running, bugs, lock_delay=_LOCK_DELAY) as holders:
+        old = ask(holders, "w1", {"op": "acquire", "lock": lock, "wait": 20})["epoch"]
+        request = {"op": "write", "lock": lock, "sink": ETCD_DELAYED, "key": "k"}
+        in_flight = threading.Thread(
+            target=ask,
+            args=(holders, "w1", {**request, "epoch": old, "id": "w1-a", "work_ms": 500}),
+        )
+        in_flight.start()
+        wait_until(lambda: ask(holders, "w1", {"op": "holds"})["working"], "w1 to start working")
+        granted: dict[str, Any] = {}
+        w2 = threading.Thread(
+            target=lambda: granted.update(
+                ask(holders, "w2", {"op": "acquire", "lock": lock, "wait": 30})
+            )
+        )
+        w1 = cluster.nodes["w1"]
+        w1.signal(w1.daemon("agent"), signal.SIGSTOP)
+        try:
+            w2.start()
+            wait_until(lambda: first_in_queue(cluster, lock) == "w2", "w1's lease to run out")
+        finally:
+            w1.signal(w1.daemon("agent"), signal.SIGCONT)
+        in_flight.join(timeout=60)
+        w2.join(timeout=60)
+        new = granted["epoch"]
+        assert new > old
+        assert ask(holders, "w2", {**request, "epoch": new, "id": "w2-a"})["ok"] is True
+        believes = IGNORE_EXPIRED_REFRESH in bugs
+        wait_until(
+            lambda: (lock in ask(holders, "w1", {"op": "holds"})["holds"]) == believes,
+            "w1's renewal after it resumed",
+        )
+        late = ask(holders, "w1", {**request, "epoch": old, "id": "w1-b"})
+        assert late["ok"] is believes, late
+        read = ask(holders, "w2", {"op": "read", "sink": ETCD_DELAYED, "key": "k"})
+    assert read["ok"], read
+    return [(e["id"], e["epoch"]) for e in read["entries"] if e["id"] in ("w1-a", "w2-a", "w1-b")]
+
+
+def test_the_lock_delay_keeps_a_correct_holders_late_write_before_the_next_holders(
+    running: Running,
+) -> None:
+    entries = write_after_the_next_holder(running, ())
+    assert [id for id, _ in entries] == ["w1-a", "w2-a"]
+    assert entries[0][1] < entries[1][1]
+
+
+def test_a_holder_ignoring_its_expired_lease_writes_after_the_next_holder(
+    running: Running,
+) -> None:
+    entries = write_after_the_next_holder(running, (IGNORE_EXPIRED_REFRESH,))
+    assert [id for id, _ in entries] == ["w1-a", "w2-a", "w1-b"]
+    assert entries[2][1] < entries[1][1]  # a stale write on a sink that relies on the lock-delay
+
+
+def test_a_kill_of_postgres_mid_commit_is_unknown_not_a_lost_write(running: Running) -> None:
+    """Six writers hammer PostgreSQL through the agents while every PostgreSQL process is
+    SIGKILLed at once, as a crash of its host would, and restarted (up to five times, until some
+    write was cut off during its commit). Every acknowledged write survives; the ones cut off
+    end ``info``, and the checker counts them neither lost nor phantom whether they committed or
+    not."""
+    cluster, system, _, _ = running
+    clock = time.monotonic_ns
+    start = clock()
+    # (time, process, worker, type, error, value) of each write's invoke and completion
+    events: list[tuple[int, int, str, EventType, str | None, dict[str, Any]]] = []
+    record = threading.Lock()
+    processes = itertools.count()
+    stop = threading.Event()
+
+    def writer(holders: AgentSet, worker: str, epoch: int) -> None:
+        lock = f"P-{worker}"
+        process = next(processes)
+        for n in itertools.count():
+            if stop.is_set():
+                break
+            write_id = f"{worker}-{process}-{n}"
+            value = {"lock": lock, "sink": "postgres", "key": lock, "id": write_id, "epoch": epoch}
+            with record:
+                events.append((clock() - start, process, worker, "invoke", None, value))
+            reply = ask(holders, worker, {"op": "write", **value})
+            kind: EventType = "ok" if reply["ok"] else "info" if reply.get("info") else "fail"
+            done = {**value, "seq": reply["seq"]} if "seq" in reply else value
+            with record:
+                events.append((clock() - start, process, worker, kind, reply.get("error"), done))
+            if kind == "info":
+                process = next(processes)  # the history's rule: a new process after an info
+
+    def unknown() -> int:
+        with record:
+            return sum(event[3] == "info" for event in events)
+
+    with agents(running) as holders:
+        epochs = {
+            w: ask(holders, w, {"op": "acquire", "lock": f"P-{w}", "wait": 10})["epoch"]
+            for w in ("w1", "w2")
+        }
+        threads = [
+            threading.Thread(target=writer, args=(holders, w, epochs[w]))
+            for w in ("w1", "w2")
+            for _ in range(3)
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            for _ in range(5):
+                wait_until(lambda: sum(e[3] == "ok" for e in events) > 20, "acknowledged writes")
+                crash_postgres(system, cluster.nodes["s1"])
+                if unknown():
+                    break
+        finally:
+            stop.set()
+            for thread in threads:
+                thread.join(timeout=60)
+        reads = {
+            w: ask(holders, "w1", {"op": "read", "sink": "postgres", "key": f"P-{w}"})
+            for w in ("w1", "w2")
+        }
+    assert unknown() > 0, "no write was cut off by five kills"
+    stored = {e["id"] for read in reads.values() for e in read["entries"]}
+    acknowledged = {event[5]["id"] for event in events if event[3] == "ok"}
+    assert acknowledged <= stored  # durable defaults: an acknowledged commit survives a SIGKILL
+    end = clock() - start
+    history = [
+        Event(index, at, process, kind, "write", value, worker, error)
+        for index, (at, process, worker, kind, error, value) in enumerate(
+            sorted(events, key=lambda e: e[0])
+        )
+    ]
+    for worker, read in reads.items():
+        value = {"sink": "postgres", "key": f"P-{worker}"}
+        history.append(Event(len(history), end, 99, "invoke", "read", value, "w1"))
+        done = {**value, "entries": read["entries"]}
+        history.append(Event(len(history), end, 99, "ok", "read", done, "w1"))
+    inventory = {sink.name: sink for sink in system.inventory(SystemConfig(lease_ttl=_TTL))}
+    result = check(history, inventory=inventory, lease_ttl=_TTL)
+    assert "lost-write" not in result.anomaly_types
+    assert "phantom-write" not in result.anomaly_types
+    assert result.valid is True
+
+
+def test_pausing_a_holders_member_stalls_that_holder_only(running: Running) -> None:
+    cluster, system, _, started = running
+    member = system.client_member(cluster.nodes, "w2")
+    assert member is not None and member != system.client_member(cluster.nodes, "w1")
+    node = cluster.nodes[member]
+    node.signal(node.daemon(ETCD_DAEMON), signal.SIGSTOP)
+    try:
+        stalled = ask(started, "w2", {"op": "acquire", "lock": "M2", "wait": 1})
+        other = ask(started, "w1", {"op": "acquire", "lock": "M1", "wait": 20})
+    finally:
+        node.signal(node.daemon(ETCD_DAEMON), signal.SIGCONT)
+    assert stalled["ok"] is False and stalled.get("info") is True  # no answer: unknown
+    assert other["ok"] is True
