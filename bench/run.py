@@ -51,7 +51,7 @@ from harness.run.agents import deploy_system, stop_agents
 from harness.run.holder_ops import HolderBoard, HolderOps
 from harness.run.matrix import MatrixEntry, load_matrix
 from harness.run.recorder import Recorder
-from harness.run.runner import run_test
+from harness.run.runner import RunOutcome, run_test
 from harness.run.spec import TestSpec
 from systems import Deployment, SystemConfig, load_system, packages_of
 from systems import topology as topology_of
@@ -171,7 +171,7 @@ class _Throughput:
 
 def _measure(spec: TestSpec) -> _Throughput:
     """Run ``spec``; count the operations completed within its time limit, with their latency."""
-    outcome = run_test(spec, console=_quiet(), progress=False)
+    outcome = _ended(run_test(spec, console=_quiet(), progress=False))
     limit = round(spec.time_limit * 1e9)
     outcomes: Counter[str] = Counter()
     invoked: dict[Any, int] = {}
@@ -399,7 +399,7 @@ def _first_violation(results: dict[str, Any], case: _Case) -> float | None:
 def _detect(case: _Case, seed: int, duration: float, store: Path) -> _Outcome:
     name = f"bench-{case.name.replace(' ', '-').replace('+', '-')}"
     spec = replace(case.spec, time_limit=duration, seed=seed, store=store, name=name)
-    outcome = run_test(spec, console=_quiet(), progress=False)
+    outcome = _ended(run_test(spec, console=_quiet(), progress=False))
     results = outcome.run_dir.read_results() or {}
     problem = results.get("run_error") or ("interrupted" if outcome.interrupted else None)
     failed = [f["kind"] for f in results.get("faults", []) if f.get("applied") is False]
@@ -510,6 +510,16 @@ def _positive(text: str) -> float:
     if not value > 0:
         raise argparse.ArgumentTypeError(f"must be a positive number, not {text}")
     return value
+
+
+def _ended(outcome: RunOutcome) -> RunOutcome:
+    """``outcome``, unless a stop signal cut the run short: then the bench stops too (a run
+    absorbs Ctrl-C or SIGTERM to heal and check, which must not just move on to the next run)."""
+    if outcome.interrupted:
+        raise SystemExit(
+            f"interrupted; the runs so far are under {outcome.run_dir.path.parent.parent}"
+        )
+    return outcome
 
 
 def main() -> None:
