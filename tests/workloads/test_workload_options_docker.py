@@ -36,7 +36,11 @@ def test_one_write_per_lease_goes_through_a_hundred_grants_in_30_seconds(tmp_pat
 
 
 def test_writes_spanning_keys_land_on_every_key_with_its_own_seq(tmp_path: Path) -> None:
-    spec = TestSpec(keys=1000, keys_per_write=4, time_limit=10, seed=16, store=tmp_path / "store")
+    # No faults: this checks what the store and the history make of a spanning write, and a fault
+    # that a loaded machine fails to apply would only make the verdict unknown.
+    spec = TestSpec(
+        keys=1000, keys_per_write=4, nemeses=(), time_limit=10, seed=16, store=tmp_path / "store"
+    )
     results, history = _run(spec)
     assert results["valid"] is True, results.get("unknown_reasons")
     acked = [e["value"] for e in history if e["f"] == "write" and e["type"] == "ok"]
