@@ -25,6 +25,7 @@ from nemeses.restart_while_paused import RESTART_WHILE_PAUSED, RestartWhilePause
 from nemeses.schedule import (
     DEFAULT_TTL_MULTIPLES,
     HOLDER,
+    LOCK_FOLLOWER,
     LOCK_LEADER,
     Schedule,
     Window,
@@ -39,6 +40,7 @@ __all__ = [
     "FAULT_KINDS",
     "HOLDER",
     "KINDS",
+    "LOCK_FOLLOWER",
     "LOCK_LEADER",
     "RESTART_WHILE_PAUSED",
     "TOPOLOGIES",

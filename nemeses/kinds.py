@@ -12,13 +12,14 @@ from __future__ import annotations
 import random
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Final, Literal
 
 from harness.node import Node
 from nemeses.processes import Locator, ProcessImage, Restarter
 from nemeses.protocol import Fault, Nemesis, NemesisError
 
 __all__ = [
+    "LOCK_FOLLOWER",
     "Draw",
     "FaultKind",
     "Leftovers",
@@ -26,6 +27,10 @@ __all__ = [
     "ManualOption",
     "node_names",
 ]
+
+
+LOCK_FOLLOWER: Final = "lock-follower"
+"""The symbolic target: a lock-service member that does not lead when the window starts."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -210,7 +210,13 @@ class NemesisPlayer:
             }
             try:
                 holder = self._holder(window, value)
-                fault = resolve(window, list(self._nodes), holder, self._leader(window, value))
+                fault = resolve(
+                    window,
+                    list(self._nodes),
+                    holder,
+                    self._leader(window, value),
+                    self._follower(window, value),
+                )
                 value.update(fault.params, targets=list(fault.targets))
                 self._in_force = (window, fault, value)
                 facts = self._nemesis.invoke(f, fault)
@@ -252,6 +258,19 @@ class NemesisPlayer:
             raise NemesisError(f"the lock leader {leader!r} is not a node of this cluster")
         value["leader"] = "elected" if leader is not None else "fallback"
         return leader
+
+    def _follower(self, window: Window, value: dict[str, Any]) -> str | None:
+        """A lock member that does not lead now: the window's seeded one unless it leads, then
+        the first other; None (the seeded one) when the system cannot say who leads."""
+        if not window.wants_follower:
+            return None
+        leader = self._resolve_leader() if self._resolve_leader is not None else None
+        members = sorted(name for name, node in self._nodes.items() if node.role == "lock")
+        followers = [name for name in members if name != leader]
+        value["follower"] = "elected" if leader is not None and followers else "fallback"
+        if leader is None or not followers:
+            return None
+        return window.fallback if window.fallback in followers else followers[0]
 
     def _await_holder(self, window: Window) -> str | None:
         """The holder now, or within one lease TTL: a window that opens during a handover

@@ -11,7 +11,9 @@ and the last ends a TTL before the run does.
 A target may be the symbolic ``"holder"``: whoever holds the lease when the window starts, asked
 of the runner then (see :class:`nemeses.player.NemesisPlayer`), or, when nobody does, a worker drawn
 from the seed at generation time (``fallback``). Likewise ``"lock-leader"``: the lock-service member
-that leads when the window starts (for systems that can say), else a lock node drawn from the seed.
+that leads when the window starts (for systems that can say), else a lock node drawn from the seed;
+and ``"lock-follower"``: a member that does not lead then (the seeded one unless it leads). A
+partition aimed at a follower cuts it from the other members only: its clients still reach it.
 """
 
 from __future__ import annotations
@@ -21,7 +23,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from nemeses.kinds import Draw
+from nemeses.kinds import LOCK_FOLLOWER, Draw
 from nemeses.protocol import Fault, NemesisError
 from nemeses.registry import FAULT_KINDS, fault_kind
 from nemeses.throttle import DEFAULT_CPU
@@ -30,6 +32,7 @@ from nemeses.topology import partition_fault
 __all__ = [
     "DEFAULT_TTL_MULTIPLES",
     "HOLDER",
+    "LOCK_FOLLOWER",
     "LOCK_LEADER",
     "Schedule",
     "Window",
@@ -41,7 +44,7 @@ HOLDER: Final = "holder"
 """The symbolic target: whoever holds the lease when the window starts."""
 LOCK_LEADER: Final = "lock-leader"
 """The symbolic target: the lock-service member that leads when the window starts."""
-_SYMBOLIC: Final = (HOLDER, LOCK_LEADER)
+_SYMBOLIC: Final = (HOLDER, LOCK_LEADER, LOCK_FOLLOWER)
 
 DEFAULT_TTL_MULTIPLES: Final[tuple[float, ...]] = (0.15, 0.8, 3.0, 8.0)
 """Fault durations, as multiples of the lease TTL."""
@@ -85,6 +88,11 @@ class Window:
     def wants_leader(self) -> bool:
         """True when a target is the symbolic lock leader."""
         return LOCK_LEADER in self.targets
+
+    @property
+    def wants_follower(self) -> bool:
+        """True when a target is the symbolic lock follower."""
+        return LOCK_FOLLOWER in self.targets
 
     def to_json(self) -> dict[str, Any]:
         """The window as JSON data."""
@@ -199,13 +207,18 @@ def generate_schedule(
 
 
 def resolve(
-    window: Window, nodes: Sequence[str], holder: str | None, leader: str | None = None
+    window: Window,
+    nodes: Sequence[str],
+    holder: str | None,
+    leader: str | None = None,
+    follower: str | None = None,
 ) -> Fault:
-    """The concrete fault of ``window``: the holder (``holder``) or the lock leader (``leader``)
-    substituted, or the window's fallback when ``None``, a partition's drops worked out among
-    ``nodes``."""
+    """The concrete fault of ``window``: the holder (``holder``), the lock leader (``leader``) or
+    a follower (``follower``) substituted, or the window's fallback when ``None``, a partition's
+    drops worked out among ``nodes`` (peers that turned out to be a target are left out: a
+    follower is cut from the other members)."""
     targets = window.targets
-    for symbol, actual in ((HOLDER, holder), (LOCK_LEADER, leader)):
+    for symbol, actual in ((HOLDER, holder), (LOCK_LEADER, leader), (LOCK_FOLLOWER, follower)):
         if symbol not in targets:
             continue
         stand_in = actual or window.fallback
@@ -218,11 +231,12 @@ def resolve(
     if window.kind != "partition":
         return Fault(window.kind, targets, dict(window.params))
     params = window.params
+    peers = [peer for peer in params.get("peers") or () if peer not in targets]
     return partition_fault(
         str(params.get("topology", "isolate")),
         targets,
         nodes,
-        params.get("peers"),
+        peers or None,
         inbound=params.get("direction") == "in",
     )
 
@@ -250,25 +264,26 @@ def _check_inputs(
     for selector in targets:
         if selector not in (*_SYMBOLIC, *_ROLES) and selector not in nodes:
             raise NemesisError(
-                f"unknown target {selector!r}; use holder, lock-leader, a role "
+                f"unknown target {selector!r}; use holder, lock-leader, lock-follower, a role "
                 f"({', '.join(_ROLES)}) or a node ({', '.join(nodes)})"
             )
         if selector in _ROLES and selector not in nodes.values():
             raise NemesisError(f"target role {selector!r} has no node in this cluster")
     if HOLDER in targets and _WORKER not in nodes.values():
         raise NemesisError("the holder target needs at least one worker node")
-    if LOCK_LEADER in targets and "lock" not in nodes.values():
-        raise NemesisError("the lock-leader target needs at least one lock node")
+    for symbol in (LOCK_LEADER, LOCK_FOLLOWER):
+        if symbol in targets and "lock" not in nodes.values():
+            raise NemesisError(f"the {symbol} target needs at least one lock node")
 
 
 def _draw_target(
     rng: random.Random, selector: str, nodes: Mapping[str, str]
 ) -> tuple[str, str, str | None]:
-    """The drawn target, its role, and (for the holder) the seeded fallback worker."""
+    """The drawn target, its role, and (for a symbol) the seeded fallback node."""
     if selector == HOLDER:
         return HOLDER, _WORKER, rng.choice(_of_role(nodes, _WORKER))
-    if selector == LOCK_LEADER:
-        return LOCK_LEADER, "lock", rng.choice(_of_role(nodes, "lock"))
+    if selector in (LOCK_LEADER, LOCK_FOLLOWER):
+        return selector, "lock", rng.choice(_of_role(nodes, "lock"))
     if selector in _ROLES:
         node = rng.choice(_of_role(nodes, selector))
         return node, selector, None

@@ -21,7 +21,7 @@ from dataclasses import dataclass, replace
 from typing import Final
 
 from harness.run.spec import TestSpec
-from nemeses import HOLDER, LOCK_LEADER, Schedule
+from nemeses import HOLDER, LOCK_FOLLOWER, LOCK_LEADER, Schedule
 from systems import HOLDER_FLAWS, BugSwitch, Exposure, PlantsBugs, System, load_system
 
 __all__ = [
@@ -176,6 +176,6 @@ def _role(target: str, roles: Mapping[str, str]) -> str:
     """The role a target selector hits: a symbol's, a node's, or the role it names."""
     if target == HOLDER:
         return _WORKER
-    if target == LOCK_LEADER:
+    if target in (LOCK_LEADER, LOCK_FOLLOWER):
         return "lock"
     return roles.get(target, target)

@@ -146,7 +146,9 @@ def pinned(stored: StoredRun) -> Schedule:
         raise ReplayError(f"cannot read {stored.run.history}: {problem}") from None
     windows = tuple(
         replace(w, targets=landed[w.index])
-        if (w.wants_holder or w.wants_leader) and w.kind != "partition" and w.index in landed
+        if (w.wants_holder or w.wants_leader or w.wants_follower)
+        and w.kind != "partition"
+        and w.index in landed
         else w
         for w in stored.schedule.windows
     )

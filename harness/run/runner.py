@@ -44,6 +44,7 @@ from harness.run.spec import SpecError, TestSpec
 from harness.run.store import RunDir, StoreError, check_store, new_run_dir, why_unwritable
 from nemeses import (
     DEFAULT_TTL_MULTIPLES,
+    LOCK_FOLLOWER,
     LOCK_LEADER,
     NemesisError,
     NemesisPlayer,
@@ -371,11 +372,12 @@ def _load(spec: TestSpec) -> System:
             f"from {', '.join(sorted(switches)) or 'none'} or the holder flaws "
             f"{', '.join(HOLDER_FLAWS)} (see `fencecheck list`)"
         )
-    if LOCK_LEADER in spec.targets and not isinstance(system, KnowsLeader):
-        raise RunError(
-            f"system {spec.system!r} cannot say which lock-service member leads, so faults "
-            "cannot target lock-leader; target lock or a node name instead"
-        )
+    for symbol in (LOCK_LEADER, LOCK_FOLLOWER):
+        if symbol in spec.targets and not isinstance(system, KnowsLeader):
+            raise RunError(
+                f"system {spec.system!r} cannot say which lock-service member leads, so faults "
+                f"cannot target {symbol}; target lock or a node name instead"
+            )
     return system
 
 

@@ -3,6 +3,7 @@ leader, and the switches."""
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 from contextlib import AbstractContextManager
@@ -153,3 +154,59 @@ def test_a_member_cut_off_from_the_quorum_answers_stale_reads(bugs: set[str]) ->
             # The multi's check went to the leader: the stale write never lands.
             assert replies[0]["ok"] is False
             assert entries(run, "store") == [("w2-1", new)]
+
+
+# Runs on a node without the run's secret: each attempt on the tree, and what ZooKeeper answered.
+_UNAUTHENTICATED = """
+import json, sys
+from kazoo.client import KazooClient
+zk = KazooClient(hosts=sys.argv[1])
+zk.start(timeout=20)
+attempts = {
+    "read the lock": lambda: zk.get_children("/locks/L"),
+    "raise the mark": lambda: zk.set_data("/marks/L", b"99999999999"),
+    "write an entry": lambda: zk.create("/store/k/x-", b"x 1", sequence=True),
+    "take the lock": lambda: zk.create("/locks/L/x-lock-", b"", ephemeral=True, sequence=True),
+    "remove the locks": lambda: zk.delete("/locks", recursive=True),
+    "create at the root": lambda: zk.create("/intruder", b""),
+    "open the root": lambda: zk.set_acls("/", []),
+}
+answers = {}
+for what, attempt in attempts.items():
+    try:
+        attempt()
+        answers[what] = "done"
+    except Exception as problem:
+        answers[what] = type(problem).__name__
+zk.stop()
+print(json.dumps(answers))
+"""
+
+
+def test_a_client_without_the_run_secret_cannot_touch_the_locks_or_the_sinks() -> None:
+    with start() as run:
+        epoch = acquire(run, "w1")
+        write = {"op": "write", "lock": "L", "epoch": epoch, "sink": "store", "key": "k"}
+        assert ask(run, "w1", {**write, "id": "w1-1"})["ok"] is True
+        member = run.cluster.nodes["z1"]
+        hosts = f"{member.ip}:2181"
+        shown = member.run(["python3", "-c", _UNAUTHENTICATED, hosts], check=True).stdout
+        answers = json.loads(shown.strip().splitlines()[-1])
+        assert answers == dict.fromkeys(answers, "NoAuthError"), answers
+        assert len(answers) == 7
+        # The holders, with the secret, go on as before.
+        assert ask(run, "w1", {**write, "id": "w1-2"})["ok"] is True
+        assert entries(run, "store") == [("w1-1", epoch), ("w1-2", epoch)]
+
+
+def test_the_reference_store_sink_takes_the_token_and_refuses_a_stale_one() -> None:
+    with start() as run:
+        old, new, reply = pause_inside_write(run, "ref-store", 3000)
+        assert new > old
+        # Refused by the store (its mark is new), or lost with w1's expired session.
+        assert reply["ok"] is False
+        read = ask(run, "w1", {"op": "read", "sink": "ref-store", "key": "k"})
+        assert [(e["id"], e["epoch"]) for e in read["entries"]] == [("w2-1", new)]
+        assert read["entries"][0]["seq"] >= 1
+        fenced = {"op": "read", "sink": "ref-store", "key": "k", "lock": "L", "epoch": old}
+        assert ask(run, "w1", fenced)["ok"] is False
