@@ -160,16 +160,17 @@ def test_a_member_cut_off_from_the_quorum_answers_stale_reads(bugs: set[str]) ->
 _UNAUTHENTICATED = """
 import json, sys
 from kazoo.client import KazooClient
+from kazoo.security import OPEN_ACL_UNSAFE
 zk = KazooClient(hosts=sys.argv[1])
 zk.start(timeout=20)
 attempts = {
     "read the lock": lambda: zk.get_children("/locks/L"),
-    "raise the mark": lambda: zk.set_data("/marks/L", b"99999999999"),
+    "raise the mark": lambda: zk.set("/marks/L", b"99999999999"),
     "write an entry": lambda: zk.create("/store/k/x-", b"x 1", sequence=True),
     "take the lock": lambda: zk.create("/locks/L/x-lock-", b"", ephemeral=True, sequence=True),
     "remove the locks": lambda: zk.delete("/locks", recursive=True),
     "create at the root": lambda: zk.create("/intruder", b""),
-    "open the root": lambda: zk.set_acls("/", []),
+    "open the root": lambda: zk.set_acls("/", OPEN_ACL_UNSAFE),
 }
 answers = {}
 for what, attempt in attempts.items():
