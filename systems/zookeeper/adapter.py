@@ -14,6 +14,7 @@ password). The holders' client is :mod:`systems.zookeeper.client`.
 
 from __future__ import annotations
 
+import socket
 import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -284,15 +285,24 @@ class ZooKeeperSystem:
         return CommandSucceeds(probe, timeout=self.ready_timeout, interval=0.2)
 
     def mode(self, node: Node) -> str:
-        """The member's mode by ``srvr``: ``leader``, ``follower``, or ``""`` if not serving."""
-        result = node.run(["python3", "-c", _SRVR, node.ip, str(self.client_port)], timeout=10)
-        return result.stdout.strip()
+        """The member's mode by ``srvr``, asked from here (a fault's target is resolved when its
+        window opens, so no command on the node): ``leader``, ``follower``, or ``""`` if it does
+        not serve or answer within a second."""
+        try:
+            with socket.create_connection((node.ip, self.client_port), timeout=1.0) as conn:
+                conn.sendall(b"srvr")
+                answer = b"".join(iter(lambda: conn.recv(4096), b"")).decode(errors="replace")
+        except OSError:
+            return ""
+        modes = [line.partition(":")[2].strip() for line in answer.splitlines()]
+        return next((mode for mode in modes if mode in ("leader", "follower")), "")
 
     def lock_leader(self, nodes: Mapping[str, Node]) -> str | None:
-        """The name of the member that leads now, or None when none says so."""
-        leaders = [
-            node.name for node in nodes_with_role(nodes, "lock") if self.mode(node) == "leader"
-        ]
+        """The name of the member that leads now, or None when none says so (members asked at
+        once: a paused one takes its full second)."""
+        members = nodes_with_role(nodes, "lock")
+        modes = deploy.on_each(members, self.mode)
+        leaders = [node.name for node, mode in zip(members, modes, strict=True) if mode == "leader"]
         return leaders[0] if len(leaders) == 1 else None
 
     def setup(self, nodes: Mapping[str, Node], config: SystemConfig) -> Deployment:
@@ -321,13 +331,17 @@ class ZooKeeperSystem:
             self.teardown(nodes)
             raise AdapterError(f"setting up system {self.name!r} failed:\n{problem}") from None
         workers = nodes_with_role(nodes, "worker")
+        leader = self.lock_leader(nodes)
+        # Holders connect to the followers first (their members, in turn), the leader last, as
+        # clients of an ensemble run with leaderServes=no do: a fault aimed at a follower hits
+        # the sessions on it.
+        ordered = [n for n, m in enumerate(members) if m.name != leader] or list(range(MEMBERS))
         return Deployment(
             client=HolderClientCode(
                 client,
                 {
-                    # Holder wN's own member first: a fault aimed at a member hits its holder.
                     "hosts": {
-                        worker.name: ",".join(hosts[index % MEMBERS :] + hosts[: index % MEMBERS])
+                        worker.name: _rotated(hosts, ordered, index)
                         for index, worker in enumerate(workers)
                     },
                     "store": f"{store.ip}:{self.store_port}",
@@ -383,3 +397,11 @@ class ZooKeeperSystem:
         if daemon != _DAEMON:
             raise AdapterError(f"the zookeeper system has no daemon {daemon!r} to restart")
         return deploy.restart_daemon(node, daemon, self._serving(node))
+
+
+def _rotated(hosts: Sequence[str], firsts: Sequence[int], index: int) -> str:
+    """``hosts`` as kazoo's list for the ``index``-th holder: the members ``firsts`` name, in
+    turn, then the rest (kazoo tries them in order and moves on when one refuses)."""
+    first = firsts[index % len(firsts)]
+    rest = [n for n in (*firsts, *range(len(hosts))) if n != first]
+    return ",".join(hosts[n] for n in dict.fromkeys([first, *rest]))

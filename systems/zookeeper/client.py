@@ -26,13 +26,14 @@ every znode it creates carries a digest ACL for that identity only: a client wit
 can neither read nor change the locks and sinks.
 
 Its configuration (the ``client`` object of the agent's ``--config``): ``hosts`` (holder name ->
-``host:port`` list, its own member first: kazoo tries them in that order), ``node`` (the holder's
-name), ``store`` (the reference store's ``host:port``), ``secret_file``, ``timeout`` (seconds to
-wait for a reply), ``bugs``:
+``host:port`` list, its own member first: the lock session uses only that one), ``node`` (the
+holder's name), ``store`` (the reference store's ``host:port``), ``secret_file``, ``timeout``
+(seconds to wait for a reply), ``bugs``:
 ``trust-is-acquired`` (store writes go out when kazoo's ``Lock.is_acquired`` says so, unchecked
 by the server), ``sequence-token`` (the lock node's sequence number is the token), and
 ``follower-read-check`` (ownership is checked with a plain read of the lock node, then the store
-write goes out unchecked; a plain read is served by whichever member the session is on).
+write goes out unchecked on a data session of its own; a plain read is served by whichever member
+the lock session is on, from its last state).
 """
 
 from __future__ import annotations
@@ -98,20 +99,33 @@ class Client:
         self._plain_read_check = FOLLOWER_READ_CHECK in bugs
         self._holder_checks = self._trust_is_acquired or self._plain_read_check
         hosts = config["hosts"]
+        listed = str(hosts[self._owner] if isinstance(hosts, dict) else hosts).split(",")
         secret_file = config.get("secret_file")
-        # Reconnect for ever: the holder outlives any fault; its lease is its session. Hosts in
-        # the given order: a holder's session sits on its own member while that one serves.
-        self._zk = KazooClient(
-            hosts=str(hosts[self._owner] if isinstance(hosts, dict) else hosts),
-            timeout=float(config["session_timeout"]),
-            connection_retry=KazooRetry(max_tries=-1, max_delay=0.5),
-            randomize_hosts=False,
-            **(digest_credentials(_read(str(secret_file))) if secret_file else {}),
-        )
+        credentials = digest_credentials(_read(str(secret_file))) if secret_file else {}
+
+        def session(order: list[str]) -> Any:
+            # Reconnect for ever: the holder outlives any fault; hosts tried in the given order.
+            return KazooClient(
+                hosts=",".join(order),
+                timeout=float(config["session_timeout"]),
+                connection_retry=KazooRetry(max_tries=-1, max_delay=0.5),
+                randomize_hosts=False,
+                **credentials,
+            )
+
+        # The lease is a session on the holder's own member only, as behind a per-zone endpoint:
+        # kazoo would otherwise move it to the next member after any slow ping.
+        self._zk = session(listed[:1])
+        # With follower-read-check the store's writes go out on a data session of their own (any
+        # member, from the other end of the list), as a store client beside the lock's would:
+        # they neither wait behind the lock session's reads nor hold them up.
+        self._data = session(listed[::-1]) if self._plain_read_check else self._zk
         # The reference store; the run's secret is this process's (the agent's --secret-file).
         store = config.get("store")
         self._ref = wire.Pool(wire.parse_address(str(store)), self._timeout) if store else None
         self._zk.start(timeout=self._timeout)
+        if self._data is not self._zk:
+            self._data.start(timeout=self._timeout)
         # What a client that trusts its own ownership check writes with: retried through
         # reconnections (and new sessions) until the deadline.
         self._retry = KazooRetry(max_tries=-1, max_delay=0.5, deadline=self._timeout)
@@ -276,7 +290,7 @@ class Client:
 
     def _accepted(self, created: str) -> api.Accepted:
         """The entry ``created`` was accepted; its czxid is the store's ``seq``."""
-        stat = self._zk.exists(created)
+        stat = self._data.exists(created)
         # Only a later delete could remove it, and nothing deletes entries.
         return api.Accepted(None if stat is None else int(stat.czxid))
 
@@ -294,10 +308,10 @@ class Client:
         already did: a retried create must not write twice."""
         parent, _, prefix = entry.rpartition("/")
         with contextlib.suppress(self._errors.NoNodeError):
-            for child in self._zk.get_children(parent):
+            for child in self._data.get_children(parent):
                 if child[:-_SEQUENCE_DIGITS] == prefix:
                     return f"{parent}/{child}"
-        return str(self._zk.create(entry, data, sequence=True, makepath=True))
+        return str(self._data.create(entry, data, sequence=True, makepath=True))
 
     def read(
         self, sink: str, key: str, lock: str | None = None, epoch: int | None = None
