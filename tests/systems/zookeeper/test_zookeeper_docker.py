@@ -11,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from nemeses import LOCK_FOLLOWER, generate_schedule, resolve
+from nemeses.partition import PartitionNemesis
 from systems import SystemConfig
 from systems.zookeeper import ZooKeeperSystem
 from tests.support.localcluster import wait_until
@@ -211,3 +213,55 @@ def test_the_reference_store_sink_takes_the_token_and_refuses_a_stale_one() -> N
         assert read["entries"][0]["seq"] >= 1
         fenced = {"op": "read", "sink": "ref-store", "key": "k", "lock": "L", "epoch": old}
         assert ask(run, "w1", fenced)["ok"] is False
+
+
+@pytest.mark.parametrize("bugs", [set(), {"follower-read-check"}], ids=["correct", "switch"])
+def test_a_lock_follower_partition_exposes_the_plain_read_check(bugs: set[str]) -> None:
+    system = ZooKeeperSystem()
+    with running(system, SystemConfig(1.0, bugs=frozenset(bugs))) as run:
+        nodes = run.cluster.nodes
+        old = acquire(run, "w1")
+        # w1's lock session sits on its own member, a follower: the one the fault cuts off.
+        own = run.deployment.client.config["hosts"]["w1"].split(",")[0].partition(":")[0]
+        (member,) = [name for name in ("z1", "z2", "z3") if nodes[name].ip == own]
+        assert system.mode(nodes[member]) == "follower"
+        roles = {name: node.role for name, node in nodes.items()}
+        schedule = generate_schedule(
+            1,
+            roles,
+            lease_ttl_ns=10**9,
+            duration_ns=10 * 10**9,
+            kinds=("partition",),
+            targets=(LOCK_FOLLOWER,),
+        )
+        fault = resolve(schedule.windows[0], list(nodes), None, system.lock_leader(nodes), member)
+        assert fault.targets == (member,) and fault.params["peers"] == [
+            name for name in ("z1", "z2", "z3") if name != member
+        ]
+        partition = PartitionNemesis()
+        partition.setup(nodes)
+        try:
+            partition.invoke("start-partition", fault)
+            granted: list[int] = []
+            successor = threading.Thread(target=lambda: granted.append(acquire(run, "w2")))
+            successor.start()
+            write = {"op": "write", "lock": "L", "sink": "store", "key": "k"}
+            for attempt in range(1, 30):
+                ask(run, "w1", {**write, "epoch": old, "id": f"w1-{attempt}"})
+                if granted:
+                    break
+            successor.join(timeout=60)
+            (new,) = granted
+            assert ask(run, "w2", {**write, "epoch": new, "id": "w2-1"})["ok"] is True
+            # The cut-off member still answers w1's plain read for a while after the grant.
+            for attempt in range(30, 40):
+                ask(run, "w1", {**write, "epoch": old, "id": f"w1-{attempt}"})
+        finally:
+            partition.heal()
+        stored = entries(run, "store")
+        after = stored[stored.index(("w2-1", new)) + 1 :]
+        stale = [entry for entry in after if entry[1] == old]
+        if bugs:
+            assert stale, stored
+        else:
+            assert not stale, stored
