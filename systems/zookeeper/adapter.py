@@ -135,10 +135,12 @@ BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
             ),
             BugSwitch(
                 client.FOLLOWER_READ_CHECK,
-                "the holder checks that its lock node exists with a plain read, which a lagging "
-                "or cut-off follower answers from stale state, then writes to store unchecked; "
-                "a follower cut off from the quorum but not from its holders (--target "
-                "lock-follower), with sessions (--ttl 1) expiring before the member notices",
+                "the holder checks that its lock node exists with a plain read on its lock "
+                "session, which a lagging or cut-off follower answers from stale state, then "
+                "writes to store unchecked on a data session; needs a follower cut off from the "
+                "quorum but not from its holders (--target lock-follower) and sessions (--ttl 1) "
+                "that expire before the member notices, while its holder still holds the lock "
+                "(long tenures: the matrix rows take 200 writes a lease)",
                 Exposure(faults=("partition",), targets=("lock-follower",), ttl_multiples=(3.0,)),
                 ("stale-write",),
                 ("store",),
