@@ -20,6 +20,7 @@ from nemeses.protocol import Fault, Nemesis, NemesisError
 
 __all__ = [
     "END_AFTER_TAKEOVER_NS",
+    "LOCK_FOLLOWER",
     "STEP_AT_NS",
     "Draw",
     "FaultKind",
@@ -36,6 +37,8 @@ step at or past the window's end is not performed (the kind's stop does its work
 END_AFTER_TAKEOVER_NS: Final = "end_after_takeover_ns"
 """Window parameter: end the window this many ns after a node other than its targets holds the
 lease (a lease-aware end: "right after the takeover"), at its scheduled end at the latest."""
+LOCK_FOLLOWER: Final = "lock-follower"
+"""The symbolic target: a lock-service member that does not lead when the window starts."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,7 +17,7 @@ from typing import Any, Final
 from harness.node import CommandResult, NetnsRunner, Node, NodeError
 from nemeses._base import NodeNemesis, raise_failures
 from nemeses._fanout import on_each
-from nemeses.kinds import Draw, FaultKind, ManualCommand, ManualOption, node_names
+from nemeses.kinds import LOCK_FOLLOWER, Draw, FaultKind, ManualCommand, ManualOption, node_names
 from nemeses.protocol import Fault, FaultKey, HealReport, NemesisError, fault_fs
 from nemeses.rules import (
     chain_rules,
@@ -177,6 +177,10 @@ def _draw(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
     """A topology drawn among those the cluster and the target allow, with its peers."""
     names = sorted(draw.nodes)
     target = draw.target
+    if target == LOCK_FOLLOWER:
+        # Cut from the quorum, not from its clients: the shape a follower answers stale reads in
+        # (the resolved follower is left out of its own peers).
+        return (target,), {"topology": "isolate", "peers": draw.of_role("lock")}
     others = [name for name in names if name != target]
     cut_from = [name for name in draw.of_role("lock") if name != target]
     if draw.role == "lock":

@@ -24,7 +24,8 @@ from the seed at generation time (``fallback``). Likewise ``"lock-leader"``: the
 that leads when the window starts (for systems that can say), else a lock node drawn from the seed;
 ``"lock-follower"``: a member that does not lead then (the drawn lock node if it follows, else the
 next follower by name); ``"holder-member"``: the member the holder's client talks to (for systems
-that can say), else the drawn lock node.
+that can say), else the drawn lock node. A
+partition aimed at a follower cuts it from the other members only: its clients still reach it.
 """
 
 from __future__ import annotations
@@ -34,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from nemeses.kinds import END_AFTER_TAKEOVER_NS, STEP_AT_NS, Draw
+from nemeses.kinds import END_AFTER_TAKEOVER_NS, LOCK_FOLLOWER, STEP_AT_NS, Draw
 from nemeses.protocol import Fault, NemesisError
 from nemeses.registry import FAULT_KINDS, fault_kind
 from nemeses.throttle import DEFAULT_CPU
@@ -58,8 +59,6 @@ HOLDER: Final = "holder"
 """The symbolic target: whoever holds the lease when the window starts."""
 LOCK_LEADER: Final = "lock-leader"
 """The symbolic target: the lock-service member that leads when the window starts."""
-LOCK_FOLLOWER: Final = "lock-follower"
-"""The symbolic target: a lock-service member that does not lead when the window starts."""
 HOLDER_MEMBER: Final = "holder-member"
 """The symbolic target: the lock-service member the holder's client talks to."""
 _SYMBOLIC: Final = (HOLDER, LOCK_LEADER, LOCK_FOLLOWER, HOLDER_MEMBER)
@@ -119,6 +118,11 @@ class Window:
     def symbolic(self) -> bool:
         """True when a target is decided only when the window starts."""
         return any(symbol in self.targets for symbol in _SYMBOLIC)
+
+    @property
+    def wants_follower(self) -> bool:
+        """True when a target is the symbolic lock follower."""
+        return LOCK_FOLLOWER in self.targets
 
     def to_json(self) -> dict[str, Any]:
         """The window as JSON data."""
@@ -249,7 +253,8 @@ def resolve(
 ) -> Fault:
     """The concrete fault of ``window``: the holder (``holder``), the lock leader (``leader``),
     a follower (``follower``) or the holder's member (``member``) substituted, or the window's
-    fallback when ``None``, a partition's drops worked out among ``nodes``."""
+    fallback when ``None``, a partition's drops worked out among ``nodes`` (peers that turned out
+    to be a target are left out: a follower is cut from the other members)."""
     targets = window.targets
     actuals = (
         (HOLDER, holder),
@@ -270,11 +275,12 @@ def resolve(
     if window.kind != "partition":
         return Fault(window.kind, targets, dict(window.params))
     params = window.params
+    peers = [peer for peer in params.get("peers") or () if peer not in targets]
     return partition_fault(
         str(params.get("topology", "isolate")),
         targets,
         nodes,
-        params.get("peers"),
+        peers or None,
         inbound=params.get("direction") == "in",
     )
 
@@ -319,7 +325,7 @@ def _check_inputs(
 def _draw_target(
     rng: random.Random, selector: str, nodes: Mapping[str, str]
 ) -> tuple[str, str, str | None]:
-    """The drawn target, its role, and (for the holder) the seeded fallback worker."""
+    """The drawn target, its role, and (for a symbol) the seeded fallback node."""
     if selector == HOLDER:
         return HOLDER, _WORKER, rng.choice(_of_role(nodes, _WORKER))
     if selector in _MEMBER_SYMBOLS:

@@ -5,11 +5,16 @@ which pulls the desktop JRE) on Debian's headless JRE 17 with a small heap, logg
 1.2 to its daemon log (which the harness collects). Configuration is written fresh by
 :meth:`ZooKeeperSystem.setup`: ``tickTime=500`` so that session timeouts from 1 s to 10 s are
 allowed (ZooKeeper clamps them to [2, 20] ticks), and the four-letter words the adapter uses to
-probe readiness and find the leader. The holders' client is :mod:`systems.zookeeper.client`.
+probe readiness and find the leader. The store node runs the reference store
+(:mod:`systems.reference.store_server`), a fenced sink off ZooKeeper. With the run's secret, the
+root znode and everything the holders create carry a digest ACL derived from it, so a client
+without the secret cannot change the locks or the sinks (ZooKeeper's ports themselves take no
+password). The holders' client is :mod:`systems.zookeeper.client`.
 """
 
 from __future__ import annotations
 
+import socket
 import types
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -35,6 +40,7 @@ from systems.base import (
     read_packages,
 )
 from systems.holder_flaws import check_no_clash
+from systems.reference import store_server
 from systems.zookeeper import client
 
 __all__ = ["BUG_SWITCHES", "MEMBERS", "PACKAGES", "ZooKeeperSystem"]
@@ -45,6 +51,7 @@ MEMBERS: Final = 3
 """Ensemble size: the smallest that survives the loss (or partition) of one member."""
 
 _DAEMON: Final = "zookeeper"
+_STORE_DAEMON: Final = "ref-store"
 _TICK_MS: Final = 500
 _MIN_SESSION_S: Final = 2 * _TICK_MS / 1000
 _MAX_SESSION_S: Final = 20 * _TICK_MS / 1000
@@ -87,6 +94,24 @@ modes = [line.split(":", 1)[1].strip() for line in answer.splitlines() if line.s
 print(modes[0] if modes else "")
 sys.exit(0 if modes and modes[0] in ("leader", "follower") else 1)
 """
+# Runs on a member with the run's secret: the top znodes made, and the root's ACL narrowed to the
+# digest identity (the world may list it, no more), so nobody without the secret creates,
+# deletes or changes anything; what holders create carries the same ACL (kazoo's default_acl).
+_PROTECT: Final = """
+import sys
+from kazoo.client import KazooClient
+from kazoo.security import READ_ACL_UNSAFE
+sys.path.insert(0, sys.argv[3])
+from zookeeper_client import digest_credentials
+with open(sys.argv[2], encoding="utf-8") as file:
+    credentials = digest_credentials(file.read().strip())
+zk = KazooClient(hosts=sys.argv[1], **credentials)
+zk.start(timeout=30)
+for path in ("/locks", "/marks", "/store", "/log"):
+    zk.ensure_path(path)
+zk.set_acls("/", credentials["default_acl"] + READ_ACL_UNSAFE)
+zk.stop()
+"""
 
 BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
     {
@@ -110,11 +135,13 @@ BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
             ),
             BugSwitch(
                 client.FOLLOWER_READ_CHECK,
-                "the holder checks that its lock node exists with a plain read, which a lagging "
-                "or cut-off follower answers from stale state, then writes to store unchecked; "
-                "needs the holder's member cut off from the quorum but not from the holder, "
-                "with sessions (--ttl 1) expiring before the member notices",
-                Exposure(faults=("partition",), targets=("lock",), ttl_multiples=(3.0,)),
+                "the holder checks that its lock node exists with a plain read on its lock "
+                "session, which a lagging or cut-off follower answers from stale state, then "
+                "writes to store unchecked on a data session; needs a follower cut off from the "
+                "quorum but not from its holders (--target lock-follower) and sessions (--ttl 1) "
+                "that expire before the member notices, while its holder still holds the lock "
+                "(long tenures: the matrix rows take 200 writes a lease)",
+                Exposure(faults=("partition",), targets=("lock-follower",), ttl_multiples=(3.0,)),
                 ("stale-write",),
                 ("store",),
             ),
@@ -141,24 +168,34 @@ class ZooKeeperSystem:
         ready_timeout: float = 60.0,
         client_timeout: float = 10.0,
         heap: str = "96m",
+        store_port: int = 7002,
+        install_dir: str = deploy.INSTALL_DIR,
     ) -> None:
         self.client_port = client_port
         self.data_dir = data_dir
         self.ready_timeout = ready_timeout
         self.client_timeout = client_timeout
         self.heap = heap
+        self.store_port = store_port
+        self.install_dir = install_dir
         check_no_clash(self.name, BUG_SWITCHES)
 
     def describe(self) -> str:
         """What the system is."""
         return (
             "ZooKeeper 3.8 (Debian), three members: kazoo's lock with the lock node's czxid as "
-            "token, a multi-fenced store and an unfenced log on ZooKeeper itself"
+            "token, a multi-fenced store and an unfenced log on ZooKeeper itself, the reference "
+            "store as a fenced sink beside it"
         )
 
     def roles(self) -> Mapping[str, RoleSpec]:
-        """Three ensemble members ``z1..z3`` (lock nodes) and workers ``w1..``."""
-        return {"lock": RoleSpec(MEMBERS, "z"), "worker": RoleSpec(1, "w")}
+        """Three ensemble members ``z1..z3`` (lock nodes), the reference store on ``s1``, workers
+        ``w1..``."""
+        return {
+            "lock": RoleSpec(MEMBERS, "z"),
+            "store": RoleSpec(1, "s"),
+            "worker": RoleSpec(1, "w"),
+        }
 
     def packages(self) -> tuple[str, ...]:
         """The Debian packages of ``packages.txt`` beside this module."""
@@ -179,7 +216,8 @@ class ZooKeeperSystem:
             )
 
     def inventory(self, config: SystemConfig) -> tuple[Sink, ...]:
-        """``store`` fenced by the lock node (reports ``seq``), ``log`` unfenced."""
+        """``store`` fenced by the lock node and ``ref-store`` by the token (both report ``seq``),
+        ``log`` unfenced."""
         return (
             Sink(
                 "store",
@@ -194,6 +232,14 @@ class ZooKeeperSystem:
                 fenced=False,
                 mitigation="none",
                 description="a znode per entry, created with no check",
+            ),
+            Sink(
+                "ref-store",
+                fenced=True,
+                mitigation="none",
+                description="the reference store on s1: refuses an epoch (czxid) below the "
+                "lock's highest; seq is its acceptance order",
+                seq=True,
             ),
         )
 
@@ -241,57 +287,123 @@ class ZooKeeperSystem:
         return CommandSucceeds(probe, timeout=self.ready_timeout, interval=0.2)
 
     def mode(self, node: Node) -> str:
-        """The member's mode by ``srvr``: ``leader``, ``follower``, or ``""`` if not serving."""
-        result = node.run(["python3", "-c", _SRVR, node.ip, str(self.client_port)], timeout=10)
-        return result.stdout.strip()
+        """The member's mode by ``srvr``, asked from here (a fault's target is resolved when its
+        window opens, so no command on the node): ``leader``, ``follower``, or ``""`` if it does
+        not serve or answer within a second."""
+        try:
+            with socket.create_connection((node.ip, self.client_port), timeout=1.0) as conn:
+                conn.sendall(b"srvr")
+                answer = b"".join(iter(lambda: conn.recv(4096), b"")).decode(errors="replace")
+        except OSError:
+            return ""
+        modes = [line.partition(":")[2].strip() for line in answer.splitlines()]
+        return next((mode for mode in modes if mode in ("leader", "follower")), "")
 
     def lock_leader(self, nodes: Mapping[str, Node]) -> str | None:
-        """The name of the member that leads now, or None when none says so."""
-        leaders = [
-            node.name for node in nodes_with_role(nodes, "lock") if self.mode(node) == "leader"
-        ]
+        """The name of the member that leads now, or None when none says so (members asked at
+        once: a paused one takes its full second)."""
+        members = nodes_with_role(nodes, "lock")
+        modes = deploy.on_each(members, self.mode)
+        leaders = [node.name for node, mode in zip(members, modes, strict=True) if mode == "leader"]
         return leaders[0] if len(leaders) == 1 else None
 
     def setup(self, nodes: Mapping[str, Node], config: SystemConfig) -> Deployment:
-        """Start the three members from empty data directories and wait for their quorum; name
-        the holder client."""
+        """Start the three members from empty data directories and the reference store, wait
+        for the quorum, protect the tree with the run's secret; name the holder client."""
         self.validate(config)
         check_roles(self.name, self.roles(), nodes)
         members = nodes_with_role(nodes, "lock")
+        (store,) = nodes_with_role(nodes, "store")
+        hosts = [f"{node.ip}:{self.client_port}" for node in members]
 
-        def start_member(node: Node) -> Daemon:
+        def start(node: Node) -> Daemon:
+            if node.role == "store":
+                return self._start_store(node, config)
             deploy.fresh_dir(node, self.data_dir)
             addresses = [member.ip for member in members]
             deploy.install(node, self.config_files(addresses, members.index(node) + 1))
             return node.start_daemon(_DAEMON, self.server_argv())
 
         try:
-            deploy.on_each(members, start_member)
+            deploy.on_each([*members, store], start)
             wait_all([(node, self._serving(node)) for node in members])
+            if config.secret_file:
+                self._protect(members[0], ",".join(hosts), config.secret_file)
         except (AdapterError, NodeError) as problem:
             self.teardown(nodes)
             raise AdapterError(f"setting up system {self.name!r} failed:\n{problem}") from None
+        workers = nodes_with_role(nodes, "worker")
+        leader = self.lock_leader(nodes)
+        # Holders connect to the followers first (their members, in turn), the leader last, as
+        # clients of an ensemble run with leaderServes=no do: a fault aimed at a follower hits
+        # the sessions on it.
+        ordered = [n for n, m in enumerate(members) if m.name != leader] or list(range(MEMBERS))
         return Deployment(
             client=HolderClientCode(
                 client,
                 {
-                    "hosts": ",".join(f"{node.ip}:{self.client_port}" for node in members),
+                    "hosts": {
+                        worker.name: _rotated(hosts, ordered, index)
+                        for index, worker in enumerate(workers)
+                    },
+                    "store": f"{store.ip}:{self.store_port}",
+                    "secret_file": config.secret_file,
                     "session_timeout": self.lease_ttl(config),
                     "timeout": self.client_timeout,
                     "bugs": sorted(config.bugs),
                 },
             ),
-            targets=tuple(ProcessTarget("lock", node.name, _DAEMON) for node in members),
+            targets=(
+                *(ProcessTarget("lock", node.name, _DAEMON) for node in members),
+                ProcessTarget("store", store.name, _STORE_DAEMON),
+            ),
             lease_ttl=self.lease_ttl(config),
         )
 
+    def _start_store(self, node: Node, config: SystemConfig) -> Daemon:
+        """The reference store on ``node``, fresh, taking only requests with the run's secret."""
+        program = f"{self.install_dir}/store_server.py"
+        files = {program: deploy.source_of(store_server)}
+        deploy.install(node, {**files, **deploy.nodeside_files(self.install_dir)})
+        data = f"{self.data_dir}/store"
+        deploy.fresh_dir(node, data)
+        argv = ["python3", program, "--host", node.ip, "--port", str(self.store_port)]
+        argv += ["--data-dir", data]
+        argv += ["--secret-file", config.secret_file] if config.secret_file else []
+        return deploy.start_and_wait(node, _STORE_DAEMON, argv, self._store_ready())
+
+    def _store_ready(self) -> deploy.Pings:
+        return deploy.Pings(self.store_port, self.ready_timeout)
+
+    def _protect(self, member: Node, hosts: str, secret_file: str) -> None:
+        """Give the root znode and the top nodes the digest ACL of the run's secret."""
+        files = {f"{self.install_dir}/zookeeper_client.py": deploy.source_of(client)}
+        deploy.install(member, {**files, **deploy.nodeside_files(self.install_dir)})
+        argv = ["python3", "-c", _PROTECT, hosts, secret_file, self.install_dir]
+        result = member.run(argv, timeout=self.ready_timeout)
+        if not result.ok:
+            raise AdapterError(
+                f"protecting the tree with the run secret on {member.name} failed: "
+                f"{(result.stderr or result.stdout).strip()[-500:]}"
+            )
+
     def teardown(self, nodes: Mapping[str, Node]) -> None:
-        """SIGKILL the members (their data directories stay for inspection)."""
-        deploy.tear_down("zookeeper", nodes_with_role(nodes, "lock"), (_DAEMON,))
+        """SIGKILL the members and the store (their data directories stay for inspection)."""
+        deploy.tear_down("zookeeper", nodes.values(), (_DAEMON, _STORE_DAEMON))
 
     def restart(self, node: Node, daemon: str) -> Daemon:
         """Start a killed member again with its last command line (same data directory) and wait
-        until it has rejoined a quorum."""
+        until it has rejoined a quorum; or the store, which replays its log."""
+        if daemon == _STORE_DAEMON:
+            return deploy.restart_daemon(node, daemon, self._store_ready())
         if daemon != _DAEMON:
             raise AdapterError(f"the zookeeper system has no daemon {daemon!r} to restart")
         return deploy.restart_daemon(node, daemon, self._serving(node))
+
+
+def _rotated(hosts: Sequence[str], firsts: Sequence[int], index: int) -> str:
+    """``hosts`` as kazoo's list for the ``index``-th holder: the members ``firsts`` name, in
+    turn, then the rest (kazoo tries them in order and moves on when one refuses)."""
+    first = firsts[index % len(firsts)]
+    rest = [n for n in (*firsts, *range(len(hosts))) if n != first]
+    return ",".join(hosts[n] for n in dict.fromkeys([first, *rest]))

@@ -18,13 +18,22 @@ Sinks, both on ZooKeeper itself, one znode per entry under ``/S/K`` (sequential 
   request's epoch, else ``not-owner`` (a lapsed session is no proof of a newer grant). Entries
   carry ``seq``: their czxid, the ensemble's acceptance order across all keys.
 - **log** (unfenced): a plain create.
+- **ref-store** (fenced, off ZooKeeper): the reference store (:mod:`systems.reference`) on the
+  store node, which refuses an epoch below the lock's highest; its ``seq`` is its acceptance order.
 
-Its configuration (the ``client`` object of the agent's ``--config``): ``hosts`` (``host:port``
-list), ``node`` (the holder's name), ``timeout`` (seconds to wait for a reply), ``bugs``:
+With the run's secret (``secret_file``), the session authenticates as ``fencecheck`` (digest) and
+every znode it creates carries a digest ACL for that identity only: a client without the secret
+can neither read nor change the locks and sinks.
+
+Its configuration (the ``client`` object of the agent's ``--config``): ``hosts`` (holder name ->
+``host:port`` list, its own member first: the lock session uses only that one), ``node`` (the
+holder's name), ``store`` (the reference store's ``host:port``), ``secret_file``, ``timeout``
+(seconds to wait for a reply), ``bugs``:
 ``trust-is-acquired`` (store writes go out when kazoo's ``Lock.is_acquired`` says so, unchecked
 by the server), ``sequence-token`` (the lock node's sequence number is the token), and
 ``follower-read-check`` (ownership is checked with a plain read of the lock node, then the store
-write goes out unchecked; a plain read is served by whichever member the session is on).
+write goes out unchecked on a data session of its own; a plain read is served by whichever member
+the lock session is on, from its last state).
 """
 
 from __future__ import annotations
@@ -35,16 +44,21 @@ import time
 from typing import Any
 
 from harness.nodeside import client as api
+from harness.nodeside import wire
 
-__all__ = ["Client"]
+__all__ = ["ACL_USER", "Client", "digest_credentials"]
 
 TRUST_IS_ACQUIRED = "trust-is-acquired"
 SEQUENCE_TOKEN = "sequence-token"
 FOLLOWER_READ_CHECK = "follower-read-check"
 
+ACL_USER = "fencecheck"
+"""The digest identity the holders (and the adapter) authenticate as with the run's secret."""
+
 _STORE = "store"
 _LOG = "log"
-_SINKS = (_STORE, _LOG)
+_REF_STORE = "ref-store"
+_SINKS = (_STORE, _LOG, _REF_STORE)
 # The lock node of the grant is gone, yet the store has seen no higher epoch: not STALE, which
 # promises that it has (a session can expire before anyone else is granted the lock).
 _NOT_OWNER = api.Refused("not-owner")
@@ -84,13 +98,34 @@ class Client:
         self._sequence_token = SEQUENCE_TOKEN in bugs
         self._plain_read_check = FOLLOWER_READ_CHECK in bugs
         self._holder_checks = self._trust_is_acquired or self._plain_read_check
-        # Reconnect for ever: the holder outlives any fault; its lease is its session.
-        self._zk = KazooClient(
-            hosts=str(config["hosts"]),
-            timeout=float(config["session_timeout"]),
-            connection_retry=KazooRetry(max_tries=-1, max_delay=0.5),
-        )
+        hosts = config["hosts"]
+        listed = str(hosts[self._owner] if isinstance(hosts, dict) else hosts).split(",")
+        secret_file = config.get("secret_file")
+        credentials = digest_credentials(_read(str(secret_file))) if secret_file else {}
+
+        def session(order: list[str]) -> Any:
+            # Reconnect for ever: the holder outlives any fault; hosts tried in the given order.
+            return KazooClient(
+                hosts=",".join(order),
+                timeout=float(config["session_timeout"]),
+                connection_retry=KazooRetry(max_tries=-1, max_delay=0.5),
+                randomize_hosts=False,
+                **credentials,
+            )
+
+        # The lease is a session on the holder's own member only, as behind a per-zone endpoint:
+        # kazoo would otherwise move it to the next member after any slow ping.
+        self._zk = session(listed[:1])
+        # With follower-read-check the store's writes go out on a data session of their own (any
+        # member, from the other end of the list), as a store client beside the lock's would:
+        # they neither wait behind the lock session's reads nor hold them up.
+        self._data = session(listed[::-1]) if self._plain_read_check else self._zk
+        # The reference store; the run's secret is this process's (the agent's --secret-file).
+        store = config.get("store")
+        self._ref = wire.Pool(wire.parse_address(str(store)), self._timeout) if store else None
         self._zk.start(timeout=self._timeout)
+        if self._data is not self._zk:
+            self._data.start(timeout=self._timeout)
         # What a client that trusts its own ownership check writes with: retried through
         # reconnections (and new sessions) until the deadline.
         self._retry = KazooRetry(max_tries=-1, max_delay=0.5, deadline=self._timeout)
@@ -190,6 +225,13 @@ class Client:
         # The write's id in the name lets a retry find an attempt that landed (Curator's
         # "protected" create); the sequence suffix orders the key's entries.
         entry = f"/{sink}/{key}/{id}-"
+        if sink == _REF_STORE:
+            request = {"op": "write", "sink": _STORE, "lock": lock, "epoch": epoch}
+            reply = self._ref_call({**request, "key": key, "id": id, "prev": prev})
+            if not isinstance(reply, dict):
+                return reply
+            seqs = reply.get("seqs")
+            return api.Accepted(int(seqs[0]) if isinstance(seqs, list) and seqs else None)
         if sink == _LOG:
             if not self._await_connection(_CONNECT_WAIT_S):
                 return _NEVER_SENT
@@ -248,7 +290,7 @@ class Client:
 
     def _accepted(self, created: str) -> api.Accepted:
         """The entry ``created`` was accepted; its czxid is the store's ``seq``."""
-        stat = self._zk.exists(created)
+        stat = self._data.exists(created)
         # Only a later delete could remove it, and nothing deletes entries.
         return api.Accepted(None if stat is None else int(stat.czxid))
 
@@ -266,10 +308,10 @@ class Client:
         already did: a retried create must not write twice."""
         parent, _, prefix = entry.rpartition("/")
         with contextlib.suppress(self._errors.NoNodeError):
-            for child in self._zk.get_children(parent):
+            for child in self._data.get_children(parent):
                 if child[:-_SEQUENCE_DIGITS] == prefix:
                     return f"{parent}/{child}"
-        return str(self._zk.create(entry, data, sequence=True, makepath=True))
+        return str(self._data.create(entry, data, sequence=True, makepath=True))
 
     def read(
         self, sink: str, key: str, lock: str | None = None, epoch: int | None = None
@@ -279,8 +321,20 @@ class Client:
         A fenced read (``lock`` and ``epoch``) first runs the store's multi without an entry: the
         grant's lock node must exist, and the mark rises; ``log`` cannot fence a read.
         """
-        if sink not in _SINKS or (lock is not None and sink != _STORE):
+        if sink not in _SINKS or (lock is not None and sink == _LOG):
             return _BAD_REQUEST
+        if sink == _REF_STORE:
+            request: dict[str, Any] = {"op": "read", "sink": _STORE, "key": key}
+            if lock is not None or epoch is not None:
+                request.update(lock=lock, epoch=epoch)
+            reply = self._ref_call(request)
+            if not isinstance(reply, dict):
+                return reply
+            return api.Read(
+                tuple(
+                    api.Entry(str(e["id"]), int(e["epoch"]), e.get("seq")) for e in reply["entries"]
+                )
+            )
         if not self._await_connection(_CONNECT_WAIT_S):
             return _NEVER_SENT
         if lock is not None and epoch is not None:
@@ -305,3 +359,31 @@ class Client:
             seq = int(stat.czxid) if sink == _STORE else None
             entries.append(api.Entry(write_id, int(written), seq))
         return api.Read(tuple(entries))
+
+    def _ref_call(self, request: dict[str, Any]) -> dict[str, Any] | api.Refused:
+        """The reference store's answer when it accepted, else its refusal (``stale-epoch``...)
+        or never sent; an exception when the outcome is unknown."""
+        if self._ref is None:
+            return _BAD_REQUEST
+        try:
+            reply = self._ref.call(request)
+        except wire.NotDelivered:
+            return _NEVER_SENT
+        return reply if reply.get("ok") else api.Refused(str(reply.get("error", "refused")))
+
+
+def digest_credentials(secret: str) -> dict[str, Any]:
+    """kazoo's ``auth_data`` and ``default_acl`` for the run's ``secret``: the session is
+    ``fencecheck`` and what it creates is that identity's alone (no world permissions)."""
+    from kazoo.security import make_digest_acl
+
+    return {
+        "auth_data": [("digest", f"{ACL_USER}:{secret}")],
+        "default_acl": [make_digest_acl(ACL_USER, secret, all=True)],
+    }
+
+
+def _read(path: str) -> str:
+    """The run's secret from its file on the node."""
+    with open(path, encoding="utf-8") as file:
+        return file.read().strip()

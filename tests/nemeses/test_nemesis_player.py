@@ -85,6 +85,26 @@ def test_the_holder_is_asked_when_the_window_starts(
         assert len(asked) > 1
 
 
+@pytest.mark.parametrize(
+    ("leader", "fallback", "target", "source"),
+    [("l2", "l1", "l1", "elected"), ("l1", "l1", "l2", "elected"), (None, "l1", "l1", "fallback")],
+)
+def test_a_follower_window_aims_at_a_member_that_does_not_lead(
+    leader: str | None, fallback: str, target: str, source: str
+) -> None:
+    nodes = fake_cluster()
+    nodes["l2"] = FakeNode("l2", "lock", "10.9.0.99")
+    nemesis = NoopNemesis()
+    record = Recording()
+    windows = [window(0, 1, targets=(LOCK_FOLLOWER,), fallback=fallback)]
+    player = NemesisPlayer(nodes, nemesis, windows, clock(), record, resolve_leader=lambda: leader)
+    with player as p:
+        p.join(10)
+    start = record.events[0][1]
+    assert start["targets"] == [target] and start["follower"] == source
+    assert nemesis.calls[0][1].targets == (target,)
+
+
 def test_a_window_opening_during_a_handover_waits_for_the_next_holder() -> None:
     nemesis = NoopNemesis()
     record = Recording()

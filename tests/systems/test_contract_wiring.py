@@ -108,6 +108,30 @@ def test_member_targets_are_refused_for_a_system_that_cannot_name_them(
     assert not store.exists()
 
 
+def test_a_partition_aimed_at_a_follower_cuts_it_from_the_other_members_only() -> None:
+    nodes = {"z1": "lock", "z2": "lock", "z3": "lock", "s1": "store", "w1": "worker"}
+    schedule = generate_schedule(
+        7,
+        nodes,
+        lease_ttl_ns=10**9,
+        duration_ns=30 * 10**9,
+        kinds=("partition",),
+        targets=(LOCK_FOLLOWER,),
+    )
+    assert schedule.windows
+    for window in schedule.windows:
+        assert window.fallback in ("z1", "z2", "z3")
+        fault = resolve(window, list(nodes), None, "z3", follower="z1")
+        assert fault.targets == ("z1",)
+        # Its clients (w1) and the store still reach it; the quorum does not.
+        assert sorted(map(tuple, fault.params["drops"])) == [
+            ("z1", "z2"),
+            ("z1", "z3"),
+            ("z2", "z1"),
+            ("z3", "z1"),
+        ]
+
+
 def test_lock_leader_is_refused_for_a_system_that_cannot_name_its_leader(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -117,6 +141,10 @@ def test_lock_leader_is_refused_for_a_system_that_cannot_name_its_leader(
     assert done.value.code == EXIT_ERROR
     assert "cannot say which lock-service member leads" in capsys.readouterr().err
     assert not store.exists()
+    with pytest.raises(SystemExit) as done:
+        main(["run", "--store", str(store), "--no-progress", "--target", LOCK_FOLLOWER])
+    assert done.value.code == EXIT_ERROR
+    assert "cannot target lock-follower" in capsys.readouterr().err
 
 
 def test_list_shows_holder_flaws_apart_from_the_systems_switches() -> None:

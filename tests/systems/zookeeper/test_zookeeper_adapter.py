@@ -12,7 +12,7 @@ from systems.zookeeper import BUG_SWITCHES, ZooKeeperSystem
 def test_it_is_found_by_name_and_runs_three_members() -> None:
     system = load_system("zookeeper")
     assert isinstance(system, ZooKeeperSystem)
-    assert [name for name, _ in topology(system.roles(), 1)] == ["z1", "z2", "z3", "w1"]
+    assert [name for name, _ in topology(system.roles(), 1)] == ["z1", "z2", "z3", "s1", "w1"]
     assert "python3-kazoo" in system.packages()
     assert "zookeeper" not in system.packages()  # it pulls the desktop JRE
 
@@ -42,6 +42,11 @@ def test_a_ttl_the_ensemble_cannot_grant_as_a_session_is_refused(ttl: float) -> 
 
 
 def test_the_inventory_and_switches() -> None:
-    sinks = {sink.name: sink.fenced for sink in ZooKeeperSystem().inventory(SystemConfig(2.0))}
-    assert sinks == {"store": True, "log": False}
+    inventory = ZooKeeperSystem().inventory(SystemConfig(2.0))
+    assert {sink.name: sink.fenced for sink in inventory} == {
+        "store": True,
+        "log": False,
+        "ref-store": True,
+    }
+    assert all(sink.seq for sink in inventory if sink.fenced)
     assert set(BUG_SWITCHES) == {"trust-is-acquired", "sequence-token", "follower-read-check"}

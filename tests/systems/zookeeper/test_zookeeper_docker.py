@@ -3,6 +3,7 @@ leader, and the switches."""
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 from contextlib import AbstractContextManager
@@ -10,6 +11,8 @@ from typing import Any
 
 import pytest
 
+from nemeses import LOCK_FOLLOWER, generate_schedule, resolve
+from nemeses.partition import PartitionNemesis
 from systems import SystemConfig
 from systems.zookeeper import ZooKeeperSystem
 from tests.support.localcluster import wait_until
@@ -153,3 +156,112 @@ def test_a_member_cut_off_from_the_quorum_answers_stale_reads(bugs: set[str]) ->
             # The multi's check went to the leader: the stale write never lands.
             assert replies[0]["ok"] is False
             assert entries(run, "store") == [("w2-1", new)]
+
+
+# Runs on a node without the run's secret: each attempt on the tree, and what ZooKeeper answered.
+_UNAUTHENTICATED = """
+import json, sys
+from kazoo.client import KazooClient
+from kazoo.security import OPEN_ACL_UNSAFE
+zk = KazooClient(hosts=sys.argv[1])
+zk.start(timeout=20)
+attempts = {
+    "read the lock": lambda: zk.get_children("/locks/L"),
+    "raise the mark": lambda: zk.set("/marks/L", b"99999999999"),
+    "write an entry": lambda: zk.create("/store/k/x-", b"x 1", sequence=True),
+    "take the lock": lambda: zk.create("/locks/L/x-lock-", b"", ephemeral=True, sequence=True),
+    "remove the locks": lambda: zk.delete("/locks", recursive=True),
+    "create at the root": lambda: zk.create("/intruder", b""),
+    "open the root": lambda: zk.set_acls("/", OPEN_ACL_UNSAFE),
+}
+answers = {}
+for what, attempt in attempts.items():
+    try:
+        attempt()
+        answers[what] = "done"
+    except Exception as problem:
+        answers[what] = type(problem).__name__
+zk.stop()
+print(json.dumps(answers))
+"""
+
+
+def test_a_client_without_the_run_secret_cannot_touch_the_locks_or_the_sinks() -> None:
+    with start() as run:
+        epoch = acquire(run, "w1")
+        write = {"op": "write", "lock": "L", "epoch": epoch, "sink": "store", "key": "k"}
+        assert ask(run, "w1", {**write, "id": "w1-1"})["ok"] is True
+        member = run.cluster.nodes["z1"]
+        hosts = f"{member.ip}:2181"
+        shown = member.run(["python3", "-c", _UNAUTHENTICATED, hosts], check=True).stdout
+        answers = json.loads(shown.strip().splitlines()[-1])
+        assert answers == dict.fromkeys(answers, "NoAuthError"), answers
+        assert len(answers) == 7
+        # The holders, with the secret, go on as before.
+        assert ask(run, "w1", {**write, "id": "w1-2"})["ok"] is True
+        assert entries(run, "store") == [("w1-1", epoch), ("w1-2", epoch)]
+
+
+def test_the_reference_store_sink_takes_the_token_and_refuses_a_stale_one() -> None:
+    with start() as run:
+        old, new, reply = pause_inside_write(run, "ref-store", 3000)
+        assert new > old
+        # Refused by the store (its mark is new), or lost with w1's expired session.
+        assert reply["ok"] is False
+        read = ask(run, "w1", {"op": "read", "sink": "ref-store", "key": "k"})
+        assert [(e["id"], e["epoch"]) for e in read["entries"]] == [("w2-1", new)]
+        assert read["entries"][0]["seq"] >= 1
+        fenced = {"op": "read", "sink": "ref-store", "key": "k", "lock": "L", "epoch": old}
+        assert ask(run, "w1", fenced)["ok"] is False
+
+
+@pytest.mark.parametrize("bugs", [set(), {"follower-read-check"}], ids=["correct", "switch"])
+def test_a_lock_follower_partition_exposes_the_plain_read_check(bugs: set[str]) -> None:
+    system = ZooKeeperSystem()
+    with running(system, SystemConfig(1.0, bugs=frozenset(bugs))) as run:
+        nodes = run.cluster.nodes
+        old = acquire(run, "w1")
+        # w1's lock session sits on its own member, a follower: the one the fault cuts off.
+        own = run.deployment.client.config["hosts"]["w1"].split(",")[0].partition(":")[0]
+        (member,) = [name for name in ("z1", "z2", "z3") if nodes[name].ip == own]
+        assert system.mode(nodes[member]) == "follower"
+        roles = {name: node.role for name, node in nodes.items()}
+        schedule = generate_schedule(
+            1,
+            roles,
+            lease_ttl_ns=10**9,
+            duration_ns=10 * 10**9,
+            kinds=("partition",),
+            targets=(LOCK_FOLLOWER,),
+        )
+        fault = resolve(schedule.windows[0], list(nodes), None, system.lock_leader(nodes), member)
+        assert fault.targets == (member,) and fault.params["peers"] == [
+            name for name in ("z1", "z2", "z3") if name != member
+        ]
+        partition = PartitionNemesis()
+        partition.setup(nodes)
+        try:
+            partition.invoke("start-partition", fault)
+            granted: list[int] = []
+            successor = threading.Thread(target=lambda: granted.append(acquire(run, "w2")))
+            successor.start()
+            write = {"op": "write", "lock": "L", "sink": "store", "key": "k"}
+            for attempt in range(1, 30):
+                ask(run, "w1", {**write, "epoch": old, "id": f"w1-{attempt}"})
+                if granted:
+                    break
+            successor.join(timeout=60)
+            (new,) = granted
+            assert ask(run, "w2", {**write, "epoch": new, "id": "w2-1"})["ok"] is True
+            # The cut-off member still answers w1's plain read for a while after the grant.
+            for attempt in range(30, 40):
+                ask(run, "w1", {**write, "epoch": old, "id": f"w1-{attempt}"})
+        finally:
+            partition.heal()
+        stored = entries(run, "store")
+        after = stored[stored.index(("w2-1", new)) + 1 :]
+        stale = [entry for entry in after if entry[1] == old]
+        if bugs:
+            assert stale, stored
+        else:
+            assert not stale, stored
