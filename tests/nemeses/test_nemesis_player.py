@@ -101,7 +101,7 @@ def test_a_follower_window_aims_at_a_member_that_does_not_lead(
     with player as p:
         p.join(10)
     start = record.events[0][1]
-    assert start["targets"] == [target] and start["follower"] == source
+    assert start["targets"] == [target] and start["leader"] == source
     assert nemesis.calls[0][1].targets == (target,)
 
 
