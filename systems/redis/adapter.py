@@ -6,7 +6,7 @@ localhost) after a config file of its own, its data under ``/var/lib/fencecheck/
 ``INCR`` of the epoch counter is on disk before the reply. ``r1`` starts as the primary, ``r2`` as
 its replica (``replicaof`` in its config file, which Sentinel rewrites on a failover, so a restart
 keeps the role Sentinel gave). One Sentinel on ``r2`` watches the primary and promotes the replica
-when the primary stops answering for :attr:`RedisSystem.down_after_ms`; the holders ask it where
+when the primary stops answering for :meth:`RedisSystem.down_after_ms`; the holders ask it where
 the primary is. The holders' client is :mod:`systems.redis.client`.
 """
 
@@ -97,10 +97,11 @@ class RedisSystem:
     """Redis 7 as lock service and sinks (see :mod:`systems.redis`).
 
     ``ready_timeout`` bounds the wait for Redis after a start; ``client_timeout`` is how long a
-    holder waits for Redis to answer before it reports an outcome as unknown; ``down_after_ms``
-    is how long the primary must be silent before Sentinel promotes the replica (longer than the
-    kills that expose ``no-aof``: a restarted primary is back before it); ``wait_ms`` how long a
-    holder waits for the replica to acknowledge a change.
+    holder waits for Redis to answer before it reports an outcome as unknown; ``down_after_ttls``
+    is how long, in lease TTLs, the primary must be silent before Sentinel promotes the replica
+    (longer than the kills that expose ``no-aof``, so a restarted primary is back before it;
+    shorter than the partitions that expose ``async-failover``); ``wait_ms`` how long a holder
+    waits for the replica to acknowledge a change.
     """
 
     name: Final = "redis"
@@ -112,7 +113,7 @@ class RedisSystem:
         data_dir: str = f"{deploy.DATA_DIR}/redis",
         ready_timeout: float = 20.0,
         client_timeout: float = 5.0,
-        down_after_ms: int = 5000,
+        down_after_ttls: float = 5.0,
         wait_ms: int = 1000,
     ) -> None:
         self.port = port
@@ -120,7 +121,7 @@ class RedisSystem:
         self.data_dir = data_dir
         self.ready_timeout = ready_timeout
         self.client_timeout = client_timeout
-        self.down_after_ms = down_after_ms
+        self.down_after_ttls = down_after_ttls
         self.wait_ms = wait_ms
         check_no_clash(self.name, BUG_SWITCHES)
 
@@ -239,7 +240,11 @@ class RedisSystem:
             lines.append(f"replicaof {primary.ip} {self.port}")
         return "".join(f"{line}\n" for line in lines).encode()
 
-    def _sentinel_conf(self, secret: str | None, primary: Node) -> bytes:
+    def down_after_ms(self, config: SystemConfig) -> int:
+        """How long Sentinel waits for a silent primary before it promotes the replica."""
+        return round(self.down_after_ttls * self.lease_ttl(config) * 1000)
+
+    def _sentinel_conf(self, secret: str | None, primary: Node, down_after_ms: int) -> bytes:
         lines = [
             f"port {self.sentinel_port}",
             "bind 0.0.0.0",
@@ -247,8 +252,8 @@ class RedisSystem:
             f"dir {self.data_dir}",
             'logfile ""',
             f"sentinel monitor {_SERVICE} {primary.ip} {self.port} 1",
-            f"sentinel down-after-milliseconds {_SERVICE} {self.down_after_ms}",
-            f"sentinel failover-timeout {_SERVICE} {2 * self.down_after_ms}",
+            f"sentinel down-after-milliseconds {_SERVICE} {down_after_ms}",
+            f"sentinel failover-timeout {_SERVICE} {2 * down_after_ms}",
         ]
         if secret:
             lines += [f"requirepass {secret}", f"sentinel auth-pass {_SERVICE} {secret}"]
@@ -269,7 +274,11 @@ class RedisSystem:
                 node.put_file(self._config_file, self._server_conf(secret, source), 0o600)
                 deploy.start_and_wait(node, _DAEMON, self.server_argv(config), self._ready(node))
             wait_for(replica, self._replicating(replica))
-            replica.put_file(self._sentinel_file, self._sentinel_conf(secret, primary), 0o600)
+            replica.put_file(
+                self._sentinel_file,
+                self._sentinel_conf(secret, primary, self.down_after_ms(config)),
+                0o600,
+            )
             deploy.start_and_wait(replica, _SENTINEL, self.sentinel_argv(), self._watching(replica))
         except (AdapterError, NodeError) as problem:
             self.teardown(nodes)
