@@ -189,6 +189,9 @@ class RedisSystem:
         argv += [
             *("--bind", "0.0.0.0", "--port", str(self.port), "--protected-mode", "no"),
             *("--dir", self.data_dir, "--logfile", ""),
+            # A replica back from a kill or partition copies the primary at once, not after the
+            # default 5 s spent waiting for other replicas: nothing counts until it has.
+            *("--repl-diskless-sync-delay", "0"),
         ]
         if _NO_AOF not in config.bugs:
             argv += ["--appendonly", "yes", "--appendfsync", "always"]

@@ -33,12 +33,16 @@ def redis_cli(run: Running, *command: str, password: str | None = None, node: st
 
 
 def kill_and_restart(run: Running) -> None:
-    """SIGKILL Redis (no chance to flush) and start it again as after the kill nemesis."""
+    """SIGKILL the primary (no chance to flush), start it again as after the kill nemesis, and
+    wait until the replica has copied it again."""
     r1 = run.cluster.nodes["r1"]
     server = r1.daemon("redis-server")
     r1.signal(server, signal.SIGKILL)
     wait_until(lambda: r1.process_state(server) in (None, "Z"), "Redis to die")
     RedisSystem().restart(r1, "redis-server")
+    # The replica copies the restarted primary again before anything may count.
+    link = "master_link_status:up"
+    wait_until(lambda: link in redis_cli(run, "info", "replication", node="r2"), "r2's resync")
 
 
 def acquire(run: Running, worker: str) -> int:
