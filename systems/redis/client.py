@@ -18,13 +18,14 @@ command follows the failover. Every step that must be atomic is one server-side 
   ``not-owner``: a lapsed grant alone is no proof that a newer one exists.
 - **log** (unfenced): a plain ``RPUSH`` of ``id epoch``.
 
-**Replication.** Each command that changes data goes out in one pipeline with ``WAIT 1 ms`` on the
-same connection, and counts only when the replica acknowledged it: a grant, a renewal, an accepted
-write. Else a grant or renewal is refused, a write's outcome is unknown (it may be lost in a
-failover), and a read is refused (a primary without its replica may be one that a failover left
-behind). So every counted grant and write is on both nodes, and a promoted replica never has a
-lower counter than a granted epoch. ``WAIT`` reports, it does not prevent: the script has run on
-the primary either way, which is why a grant without the acknowledgement is never used.
+**Replication.** Each command that changes data goes out in one pipeline with ``WAIT 1 wait_ms`` on
+the same connection, and counts only when the replica acknowledged it: a grant, a renewal, an
+accepted write. Else a grant or renewal is refused, the outcome of a write or fenced read (which
+raises the mark) is unknown (it may be lost in a failover), and a plain read is refused (a primary
+without its replica may be one that a failover left behind). So every counted grant and write is on
+both nodes, and a promoted replica never has a lower counter than a granted epoch. ``WAIT`` reports,
+it does not prevent: the script has run on the primary either way, which is why a grant without the
+acknowledgement is never used.
 
 Its configuration (the ``client`` object of the agent's ``--config``): ``sentinels`` (a list of
 ``[host, port]``) and ``service`` (the primary's name there), ``secret_file`` (the run's secret on
@@ -136,7 +137,7 @@ class NotReplicated(Exception):
 
 
 class Client:
-    """Talks to the Redis server for one holder (thread-safe: redis-py pools connections)."""
+    """Talks to the Redis primary for one holder (thread-safe: redis-py pools connections)."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         import redis.sentinel  # Debian's python3-redis on the node; the controller builds no Client
@@ -290,8 +291,9 @@ class Client:
 
         A fenced read (``lock`` and ``epoch``) on ``store`` raises the lock's mark; on ``owned``
         it reads only while the grant holds the lock; ``log`` cannot fence a read. Without the
-        replica's acknowledgement the read is refused: the server may be a primary that a
-        failover left behind, missing what the new one accepted.
+        replica's acknowledgement a plain read is refused (the server may be a primary that a
+        failover left behind, missing what the new one accepted) and a fenced one's outcome is
+        unknown.
         """
         try:
             if lock is None or epoch is None:
@@ -303,7 +305,9 @@ class Client:
             else:
                 return _BAD_REQUEST
         except NotReplicated:
-            return _NEVER_SENT
+            if lock is None or epoch is None:
+                return _NEVER_SENT  # a plain read changed nothing
+            raise  # a fenced read raised the mark on the primary alone: unknown, like a write
         except self._redis_errors as problem:
             if self._never_sent(problem):
                 return _NEVER_SENT
