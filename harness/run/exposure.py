@@ -160,7 +160,8 @@ def _shortfall(
     kinds = [w for w in schedule.windows if w.kind in need.kinds]
     if not kinds:
         return f"no {' / '.join(sorted(need.kinds))} fault is scheduled; run it with {suggested}"
-    hits = [w for w in kinds if need.roles & {_role(t, roles) for t in w.targets}]
+    # An exposure may name a node (redis's replica r2) as well as a role.
+    hits = [w for w in kinds if need.roles & {*w.targets, *(_role(t, roles) for t in w.targets)}]
     if not hits:
         return (
             f"no fault hits a {' or '.join(sorted(need.roles))} node; "

@@ -1,9 +1,13 @@
-"""The redis system's adapter: one Redis 7 server (Debian's) as lock service and sinks.
+"""The redis system's adapter: a Redis 7 primary, its replica and Sentinel (Debian's).
 
-Redis runs on the lock node with arguments only (Debian's redis.conf daemonizes and binds
-localhost), its data under ``/var/lib/fencecheck/redis``, with ``appendonly yes`` and
-``appendfsync always``: the careful setting, under which an acknowledged ``INCR`` of the epoch
-counter is on disk before the reply. The holders' client is :mod:`systems.redis.client`.
+Redis runs on the two lock nodes with arguments (Debian's redis.conf daemonizes and binds
+localhost) after a config file of its own, its data under ``/var/lib/fencecheck/redis``, with
+``appendonly yes`` and ``appendfsync always``: the careful setting, under which an acknowledged
+``INCR`` of the epoch counter is on disk before the reply. ``r1`` starts as the primary, ``r2`` as
+its replica (``replicaof`` in its config file, which Sentinel rewrites on a failover, so a restart
+keeps the role Sentinel gave). One Sentinel on ``r2`` watches the primary and promotes the replica
+when the primary stops answering for :meth:`RedisSystem.down_after_ms`; the holders ask it where
+the primary is. The holders' client is :mod:`systems.redis.client`.
 """
 
 from __future__ import annotations
@@ -15,7 +19,7 @@ from pathlib import Path
 from typing import Final
 
 from harness.node import Daemon, Node, NodeError
-from harness.node.wait import CommandSucceeds
+from harness.node.wait import CommandSucceeds, wait_for
 from systems import deploy
 from systems.base import (
     AdapterError,
@@ -41,7 +45,10 @@ PACKAGES: Final = Path(__file__).with_name("packages.txt")
 """The Debian packages its nodes need beyond the node image, one a line."""
 
 _DAEMON: Final = "redis-server"
+_SENTINEL: Final = "redis-sentinel"
+_SERVICE: Final = "fencecheck"
 _NO_AOF: Final = "no-aof"
+_ASYNC_FAILOVER: Final = "async-failover"
 
 BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
     {
@@ -58,7 +65,8 @@ BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
                 _NO_AOF,
                 "Redis with its default persistence (appendonly no, RDB save points not reached): "
                 "a SIGKILL and restart forgets the epoch counter, the lock and the sinks' data",
-                Exposure(faults=("kill",), targets=("lock",)),
+                # The primary back within Sentinel's down-after: its replica copies the empty data.
+                Exposure(faults=("kill",), targets=("lock-leader",), ttl_multiples=(3.0,)),
                 ("grant-regression", "epoch-reuse", "lost-write"),
                 ("store",),
             ),
@@ -70,6 +78,15 @@ BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
                 ("stale-write",),
                 ("owned",),
             ),
+            BugSwitch(
+                _ASYNC_FAILOVER,
+                "replication is asynchronous (no WAIT): cut off from the primary, the replica "
+                "falls behind while the primary grants on; Sentinel promotes it and the holders "
+                "follow, so the epoch counter goes back",
+                # Cut off longer than Sentinel's down-after (5 s), so that it promotes r2.
+                Exposure(faults=("partition",), targets=("r2",), ttl_multiples=(8.0,)),
+                ("grant-regression", "epoch-reuse"),
+            ),
         )
     }
 )
@@ -80,7 +97,11 @@ class RedisSystem:
     """Redis 7 as lock service and sinks (see :mod:`systems.redis`).
 
     ``ready_timeout`` bounds the wait for Redis after a start; ``client_timeout`` is how long a
-    holder waits for Redis to answer before it reports an outcome as unknown.
+    holder waits for Redis to answer before it reports an outcome as unknown; ``down_after_ttls``
+    is how long, in lease TTLs, the primary must be silent before Sentinel promotes the replica
+    (longer than the kills that expose ``no-aof``, so a restarted primary is back before it;
+    shorter than the partitions that expose ``async-failover``); ``wait_ms`` how long a holder
+    waits for the replica to acknowledge a change.
     """
 
     name: Final = "redis"
@@ -88,33 +109,40 @@ class RedisSystem:
     def __init__(
         self,
         port: int = 6379,
+        sentinel_port: int = 26379,
         data_dir: str = f"{deploy.DATA_DIR}/redis",
         ready_timeout: float = 20.0,
         client_timeout: float = 5.0,
+        down_after_ttls: float = 5.0,
+        wait_ms: int = 1000,
     ) -> None:
         self.port = port
+        self.sentinel_port = sentinel_port
         self.data_dir = data_dir
         self.ready_timeout = ready_timeout
         self.client_timeout = client_timeout
+        self.down_after_ttls = down_after_ttls
+        self.wait_ms = wait_ms
         check_no_clash(self.name, BUG_SWITCHES)
 
     def describe(self) -> str:
         """What the system is."""
         return (
-            "Redis 7 (Debian, appendonly): SET NX PX + INCR in one script, Lua-fenced store and "
-            "owned sinks, an unfenced log"
+            "Redis 7 (Debian, appendonly, a replica and Sentinel): SET NX PX + INCR in one "
+            "script, WAIT for the replica, Lua-fenced store and owned sinks, an unfenced log"
         )
 
     def roles(self) -> Mapping[str, RoleSpec]:
-        """One Redis server ``r1`` (lock service and sinks) and workers ``w1..``."""
-        return {"lock": RoleSpec(1, "r"), "worker": RoleSpec(1, "w")}
+        """Redis servers ``r1`` (the first primary) and ``r2`` (its replica, with Sentinel): the
+        lock service and the sinks; workers ``w1..``."""
+        return {"lock": RoleSpec(2, "r"), "worker": RoleSpec(1, "w")}
 
     def packages(self) -> tuple[str, ...]:
         """The Debian packages of ``packages.txt`` beside this module."""
         return read_packages(PACKAGES)
 
     def bug_switches(self) -> Mapping[str, BugSwitch]:
-        """``random-value-token``, ``no-aof`` and ``unchecked-release``."""
+        """``random-value-token``, ``no-aof``, ``unchecked-release`` and ``async-failover``."""
         return BUG_SWITCHES
 
     def validate(self, config: SystemConfig) -> None:
@@ -153,43 +181,108 @@ class RedisSystem:
         return config.lease_ttl
 
     def server_argv(self, config: SystemConfig) -> list[str]:
-        """Redis's command line under ``config`` (the restart after a kill reuses it). With the
-        run's secret, a config file comes first whose only line is ``requirepass``: only the run
-        may use the server, and the password never shows in a command line."""
-        argv = ["redis-server", *([self._auth_file] if config.secret_file else [])]
+        """Redis's command line under ``config`` (the restart after a kill reuses it). Its config
+        file comes first: the password (``requirepass``, ``masterauth``: only the run may use the
+        server, and the password never shows in a command line) and, on the replica,
+        ``replicaof``; Sentinel rewrites the file when it changes a server's role."""
+        argv = ["redis-server", self._config_file]
         argv += [
             *("--bind", "0.0.0.0", "--port", str(self.port), "--protected-mode", "no"),
             *("--dir", self.data_dir, "--logfile", ""),
+            # A replica back from a kill or partition copies the primary at once, not after the
+            # default 5 s spent waiting for other replicas: nothing counts until it has.
+            *("--repl-diskless-sync-delay", "0"),
         ]
         if _NO_AOF not in config.bugs:
             argv += ["--appendonly", "yes", "--appendfsync", "always"]
         return argv
 
+    def sentinel_argv(self) -> list[str]:
+        """Sentinel's command line: its config file, which it rewrites as it learns."""
+        return [_SENTINEL, self._sentinel_file]
+
     @property
-    def _auth_file(self) -> str:
-        return f"{self.data_dir}/auth.conf"
+    def _config_file(self) -> str:
+        return f"{self.data_dir}/redis.conf"
+
+    @property
+    def _sentinel_file(self) -> str:
+        return f"{self.data_dir}/sentinel.conf"
+
+    def _cli(self, node: Node, port: int, command: str) -> str:
+        """A ``redis-cli`` call on ``node`` authenticated (``REDISCLI_AUTH``, which no command line
+        shows) with the password of the node's config file, if there is one."""
+        conf = shlex.quote(self._config_file)
+        password = f"$(sed -n 's/^requirepass //p' {conf} 2>/dev/null | tr -d '\"')"
+        return f'REDISCLI_AUTH="{password}" redis-cli -h {node.ip} -p {port} {command}'
 
     def _ready(self, node: Node) -> CommandSucceeds:
-        """Ready when ``redis-cli ping`` answers ``PONG``, authenticating (``REDISCLI_AUTH``, which
-        no command line shows) with the password of the config file, if there is one."""
-        auth = shlex.quote(self._auth_file)
-        password = f"$(sed -n 's/^requirepass //p' {auth} 2>/dev/null)"
-        probe = f'REDISCLI_AUTH="{password}" redis-cli -h {node.ip} -p {self.port} ping'
+        """Ready when ``redis-cli ping`` answers ``PONG``."""
+        probe = self._cli(node, self.port, "ping")
         return CommandSucceeds(
             f"{probe} | grep -qx PONG", timeout=self.ready_timeout, interval=0.05
         )
 
+    def _replicating(self, node: Node) -> CommandSucceeds:
+        """Ready when the replica's link to its primary is up (its first copy is loaded)."""
+        probe = self._cli(node, self.port, "info replication")
+        return CommandSucceeds(
+            f"{probe} | grep -q '^master_link_status:up'", timeout=self.ready_timeout
+        )
+
+    def _watching(self, node: Node) -> CommandSucceeds:
+        """Ready when the Sentinel of ``node`` knows the replica there, which it would promote."""
+        probe = self._cli(node, self.sentinel_port, f"sentinel replicas {_SERVICE}")
+        return CommandSucceeds(
+            f"{probe} | grep -qx {shlex.quote(node.ip)}", timeout=self.ready_timeout
+        )
+
+    def _server_conf(self, secret: str | None, primary: Node | None) -> bytes:
+        lines = [f"requirepass {secret}", f"masterauth {secret}"] if secret else []
+        if primary is not None:
+            lines.append(f"replicaof {primary.ip} {self.port}")
+        return "".join(f"{line}\n" for line in lines).encode()
+
+    def down_after_ms(self, config: SystemConfig) -> int:
+        """How long Sentinel waits for a silent primary before it promotes the replica."""
+        return round(self.down_after_ttls * self.lease_ttl(config) * 1000)
+
+    def _sentinel_conf(self, secret: str | None, primary: Node, down_after_ms: int) -> bytes:
+        lines = [
+            f"port {self.sentinel_port}",
+            "bind 0.0.0.0",
+            "protected-mode no",
+            f"dir {self.data_dir}",
+            'logfile ""',
+            f"sentinel monitor {_SERVICE} {primary.ip} {self.port} 1",
+            f"sentinel down-after-milliseconds {_SERVICE} {down_after_ms}",
+            f"sentinel failover-timeout {_SERVICE} {2 * down_after_ms}",
+        ]
+        if secret:
+            lines += [f"requirepass {secret}", f"sentinel auth-pass {_SERVICE} {secret}"]
+        return "".join(f"{line}\n" for line in lines).encode()
+
     def setup(self, nodes: Mapping[str, Node], config: SystemConfig) -> Deployment:
-        """Start Redis on the lock node from an empty data directory; name the holder client."""
+        """Start the primary on ``r1``, then its replica and Sentinel on ``r2``, from empty data
+        directories, and wait until the replica has its copy and Sentinel knows it."""
         self.validate(config)
         check_roles(self.name, self.roles(), nodes)
-        (server,) = nodes_with_role(nodes, "lock")
+        primary, replica = nodes_with_role(nodes, "lock")
         try:
-            deploy.fresh_dir(server, self.data_dir)
+            secret = None
             if config.secret_file:
-                secret = server.get_file(config.secret_file).decode().strip()
-                server.put_file(self._auth_file, f"requirepass {secret}\n".encode(), 0o600)
-            deploy.start_and_wait(server, _DAEMON, self.server_argv(config), self._ready(server))
+                secret = primary.get_file(config.secret_file).decode().strip()
+            for node, source in ((primary, None), (replica, primary)):
+                deploy.fresh_dir(node, self.data_dir)
+                node.put_file(self._config_file, self._server_conf(secret, source), 0o600)
+                deploy.start_and_wait(node, _DAEMON, self.server_argv(config), self._ready(node))
+            wait_for(replica, self._replicating(replica))
+            replica.put_file(
+                self._sentinel_file,
+                self._sentinel_conf(secret, primary, self.down_after_ms(config)),
+                0o600,
+            )
+            deploy.start_and_wait(replica, _SENTINEL, self.sentinel_argv(), self._watching(replica))
         except (AdapterError, NodeError) as problem:
             self.teardown(nodes)
             raise AdapterError(f"setting up system {self.name!r} failed:\n{problem}") from None
@@ -197,24 +290,42 @@ class RedisSystem:
             client=HolderClientCode(
                 client,
                 {
-                    "host": server.ip,
-                    "port": self.port,
+                    "sentinels": [[replica.ip, self.sentinel_port]],
+                    "service": _SERVICE,
                     "timeout": self.client_timeout,
+                    "replica_acks": 0 if _ASYNC_FAILOVER in config.bugs else 1,
+                    "wait_ms": self.wait_ms,
                     "bugs": sorted(config.bugs),
                     "secret_file": config.secret_file,
                 },
             ),
-            targets=(ProcessTarget("lock", server.name, _DAEMON),),
+            targets=tuple(ProcessTarget("lock", node.name, _DAEMON) for node in (primary, replica)),
             lease_ttl=self.lease_ttl(config),
         )
 
     def teardown(self, nodes: Mapping[str, Node]) -> None:
-        """SIGKILL Redis (the data directory stays for inspection)."""
-        deploy.tear_down("redis", nodes_with_role(nodes, "lock"), (_DAEMON,))
+        """SIGKILL Redis and Sentinel (the data directories stay for inspection)."""
+        deploy.tear_down("redis", nodes_with_role(nodes, "lock"), (_DAEMON, _SENTINEL))
 
     def restart(self, node: Node, daemon: str) -> Daemon:
-        """Start the killed Redis again with its last command line (same data directory) and
-        wait until it answers: it reloads its append-only file, if it keeps one."""
-        if daemon != _DAEMON:
-            raise AdapterError(f"the redis system has no daemon {daemon!r} to restart")
-        return deploy.restart_daemon(node, daemon, self._ready(node))
+        """Start the killed Redis (or Sentinel) again with its last command line (same data
+        directory) and wait until it answers: Redis reloads its append-only file, if it keeps
+        one, in the role its config file last had."""
+        if daemon == _DAEMON:
+            return deploy.restart_daemon(node, daemon, self._ready(node))
+        if daemon == _SENTINEL:
+            probe = self._cli(node, self.sentinel_port, "ping")
+            ready = CommandSucceeds(f"{probe} | grep -qx PONG", timeout=self.ready_timeout)
+            return deploy.restart_daemon(node, daemon, ready)
+        raise AdapterError(f"the redis system has no daemon {daemon!r} to restart")
+
+    def lock_leader(self, nodes: Mapping[str, Node]) -> str | None:
+        """The Redis node Sentinel names as the primary (``None`` if it names none we know)."""
+        servers = nodes_with_role(nodes, "lock")
+        command = self._cli(servers[-1], self.sentinel_port, "sentinel get-master-addr-by-name")
+        try:
+            answer = servers[-1].run(f"{command} {_SERVICE}", timeout=5.0, check=True)
+        except NodeError as problem:
+            raise AdapterError(f"asking Sentinel for the primary failed: {problem}") from None
+        lines = answer.stdout.split()
+        return next((node.name for node in servers if lines and node.ip == lines[0]), None)

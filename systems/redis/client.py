@@ -1,8 +1,10 @@
 """The redis system's holder client, loaded by the agent on each worker node.
 
-It talks to one Redis 7 server through redis-py (Debian's ``python3-redis``, installed on the
-nodes: imported when a :class:`Client` is made, so the controller can ship this file without
-having redis-py). Every step that must be atomic is one server-side Lua script:
+It talks to the Redis primary that Sentinel names, through redis-py (Debian's ``python3-redis``,
+installed on the nodes: imported when a :class:`Client` is made, so the controller can ship this
+file without having redis-py): a new connection asks Sentinel for the primary's address, and a
+connection to a primary that was demoted since (Redis answers ``READONLY``) is closed, so the next
+command follows the failover. Every step that must be atomic is one server-side Lua script:
 
 - **acquire**: ``SET lock:L owner NX PX ttl`` and, only if it was set, ``INCR epoch:L``: the
   counter's value is the token, and the lock's value becomes ``owner/token`` so that renew, release
@@ -16,9 +18,20 @@ having redis-py). Every step that must be atomic is one server-side Lua script:
   ``not-owner``: a lapsed grant alone is no proof that a newer one exists.
 - **log** (unfenced): a plain ``RPUSH`` of ``id epoch``.
 
-Its configuration (the ``client`` object of the agent's ``--config``): ``host`` and ``port`` of
-the server, ``secret_file`` (the run's secret on the node: the server's password, or none),
-``node`` (the holder's name), ``timeout`` (seconds to wait for a reply), and ``bugs``:
+**Replication.** Each command that changes data goes out in one pipeline with ``WAIT 1 wait_ms`` on
+the same connection, and counts only when the replica acknowledged it: a grant, a renewal, an
+accepted write. Else a grant or renewal is refused, the outcome of a write or fenced read (which
+raises the mark) is unknown (it may be lost in a failover), and a plain read is refused (a primary
+without its replica may be one that a failover left behind). So every counted grant and write is on
+both nodes, and a promoted replica never has a lower counter than a granted epoch. ``WAIT`` reports,
+it does not prevent: the script has run on the primary either way, which is why a grant without the
+acknowledgement is never used.
+
+Its configuration (the ``client`` object of the agent's ``--config``): ``sentinels`` (a list of
+``[host, port]``) and ``service`` (the primary's name there), ``secret_file`` (the run's secret on
+the node: the password of Redis and of Sentinel, or none), ``node`` (the holder's name),
+``timeout`` (seconds to wait for a reply), ``replica_acks`` (how many replicas must acknowledge;
+0: replication is asynchronous), ``wait_ms`` (how long ``WAIT`` waits for them), and ``bugs``:
 ``random-value-token`` (the lock's random value is the token, as redis-py's ``Lock`` and Redlock
 have it) and ``unchecked-release`` (renew re-sets the lock and release deletes it, neither checking
 whose it is).
@@ -29,6 +42,7 @@ from __future__ import annotations
 import random
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 from harness.nodeside import client as api
@@ -106,6 +120,10 @@ _LOG = "log"
 # that it has (a lock can lapse with no newer grant, and a newer grant need not have written).
 _NOT_OWNER = "not-owner"
 _NEVER_SENT = api.Refused(api.UNAVAILABLE)
+# What redis-py says when a command certainly had no effect: the connection could not be opened
+# ("Error 111 connecting to ...", "Timeout connecting to ..."), Sentinel named no primary, or the
+# server turned out to be a demoted primary, which refuses every write (READONLY).
+_NO_EFFECT = ("connecting to", "no master found", "previous master is now a slave")
 _BAD_REQUEST = api.Refused("bad-request")
 _TIMED_OUT = api.Refused("timeout")
 _POLL_S = 0.02
@@ -113,11 +131,16 @@ _POLL_S = 0.02
 _TOKEN_BITS = 52
 
 
+class NotReplicated(Exception):
+    """No replica acknowledged a change within the wait: it is on the primary only, and a failover
+    may lose it."""
+
+
 class Client:
-    """Talks to the Redis server for one holder (thread-safe: redis-py pools connections)."""
+    """Talks to the Redis primary for one holder (thread-safe: redis-py pools connections)."""
 
     def __init__(self, config: dict[str, Any]) -> None:
-        import redis  # Debian's python3-redis on the node; the controller never builds a Client
+        import redis.sentinel  # Debian's python3-redis on the node; the controller builds no Client
 
         self._redis_errors: tuple[type[Exception], ...] = (redis.RedisError,)
         self._owner = str(config.get("node", "?"))
@@ -126,14 +149,17 @@ class Client:
         unchecked = UNCHECKED_RELEASE in bugs
         timeout = float(config.get("timeout", 10.0))
         secret_file = config.get("secret_file")
-        self._redis = redis.Redis(
-            host=str(config["host"]),
-            port=int(config["port"]),
-            password=_read(str(secret_file)) if secret_file else None,
-            socket_timeout=timeout,
-            socket_connect_timeout=min(timeout, 2.0),
-            decode_responses=True,
+        password = _read(str(secret_file)) if secret_file else None
+        sockets = {"socket_timeout": timeout, "socket_connect_timeout": min(timeout, 2.0)}
+        sentinel = redis.sentinel.Sentinel(
+            [(str(host), int(port)) for host, port in config["sentinels"]],
+            sentinel_kwargs={"password": password, **sockets},
+            password=password,
+            **sockets,
         )
+        self._redis = sentinel.master_for(str(config["service"]), decode_responses=True)
+        self._acks = int(config.get("replica_acks", 0))
+        self._wait_ms = int(config.get("wait_ms", 1000))
         script = self._redis.register_script
         self._acquire_script = script(_ACQUIRE_RANDOM if self._random_token else _ACQUIRE)
         self._renew_script = script(_RENEW_UNCHECKED if unchecked else _RENEW)
@@ -153,9 +179,26 @@ class Client:
         return f"{self._owner}/{epoch}"
 
     def _never_sent(self, problem: Exception) -> bool:
-        """redis-py says "Error 111 connecting to ..." (or "Timeout connecting to ...") when the
-        connection could not be opened: the request certainly did not reach the server."""
-        return "connecting to" in str(problem).lower()
+        """Whether redis-py's error means the request certainly had no effect (see _NO_EFFECT)."""
+        message = str(problem).lower()
+        return any(words in message for words in _NO_EFFECT)
+
+    def _replicated(self, queue: Callable[[Any], object]) -> list[Any]:
+        """Send the commands ``queue`` puts on a pipeline, then ``WAIT`` on the same connection;
+        their replies, or :class:`NotReplicated` when too few replicas acknowledged them."""
+        pipe = self._redis.pipeline(transaction=False)
+        queue(pipe)
+        if not self._acks:
+            return list(pipe.execute())
+        pipe.execute_command("WAIT", self._acks, self._wait_ms)
+        replies = list(pipe.execute())
+        acked = replies.pop()
+        if int(acked) < self._acks:
+            raise NotReplicated(
+                f"{acked} of {self._acks} replicas acknowledged within {self._wait_ms} ms: the "
+                "change is on the primary only and may be lost in a failover"
+            )
+        return replies
 
     def acquire(self, lock: str, ttl: float, wait: float) -> api.Grant | api.Refused | api.Unknown:
         """Poll the acquire script until it grants or ``wait`` runs out: ``timeout`` if the lock
@@ -168,6 +211,9 @@ class Client:
             sent = time.monotonic()
             try:
                 epoch = self._grant(lock, ttl_ms)
+            except NotReplicated:
+                # Granted on the primary alone: never used, it lapses with its TTL.
+                epoch, refusal = None, _NEVER_SENT
             except self._redis_errors as problem:
                 if not self._never_sent(problem):
                     raise
@@ -185,10 +231,16 @@ class Client:
     def _grant(self, lock: str, ttl_ms: int) -> int | None:
         if self._random_token:
             token = random.getrandbits(_TOKEN_BITS)
-            granted = self._acquire_script(keys=[f"lock:{lock}"], args=[self._value(token), ttl_ms])
+            (granted,) = self._replicated(
+                lambda pipe: self._acquire_script(
+                    keys=[f"lock:{lock}"], args=[self._value(token), ttl_ms], client=pipe
+                )
+            )
             return token if granted == 1 else None
-        epoch = self._acquire_script(
-            keys=[f"lock:{lock}", f"epoch:{lock}"], args=[self._owner, ttl_ms]
+        (epoch,) = self._replicated(
+            lambda pipe: self._acquire_script(
+                keys=[f"lock:{lock}", f"epoch:{lock}"], args=[self._owner, ttl_ms], client=pipe
+            )
         )
         return None if epoch is None else int(epoch)
 
@@ -196,11 +248,19 @@ class Client:
         """Extend the lock while it is still this grant's (with the switch: set it again)."""
         with self._state:
             ttl_ms = self._ttl_ms[lock]
-        return bool(self._renew_script(keys=[f"lock:{lock}"], args=[self._value(epoch), ttl_ms]))
+        return self._changed(self._renew_script, [f"lock:{lock}"], [self._value(epoch), ttl_ms])
 
     def release(self, lock: str, epoch: int) -> bool:
         """Delete the lock if it is still this grant's (with the switch: whoever's it is)."""
-        return bool(self._release_script(keys=[f"lock:{lock}"], args=[self._value(epoch)]))
+        return self._changed(self._release_script, [f"lock:{lock}"], [self._value(epoch)])
+
+    def _changed(self, script: Any, keys: list[str], args: list[Any]) -> bool:
+        """Whether a renew or release script answered 1 and the replica has its effect."""
+        try:
+            (done,) = self._replicated(lambda pipe: script(keys=keys, args=args, client=pipe))
+        except NotReplicated:
+            return False
+        return bool(done)
 
     def write(
         self, lock: str, sink: str, key: str, id: str, epoch: int, prev: Any
@@ -210,12 +270,14 @@ class Client:
         sent; an exception when the outcome is unknown."""
         try:
             if sink == _LOG:
-                self._redis.rpush(f"{_LOG}:{key}", f"{id} {epoch}")
+                self._replicated(lambda pipe: pipe.rpush(f"{_LOG}:{key}", f"{id} {epoch}"))
                 return api.Accepted()
             if sink not in self._writes:
                 return _BAD_REQUEST
             keys = [f"lock:{lock}", f"mark-{sink}:{lock}", f"{sink}:{key}", f"seq:{sink}"]
-            seq = int(self._writes[sink](keys=keys, args=[self._value(epoch), epoch, id]))
+            script, args = self._writes[sink], [self._value(epoch), epoch, id]
+            (seq,) = self._replicated(lambda pipe: script(keys=keys, args=args, client=pipe))
+            seq = int(seq)
         except self._redis_errors as problem:
             if self._never_sent(problem):
                 return _NEVER_SENT
@@ -228,16 +290,24 @@ class Client:
         """The key's entries in the sink's order (with ``seq`` on the fenced sinks), or why not.
 
         A fenced read (``lock`` and ``epoch``) on ``store`` raises the lock's mark; on ``owned``
-        it reads only while the grant holds the lock; ``log`` cannot fence a read.
+        it reads only while the grant holds the lock; ``log`` cannot fence a read. Without the
+        replica's acknowledgement a plain read is refused (the server may be a primary that a
+        failover left behind, missing what the new one accepted) and a fenced one's outcome is
+        unknown.
         """
         try:
             if lock is None or epoch is None:
-                raw = self._redis.lrange(f"{sink}:{key}", 0, -1)
+                (raw,) = self._replicated(lambda pipe: pipe.lrange(f"{sink}:{key}", 0, -1))
             elif sink in self._reads:
                 keys = [f"lock:{lock}", f"mark-{sink}:{lock}", f"{sink}:{key}"]
-                raw = self._reads[sink](keys=keys, args=[self._value(epoch), epoch])
+                script, args = self._reads[sink], [self._value(epoch), epoch]
+                (raw,) = self._replicated(lambda pipe: script(keys=keys, args=args, client=pipe))
             else:
                 return _BAD_REQUEST
+        except NotReplicated:
+            if lock is None or epoch is None:
+                return _NEVER_SENT  # a plain read changed nothing
+            raise  # a fenced read raised the mark on the primary alone: unknown, like a write
         except self._redis_errors as problem:
             if self._never_sent(problem):
                 return _NEVER_SENT

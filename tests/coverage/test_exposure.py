@@ -104,3 +104,18 @@ def test_a_switch_that_needs_several_locks_is_refused_with_one() -> None:
     problem = unexposed(spec, schedule, roles, {switch.name: switch})
     assert problem is not None and "--locks 3" in problem
     assert unexposed(replace(spec, locks=3), schedule, roles, {switch.name: switch}) is None
+
+
+def test_a_switch_may_need_a_fault_on_one_named_node() -> None:
+    # redis's async-failover: the replica r2 must be cut off, not any lock node.
+    switch = BugSwitch("replica-cut", "", Exposure(faults=("partition",), targets=("r2",)), ())
+    roles = {"r1": "lock", "r2": "lock", "w1": "worker"}
+    spec = TestSpec(bugs=("replica-cut",), ttl=1.0, time_limit=30.0, fault_lengths=(8.0,))
+
+    def cut(node: str) -> Schedule:
+        window = Window(0, 1_000_000_000, 8_000_000_000, "partition", (node,), 8.0)
+        return Schedule(1, 1_000_000_000, 30_000_000_000, (window,))
+
+    assert unexposed(spec, cut("r2"), roles, {switch.name: switch}) is None
+    problem = unexposed(spec, cut("r1"), roles, {switch.name: switch})
+    assert problem is not None and "--target r2" in problem

@@ -9,11 +9,21 @@ from systems.base import read_packages, topology
 from systems.redis import BUG_SWITCHES, PACKAGES, RedisSystem
 
 
-def test_it_is_found_by_name_and_runs_on_one_redis_node() -> None:
+def test_it_is_found_by_name_and_runs_on_a_primary_and_its_replica() -> None:
     system = load_system("redis")
     assert isinstance(system, RedisSystem)
-    assert topology(system.roles(), 2) == [("r1", "lock"), ("w1", "worker"), ("w2", "worker")]
-    assert set(system.packages()) == {"redis-server", "redis-tools", "python3-redis"}
+    assert topology(system.roles(), 2) == [
+        ("r1", "lock"),
+        ("r2", "lock"),
+        ("w1", "worker"),
+        ("w2", "worker"),
+    ]
+    assert set(system.packages()) == {
+        "redis-server",
+        "redis-tools",
+        "redis-sentinel",
+        "python3-redis",
+    }
     assert system.packages() == read_packages(PACKAGES)
 
 
@@ -31,8 +41,26 @@ def test_redis_keeps_an_append_only_file_unless_no_aof() -> None:
     assert "--appendonly" not in system.server_argv(SystemConfig(bugs=frozenset({"no-aof"})))
 
 
+def test_sentinel_promotes_the_replica_only_after_the_kills_that_expose_no_aof() -> None:
+    system = RedisSystem()
+    assert system.sentinel_argv()[0] == "redis-sentinel"
+    no_aof = BUG_SWITCHES["no-aof"].exposed_by
+    failover = BUG_SWITCHES["async-failover"].exposed_by
+    for ttl in (0.5, 1.0, 4.0):
+        down_after_ms = system.down_after_ms(SystemConfig(lease_ttl=ttl))
+        # A killed primary is back before Sentinel gives up on it; the cut-off replica is promoted.
+        assert max(no_aof.ttl_multiples) * ttl * 1000 < down_after_ms
+        assert min(failover.ttl_multiples) * ttl * 1000 > down_after_ms
+    assert failover.faults == ("partition",) and failover.targets == ("r2",)
+
+
 def test_every_switch_names_its_exposure_and_anomaly() -> None:
-    assert set(BUG_SWITCHES) == {"random-value-token", "no-aof", "unchecked-release"}
+    assert set(BUG_SWITCHES) == {
+        "random-value-token",
+        "no-aof",
+        "unchecked-release",
+        "async-failover",
+    }
     for switch in BUG_SWITCHES.values():
         assert switch.exposed_by.faults and switch.anomalies
 

@@ -1,14 +1,19 @@
-"""The redis system on real containers: tokens, fences, persistence across SIGKILL, the switches."""
+"""The redis system on real containers: tokens, fences, persistence across SIGKILL, failover to
+the replica, the switches."""
 
 from __future__ import annotations
 
 import signal
-from contextlib import AbstractContextManager
+from collections.abc import Iterator
+from contextlib import AbstractContextManager, contextmanager
 from typing import Any
 
 import pytest
 
-from systems import SystemConfig
+from harness.node import NodeError
+from nemeses.partition import PartitionNemesis
+from nemeses.topology import partition_fault
+from systems import AdapterError, SystemConfig
 from systems.redis import RedisSystem
 from tests.support.localcluster import wait_until
 from tests.support.realsystems import Running, ask, pause_inside_write, running
@@ -21,20 +26,24 @@ def start(**config: Any) -> AbstractContextManager[Running]:
     return running(RedisSystem(), SystemConfig(**config))
 
 
-def redis_cli(run: Running, *command: str, password: str | None = None) -> str:
-    """Run a command with redis-cli on r1, by default with the run's secret as password."""
-    r1 = run.cluster.nodes["r1"]
-    auth = {"REDISCLI_AUTH": run.agents.token if password is None else password}
-    return r1.run(["redis-cli", "-h", r1.ip, *command], check=True, env=auth).stdout.strip()
+def redis_cli(run: Running, *command: str, password: str | None = None, node: str = "r1") -> str:
+    """Run a command with redis-cli on ``node``, by default with the run's secret as password."""
+    server = run.cluster.nodes[node]
+    auth = {"REDISCLI_AUTH": password or run.agents.token or ""}
+    return server.run(["redis-cli", "-h", server.ip, *command], check=True, env=auth).stdout.strip()
 
 
 def kill_and_restart(run: Running) -> None:
-    """SIGKILL Redis (no chance to flush) and start it again as after the kill nemesis."""
+    """SIGKILL the primary (no chance to flush), start it again as after the kill nemesis, and
+    wait until the replica has copied it again."""
     r1 = run.cluster.nodes["r1"]
     server = r1.daemon("redis-server")
     r1.signal(server, signal.SIGKILL)
     wait_until(lambda: r1.process_state(server) in (None, "Z"), "Redis to die")
     RedisSystem().restart(r1, "redis-server")
+    # The replica copies the restarted primary again before anything may count.
+    link = "master_link_status:up"
+    wait_until(lambda: link in redis_cli(run, "info", "replication", node="r2"), "r2's resync")
 
 
 def acquire(run: Running, worker: str) -> int:
@@ -130,3 +139,67 @@ def test_unchecked_release_a_resumed_holder_takes_the_lock_back() -> None:
         # An older grant's write accepted after a newer one's: the stale write the checker reports.
         assert [(e["id"], e["epoch"]) for e in read["entries"]] == [("w2-1", new), ("w1-1", old)]
         assert old < new
+
+
+@contextmanager
+def replica_cut_off(run: Running) -> Iterator[None]:
+    """Isolate r2 (the replica, and Sentinel with it) from every node, as the partition fault
+    does, until Sentinel there has promoted it; heal on the way out."""
+    nodes = run.cluster.nodes
+    nemesis = PartitionNemesis()
+    nemesis.setup(nodes)
+    try:
+        nemesis.invoke("start-partition", partition_fault("isolate", ["r2"], list(nodes)))
+        yield
+        wait_until(lambda: primary(run) == "r2", "Sentinel to promote r2")
+    finally:
+        nemesis.heal()
+
+
+def primary(run: Running) -> str | None:
+    """The node Sentinel names as the primary (None while it cannot say)."""
+    try:
+        return RedisSystem().lock_leader(run.cluster.nodes)
+    except AdapterError:
+        return None
+
+
+def demoted(run: Running) -> bool:
+    """Whether Sentinel has made the old primary r1 a replica of r2 (after the partition)."""
+    try:
+        return "role:slave" in redis_cli(run, "info", "replication")
+    except NodeError:
+        return False  # r1 busy copying r2's data set
+
+
+def test_a_failover_keeps_every_granted_epoch_and_the_holders_follow_it() -> None:
+    with start(lease_ttl=1.0) as run:
+        granted = [acquire(run, "w1") for _ in range(3)]
+        write = {"op": "write", "lock": "L", "epoch": granted[-1], "sink": "store", "key": "k"}
+        assert ask(run, "w1", {**write, "id": "w1-1"})["ok"] is True
+        ask(run, "w1", {"op": "release", "lock": "L"})
+        with replica_cut_off(run):
+            # The primary still answers, but no replica acknowledges: no grant counts.
+            refused = ask(run, "w1", {"op": "acquire", "lock": "L", "wait": 2})
+            assert refused == {"ok": False, "error": "unavailable"}
+        wait_until(lambda: demoted(run), "Sentinel to demote r1", limit=60)
+        after = ask(run, "w2", {"op": "acquire", "lock": "L", "wait": 30})["epoch"]
+        assert after > max(granted)
+        assert ask(run, "w2", {**write, "epoch": after, "id": "w2-1"})["ok"] is True
+        # The write acknowledged before the failover is on the new primary too.
+        read = ask(run, "w2", {"op": "read", "sink": "store", "key": "k"})
+        assert [e["id"] for e in read["entries"]] == ["w1-1", "w2-1"]
+
+
+def test_async_failover_a_promoted_replica_grants_an_epoch_again() -> None:
+    with start(lease_ttl=1.0, bugs={"async-failover"}) as run:
+        acquire(run, "w1")
+        granted = []
+        with replica_cut_off(run):
+            # r1 grants on while its replica, cut off, falls behind.
+            for _ in range(3):
+                granted.append(acquire(run, "w1"))
+                ask(run, "w1", {"op": "release", "lock": "L"})
+        wait_until(lambda: demoted(run), "Sentinel to demote r1", limit=60)
+        again = ask(run, "w2", {"op": "acquire", "lock": "L", "wait": 30})["epoch"]
+        assert again <= max(granted)
