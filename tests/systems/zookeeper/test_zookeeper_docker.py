@@ -234,7 +234,9 @@ def test_a_lock_follower_partition_exposes_the_plain_read_check(bugs: set[str]) 
             kinds=("partition",),
             targets=(LOCK_FOLLOWER,),
         )
-        fault = resolve(schedule.windows[0], list(nodes), None, system.lock_leader(nodes), member)
+        fault = resolve(
+            schedule.windows[0], list(nodes), None, system.lock_leader(nodes), follower=member
+        )
         assert fault.targets == (member,) and fault.params["peers"] == [
             name for name in ("z1", "z2", "z3") if name != member
         ]
