@@ -24,7 +24,7 @@ from nemeses.registry import DEFAULT_NEMESES, FAULT_KINDS, KINDS, fault_kind, st
 from nemeses.restart_while_paused import RESTART_WHILE_PAUSED, RestartWhilePausedNemesis
 from nemeses.schedule import (
     DEFAULT_TTL_MULTIPLES,
-    END_AFTER_TAKEOVER_NS,
+    END_AFTER_WRITES,
     HOLDER,
     HOLDER_MEMBER,
     LOCK_FOLLOWER,
@@ -41,7 +41,7 @@ from nemeses.topology import TOPOLOGIES, partition_fault
 __all__ = [
     "DEFAULT_NEMESES",
     "DEFAULT_TTL_MULTIPLES",
-    "END_AFTER_TAKEOVER_NS",
+    "END_AFTER_WRITES",
     "FAULT_KINDS",
     "HOLDER",
     "HOLDER_MEMBER",

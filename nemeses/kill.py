@@ -40,11 +40,13 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
         locate: Locator = recorded_daemons,
         confirm_timeout: float = CONFIRM_TIMEOUT_S,
         restarter: Restarter = restart,
+        images: dict[tuple[str, str], ProcessImage] | None = None,
     ) -> None:
         super().__init__(locate, confirm_timeout)
         self._restarter = restarter
         self._prepared: dict[tuple[FaultKey, str], tuple[list[Daemon], list[ProcessImage]]] = {}
-        self._images: dict[tuple[str, str], ProcessImage] = {}
+        # By node and daemon name; may be shared by kill nemeses that restart the same daemons.
+        self._images = {} if images is None else images
 
     def prepare(self, fault: Fault) -> None:
         """Find and capture the daemons ``fault`` will kill now, so that its ``start-kill`` only
@@ -56,6 +58,11 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
             images = [self._image(node, daemon) for daemon in daemons]
             with self.lock:
                 self._prepared[(fault.key, node.name)] = (daemons, images)
+
+    def capture(self, node: Node) -> None:
+        """Read the images of every daemon of ``node`` now, ahead of any fault."""
+        for daemon in self.daemons_of(node, Fault("kill", (node.name,), {})):
+            self._image(node, daemon)
 
     def _image(self, node: Node, daemon: Daemon) -> ProcessImage:
         key = (node.name, daemon.name)
@@ -100,7 +107,7 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
             prepared = self._prepared.pop((fault.key, node.name), None)
         if prepared is None:
             daemons = self.daemons_of(node, fault)
-            prepared = (daemons, [snapshot(node, daemon) for daemon in daemons])
+            prepared = (daemons, [self._image(node, daemon) for daemon in daemons])
         daemons, images = prepared
         with self.lock:
             self.held.setdefault(fault.key, []).extend((node.name, i) for i in images)

@@ -19,7 +19,7 @@ from nemeses.processes import Locator, ProcessImage, Restarter
 from nemeses.protocol import Fault, Nemesis, NemesisError
 
 __all__ = [
-    "END_AFTER_TAKEOVER_NS",
+    "END_AFTER_WRITES",
     "LOCK_FOLLOWER",
     "STEP_AT_NS",
     "Draw",
@@ -34,9 +34,11 @@ __all__ = [
 STEP_AT_NS: Final = "step_at_ns"
 """Window parameter: when (ns after the window's start) the player performs ``step-<kind>``; a
 step at or past the window's end is not performed (the kind's stop does its work then)."""
-END_AFTER_TAKEOVER_NS: Final = "end_after_takeover_ns"
-"""Window parameter: end the window this many ns after a node other than its targets holds the
-lease (a lease-aware end: "right after the takeover"), at its scheduled end at the latest."""
+END_AFTER_WRITES: Final = "end_after_writes"
+"""Window parameter: end the window once a node other than its targets holds the lease and has
+had this many writes accepted since its grant (a lease-aware end: "right after the takeover, while
+the new holder has written only a few times"), at its scheduled end at the latest. Counted in
+writes, not time: what a store loses on a restart is writes, and their pace depends on the run."""
 LOCK_FOLLOWER: Final = "lock-follower"
 """The symbolic target: a lock-service member that does not lead when the window starts."""
 
@@ -48,7 +50,8 @@ class Draw:
     ``target`` is a node name or the symbolic holder; ``role`` is its role; ``nodes`` maps every
     node to its role; ``processes`` maps a role to the daemon that process faults aim at there;
     ``duration_ns`` is the window's length and ``ttl_ns`` the lease TTL (for kinds that place a
-    second fault inside the window).
+    second fault inside the window); ``earlier`` counts the windows of the same kind drawn before
+    this one (a kind may make its first one the shape it exists for).
     """
 
     rng: random.Random
@@ -59,6 +62,7 @@ class Draw:
     cpu: float
     duration_ns: int = 0
     ttl_ns: int = 0
+    earlier: int = 0
 
     def of_role(self, role: str) -> list[str]:
         """The nodes of ``role``, sorted."""

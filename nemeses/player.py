@@ -4,7 +4,7 @@ Usage by the runner::
 
     player = NemesisPlayer(nodes, standard_nemesis(spec.nemeses), schedule.windows,
                            clock=recorder.now, record=recorder.record_nemesis,
-                           resolve_holder=holder_board.current)
+                           resolve_holder=holder_board.current, holder_work=holder_board)
     with player:            # start(): nemesis setup, then the thread
         ...run the workload...
     # leaving the block, also by Ctrl-C, SIGTERM (if turned into an exception) or any exception:
@@ -17,17 +17,22 @@ verb for sentences; ``part_verbs`` for a compound's parts), the fault's paramete
 (``process``, ``cpu``, ``topology``, ``peers``, ``drops``…) and facts observed (``pids``…),
 ``scheduled`` and ``confirmed`` (run clock, ns), ``ttl_multiple``, ``applied``, and ``error`` when
 ``applied`` is false; ``holder`` is ``"lease"`` or ``"fallback"`` for a window aimed at the holder
-(or its member), ``leader`` ``"elected"`` or ``"fallback"`` for one aimed at the leader or a
-follower, ``member`` ``"client"`` or ``"fallback"`` for one aimed at the holder's member.
+(or its member), with ``mid_write`` when the player can see the holder's writes (``holder_work``):
+true when the window began inside one of them (between its lease check and its send: a pause there
+outlives the lease with the write still to come; elsewhere the holder checks its lease again and
+a correct and a buggy sink look alike), false when none came within a quarter TTL; ``leader``
+``"elected"`` or ``"fallback"`` for one aimed at the leader or a follower, ``member``
+``"client"`` or ``"fallback"`` for one aimed at the holder's member.
 A window cut short by :meth:`NemesisPlayer.stop` or :meth:`NemesisPlayer.heal` gets
 ``"interrupted": true`` on its stop event.
 
 A compound window places its second fault by two parameters (see :mod:`nemeses.schedule`): with
 ``step_at_ns`` the player performs ``step-<kind>`` that long after the window started and adds
 ``step_scheduled`` and ``step_confirmed`` (or ``step_error``, which makes the window not applied)
-and the step's facts to the stop event; with ``end_after_takeover_ns`` it ends the window that
-long after another node took the lease over from the window's targets, adding ``takeover`` (run
-clock, ns) and ``new_holder``; that stop's ``scheduled`` is when it was due.
+and the step's facts to the stop event; with ``end_after_writes`` it ends the window once another
+node took the lease over from the window's targets and had that many writes accepted since its
+grant, adding ``takeover`` (run clock, ns) and ``new_holder``; that stop's ``scheduled`` is when
+it was due.
 """
 
 from __future__ import annotations
@@ -35,14 +40,14 @@ from __future__ import annotations
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from harness.node import Node
 from nemeses.protocol import Fault, HealReport, Nemesis, NemesisError, start_f, step_f, stop_f
 from nemeses.registry import fault_words
-from nemeses.schedule import END_AFTER_TAKEOVER_NS, LOCK_FOLLOWER, STEP_AT_NS, Window, resolve
+from nemeses.schedule import END_AFTER_WRITES, LOCK_FOLLOWER, STEP_AT_NS, Window, resolve
 
-__all__ = ["Clock", "NemesisPlayer", "Recorder", "ResolveHolder", "ResolveMember"]
+__all__ = ["Clock", "HolderWork", "NemesisPlayer", "Recorder", "ResolveHolder", "ResolveMember"]
 
 Clock = Callable[[], int]
 """The run clock: nanoseconds since the run began."""
@@ -53,8 +58,26 @@ ResolveHolder = Callable[[], str | None]
 ResolveMember = Callable[[str], str | None]
 """Names the lock-service member a worker's client talks to, or ``None`` when unknown."""
 
+
+class HolderWork(Protocol):
+    """What the player can see of the holders' writes (the runner's holder board)."""
+
+    def writing_for(self, node: str) -> float | None:
+        """Seconds since ``node`` sent the write it has in flight; ``None`` when it has none."""
+        ...
+
+    def accepted_since_grant(self, node: str) -> int:
+        """How many of ``node``'s writes were accepted since it was last granted a lock."""
+        ...
+
+
 _JOIN_TIMEOUT_S: Final = 30.0
 _HOLDER_POLL_S: Final = 0.005
+_WRITE_POLL_S: Final = 0.001
+_MID_WRITE_S: Final = 0.001
+"""A write in flight this long has reached its agent, which checked the lease and is working."""
+_MID_WRITE_WAIT_TTL: Final = 0.25
+"""How long a holder-aimed window waits for the holder to be inside a write, in lease TTLs."""
 
 
 class NemesisPlayer:
@@ -76,6 +99,7 @@ class NemesisPlayer:
         resolve_holder: ResolveHolder | None = None,
         resolve_leader: ResolveHolder | None = None,
         resolve_member: ResolveMember | None = None,
+        holder_work: HolderWork | None = None,
     ) -> None:
         self._nodes = dict(nodes)
         self._nemesis = nemesis
@@ -85,6 +109,7 @@ class NemesisPlayer:
         self._resolve_holder = resolve_holder
         self._resolve_leader = resolve_leader
         self._resolve_member = resolve_member
+        self._holder_work = holder_work
         self._stopping = threading.Event()
         # Held around every nemesis call, so heal never races a fault being applied.
         self._lock = threading.Lock()
@@ -206,12 +231,11 @@ class NemesisPlayer:
             if not self._sleep_until(window.start_ns + step):
                 return window.end_ns
             self._step(window, window.start_ns + step)
-        after = window.params.get(END_AFTER_TAKEOVER_NS)
-        if isinstance(after, int):
-            taken = self._await_takeover(window)
-            if taken is not None and taken + after < window.end_ns:
-                self._sleep_until(taken + after)
-                return taken + after
+        writes = window.params.get(END_AFTER_WRITES)
+        if isinstance(writes, int):
+            due = self._await_takeover(window, writes)
+            if due is not None:
+                return due
         self._sleep_until(window.end_ns)
         return window.end_ns
 
@@ -229,21 +253,25 @@ class NemesisPlayer:
                 return
             value["step_confirmed"] = self._clock()
 
-    def _await_takeover(self, window: Window) -> int | None:
-        """When a node other than the window's targets came to hold the lease (run clock), or
-        ``None`` when none did before the window's scheduled end."""
+    def _await_takeover(self, window: Window, writes: int) -> int | None:
+        """When a node other than the window's targets, holding the lease, had ``writes`` writes
+        accepted since its grant (run clock), or ``None`` when that did not happen before the
+        window's scheduled end. Without :class:`HolderWork` the takeover itself ends it."""
         if self._resolve_holder is None or self._in_force is None:
             return None
         _, fault, value = self._in_force
-        while self._clock() < window.end_ns:
-            holder = self._resolve_holder()
-            if holder is not None and holder not in fault.targets:
-                now = self._clock()
-                value.update(takeover=now, new_holder=holder)
-                return now
-            if self._stopping.wait(_HOLDER_POLL_S):
+        while (holder := self._resolve_holder()) is None or holder in fault.targets:
+            if self._clock() >= window.end_ns or self._stopping.wait(_HOLDER_POLL_S):
                 return None
-        return None
+        taken = self._clock()
+        value.update(takeover=taken, new_holder=holder)
+        work = self._holder_work
+        if work is None:
+            return taken
+        while work.accepted_since_grant(holder) < writes:
+            if self._clock() >= window.end_ns or self._stopping.wait(_WRITE_POLL_S):
+                return None
+        return self._clock()
 
     def _sleep_until(self, when_ns: int) -> bool:
         """Wait until the run clock reaches ``when_ns``; False if asked to stop first."""
@@ -310,7 +338,21 @@ class NemesisPlayer:
         if holder is not None and holder not in self._nodes:
             raise NemesisError(f"the lease holder {holder!r} is not a node of this cluster")
         value["holder"] = "lease" if holder is not None else "fallback"
+        if holder is not None and self._holder_work is not None:
+            value["mid_write"] = self._await_mid_write(window, holder, self._holder_work)
         return holder
+
+    def _await_mid_write(self, window: Window, holder: str, work: HolderWork) -> bool:
+        """Wait until ``holder`` is inside a write (sent a while ago, not answered): True then,
+        False when none came within a quarter TTL (or the player was stopped)."""
+        deadline = self._clock() + _MID_WRITE_WAIT_TTL * _ttl_ns(window)
+        while self._clock() < deadline:
+            sent = work.writing_for(holder)
+            if sent is not None and sent >= _MID_WRITE_S:
+                return True
+            if self._stopping.wait(_WRITE_POLL_S):
+                return False
+        return False
 
     def _leader(self, window: Window, value: dict[str, Any]) -> str | None:
         if not window.wants_leader:
@@ -353,8 +395,7 @@ class NemesisPlayer:
         pausing a worker that holds nothing, which would expose nothing."""
         if self._resolve_holder is None:
             return None
-        ttl_ns = window.duration_ns / window.ttl_multiple if window.ttl_multiple > 0 else 0
-        deadline = self._clock() + ttl_ns
+        deadline = self._clock() + _ttl_ns(window)
         while (holder := self._resolve_holder()) is None and self._clock() < deadline:
             if self._stopping.wait(_HOLDER_POLL_S):
                 return None
@@ -382,6 +423,11 @@ class NemesisPlayer:
             self._record(f, value)
         except Exception as problem:  # the history may be closed already; healing still counts
             report.errors.append(f"could not record {f}: {problem}")
+
+
+def _ttl_ns(window: Window) -> float:
+    """The lease TTL ``window`` was drawn for (0 when it cannot say)."""
+    return window.duration_ns / window.ttl_multiple if window.ttl_multiple > 0 else 0.0
 
 
 def _fs_of(window: Window) -> tuple[str, ...]:

@@ -10,15 +10,15 @@ holder is still paused. Where the restart lands inside the pause is drawn per wi
   it (``store-forgets``) accepts it after the newer write: a stale write. Two plain faults in
   sequence cannot make this shape, because the new holder's next write would re-teach a
   forgetful store the mark before the old holder wakes.
-- ``takeover``: right after another holder took the lease (0.1-0.3 TTL after the new grant, while
-  it has written only a few times), then the holder is continued as the process serves again:
-  a store that saved its mark only every few writes (``lazy-mark``) has lost the new one.
+- ``takeover``: right after another holder took the lease, once it had 1-3 writes accepted, then
+  the holder is continued as the process serves again: a store that saved its mark only every few
+  writes (``lazy-mark``) has lost the new one. A run's first window of this kind is always one.
 - ``inside``: at a random moment inside the pause (10-90 % of it); the holder is continued at the
   pause's scheduled end. A lock service restarting then, with its counter in memory, grants the
   next holder an old epoch.
 
 The moments are window parameters (:data:`nemeses.schedule.STEP_AT_NS`,
-:data:`nemeses.schedule.END_AFTER_TAKEOVER_NS`), so a replay plays them again.
+:data:`nemeses.schedule.END_AFTER_WRITES`), so a replay plays them again.
 """
 
 from __future__ import annotations
@@ -27,12 +27,12 @@ import socket
 from collections.abc import Mapping
 from typing import Any, Final
 
-from harness.node import Node
+from harness.node import Node, NodeError
 from nemeses._observe import observe
 from nemeses.kill import KillNemesis
-from nemeses.kinds import END_AFTER_TAKEOVER_NS, STEP_AT_NS, Draw, FaultKind
+from nemeses.kinds import END_AFTER_WRITES, STEP_AT_NS, Draw, FaultKind
 from nemeses.pause import PauseNemesis
-from nemeses.processes import Locator, Restarter, recorded_daemons, restart
+from nemeses.processes import Locator, ProcessImage, Restarter, recorded_daemons, restart
 from nemeses.protocol import Fault, FaultKey, HealReport, NemesisError, fault_fs, step_f
 
 __all__ = ["KIND", "RESTART_AT", "RESTART_WHILE_PAUSED", "RestartWhilePausedNemesis"]
@@ -44,14 +44,18 @@ RESTART_WHILE_PAUSED: Final = "restart-while-paused"
 RESTART_AT: Final[tuple[str, ...]] = ("resume", "takeover", "inside")
 """Where a window's restart lands (see the module documentation)."""
 _RESTART_AT_WEIGHTS: Final = (1, 3, 1)
-# "takeover" is drawn most: it is the only shape that finds a mark saved every few writes, and a
-# lazily saved mark is the restart bug real stores have.
+_FIRST_RESTART_AT: Final = "takeover"
+# "takeover" is drawn most, and always for a run's first window of the kind: it is the only shape
+# that finds a mark saved every few writes, and a lazily saved mark is the restart bug real stores
+# have.
 _INSIDE: Final = (0.1, 0.9)
 """An inside restart lands within this share of the pause."""
-_AFTER_TAKEOVER_TTL: Final = (0.1, 0.3)
-"""A takeover restart lands this many TTLs after the new grant: once the new holder's first
-writes have landed (sooner, it has written nothing a restart could lose), before many more."""
+_AFTER_TAKEOVER_WRITES: Final = (1, 3)
+"""A takeover restart lands once the new holder had this many writes accepted since its grant:
+never before the first (it has written nothing a restart could lose), before many more (a store
+that saves its mark every N writes has saved it with a chance of only writes/N)."""
 _LISTEN_TIMEOUT_S: Final = 20.0
+_RESTARTED_ROLES: Final = ("store", "lock")
 
 
 class RestartWhilePausedNemesis:
@@ -61,10 +65,11 @@ class RestartWhilePausedNemesis:
 
     def __init__(self, locate: Locator = recorded_daemons, restarter: Restarter = restart) -> None:
         self._pause = PauseNemesis(locate)
-        self._kill = KillNemesis(locate)
+        images: dict[tuple[str, str], ProcessImage] = {}
+        self._kill = KillNemesis(locate, images=images)
         # An inside restart leaves the holder paused, so it may wait for the system's readiness
         # (``restarter``, which knows how the system's daemons start): nobody races it.
-        self._kill_ready = KillNemesis(locate, restarter=restarter)
+        self._kill_ready = KillNemesis(locate, restarter=restarter, images=images)
         self._nodes: dict[str, Node] = {}
         self._restarted: set[FaultKey] = set()
         self._ports: dict[str, set[int]] = {}  # by node: a system's ports do not move
@@ -75,11 +80,21 @@ class RestartWhilePausedNemesis:
         return fault_fs(RESTART_WHILE_PAUSED) | {step_f(RESTART_WHILE_PAUSED)}
 
     def setup(self, nodes: Mapping[str, Node]) -> None:
-        """Set both halves up on ``nodes``."""
+        """Set both halves up on ``nodes``, and read what a restart of a store or lock node
+        needs (its ports, its daemons' images) now: a window aimed inside a holder's write must
+        pause it within a millisecond, not after the commands that read them on a busy node."""
         self._nodes = dict(nodes)
         self._pause.setup(nodes)
         self._kill.setup(nodes)
         self._kill_ready.setup(nodes)
+        for node in nodes.values():
+            if node.role in _RESTARTED_ROLES:
+                try:
+                    self._ports_of(node)
+                    self._kill.capture(node)
+                except (NodeError, NemesisError):
+                    # Only a head start: a window's start reads them again and reports why not.
+                    continue
 
     def invoke(self, f: str, fault: Fault) -> dict[str, Any]:
         """Start: pause the targets. Step: restart the other process. Stop: restart it unless the
@@ -176,10 +191,14 @@ def _draw(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
     """The holder (or target) paused; where the restart lands (``restart_at``); the node
     restarted: for an inside restart a store or a lock node, else a store by preference."""
     rng = draw.rng
-    restart_at = rng.choices(RESTART_AT, weights=_RESTART_AT_WEIGHTS)[0]
+    restart_at = (
+        _FIRST_RESTART_AT
+        if draw.earlier == 0
+        else rng.choices(RESTART_AT, weights=_RESTART_AT_WEIGHTS)[0]
+    )
     roles = {
         role: others
-        for role in ("store", "lock")
+        for role in _RESTARTED_ROLES
         if (others := [name for name in draw.of_role(role) if name != draw.target])
     }
     if not roles:
@@ -194,7 +213,7 @@ def _draw(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
     if restart_at == "inside":
         compound[STEP_AT_NS] = round(draw.duration_ns * rng.uniform(*_INSIDE))
     elif restart_at == "takeover":
-        compound[END_AFTER_TAKEOVER_NS] = round(draw.ttl_ns * rng.uniform(*_AFTER_TAKEOVER_TTL))
+        compound[END_AFTER_WRITES] = rng.randint(*_AFTER_TAKEOVER_WRITES)
     for key, of_role in (("process", draw.role), ("restart_process", restart_role)):
         if draw.processes.get(of_role) is not None:
             compound[key] = draw.processes[of_role]

@@ -15,8 +15,8 @@ fault (``restart-while-paused``: a store or lock-service restart inside a holder
 parameters, drawn by the kind and kept with the window so that a replay plays them again, tell
 the player (:class:`nemeses.player.NemesisPlayer`) when: :data:`STEP_AT_NS`, the offset from the
 window's start at which it performs the kind's middle step (``step-<kind>``), and
-:data:`END_AFTER_TAKEOVER_NS`, which ends the window that long after another node took the lease
-over from the window's targets (at its scheduled end at the latest).
+:data:`END_AFTER_WRITES`, which ends the window once another node took the lease over from the
+window's targets and had that many writes accepted (at its scheduled end at the latest).
 
 A target may be the symbolic ``"holder"``: whoever holds the lease when the window starts, asked
 of the runner then (see :class:`nemeses.player.NemesisPlayer`), or, when nobody does, a worker drawn
@@ -35,7 +35,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from nemeses.kinds import END_AFTER_TAKEOVER_NS, LOCK_FOLLOWER, STEP_AT_NS, Draw
+from nemeses.kinds import END_AFTER_WRITES, LOCK_FOLLOWER, STEP_AT_NS, Draw
 from nemeses.protocol import Fault, NemesisError
 from nemeses.registry import FAULT_KINDS, fault_kind
 from nemeses.throttle import DEFAULT_CPU
@@ -43,7 +43,7 @@ from nemeses.topology import partition_fault
 
 __all__ = [
     "DEFAULT_TTL_MULTIPLES",
-    "END_AFTER_TAKEOVER_NS",
+    "END_AFTER_WRITES",
     "HOLDER",
     "HOLDER_MEMBER",
     "LOCK_FOLLOWER",
@@ -217,11 +217,17 @@ def generate_schedule(
     ttl = lease_ttl_ns
     start = round(ttl * rng.uniform(*_LEAD_IN_TTL))
     last_end = duration_ns - round(ttl * _TAIL_TTL)
+    deck: list[str] = []
     while True:
         fitting = [m for m in ttl_multiples if start + round(m * ttl) <= last_end]
         if not fitting:
             break
-        kind = fault_kind(rng.choice(list(kinds)))
+        if not deck:
+            # Dealt from a shuffled deck, not drawn: every kind asked for is played once before
+            # any is played twice, so a short run cannot miss the one that would have exposed it.
+            deck = list(dict.fromkeys(kinds))
+            rng.shuffle(deck)
+        kind = fault_kind(deck.pop())
         longer = [m for m in fitting if m > 1]
         if kind.outlives_lease and longer:
             fitting = longer
@@ -232,8 +238,9 @@ def generate_schedule(
         selector = rng.choice(list(targets))
         target, role, fallback = _draw_target(rng, selector, nodes)
         duration = round(multiple * ttl)
+        earlier = sum(1 for window in windows if window.kind == kind.name)
         chosen, params = kind.draw(
-            Draw(rng, target, role, nodes, processes or {}, cpu, duration, ttl)
+            Draw(rng, target, role, nodes, processes or {}, cpu, duration, ttl, earlier)
         )
         windows.append(
             Window(len(windows), start, duration, kind.name, chosen, multiple, fallback, params)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import itertools
 import random
 import threading
+import time
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -46,16 +47,21 @@ def backoff_delay(attempt: int, lease_ttl: float, rng: random.Random) -> float:
 
 
 class HolderBoard:
-    """Who holds which lock right now, as far as the history shows (for holder-targeted faults)."""
+    """Who holds which lock right now, as far as the history shows, and what each holder is doing:
+    the write it has in flight and how many it had accepted since its grant (for holder-aimed
+    faults, :class:`nemeses.player.HolderWork`)."""
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._holders: dict[str, str] = {}  # lock -> node
+        self._writing: dict[str, float] = {}  # node -> when its write in flight was sent
+        self._accepted: dict[str, int] = {}  # node -> writes accepted since its last grant
 
     def granted(self, lock: str, node: str) -> None:
         """``node`` was granted ``lock``."""
         with self._lock:
             self._holders[lock] = node
+            self._accepted[node] = 0
 
     def gave_up(self, lock: str, node: str) -> None:
         """``node`` released ``lock`` (or stopped believing it holds it)."""
@@ -67,6 +73,29 @@ class HolderBoard:
         """A node that holds a lock now, the most recently granted first; ``None`` if none."""
         with self._lock:
             return next(reversed(self._holders.values()), None)
+
+    def began_write(self, node: str) -> None:
+        """``node`` sent a write to its agent."""
+        with self._lock:
+            self._writing[node] = time.monotonic()
+
+    def ended_write(self, node: str, accepted: bool) -> None:
+        """``node``'s write in flight ended, ``accepted`` or not."""
+        with self._lock:
+            self._writing.pop(node, None)
+            if accepted:
+                self._accepted[node] = self._accepted.get(node, 0) + 1
+
+    def writing_for(self, node: str) -> float | None:
+        """Seconds since ``node`` sent the write it has in flight; ``None`` when it has none."""
+        with self._lock:
+            sent = self._writing.get(node)
+        return None if sent is None else time.monotonic() - sent
+
+    def accepted_since_grant(self, node: str) -> int:
+        """How many of ``node``'s writes were accepted since it was last granted a lock."""
+        with self._lock:
+            return self._accepted.get(node, 0)
 
 
 class HolderOps:
@@ -211,6 +240,23 @@ class HolderOps:
         return done
 
     def _send(
+        self,
+        f: str,
+        value: dict[str, Any],
+        request: dict[str, Any],
+        timeout: float | None,
+    ) -> Completion:
+        if f != "write":
+            return self._exchange(f, value, request, timeout)
+        self._board.began_write(self._node)
+        done: Completion | None = None
+        try:
+            done = self._exchange(f, value, request, timeout)
+        finally:
+            self._board.ended_write(self._node, accepted=done is not None and done.ok)
+        return done
+
+    def _exchange(
         self,
         f: str,
         value: dict[str, Any],

@@ -491,6 +491,7 @@ def _exercise(
                 clock=recorder.now,
                 record=recorder.record_nemesis,
                 resolve_holder=board.current,
+                holder_work=board,
                 resolve_leader=_leader(system, nodes),
                 resolve_member=_member(system, nodes),
             )

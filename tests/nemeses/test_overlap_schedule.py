@@ -14,7 +14,7 @@ from harness.run.spec import TestSpec
 from nemeses import (
     DEFAULT_NEMESES,
     DEFAULT_TTL_MULTIPLES,
-    END_AFTER_TAKEOVER_NS,
+    END_AFTER_WRITES,
     HOLDER,
     RESTART_WHILE_PAUSED,
     STEP_AT_NS,
@@ -77,20 +77,40 @@ def test_an_inside_restart_lands_inside_the_pause(seed: int) -> None:
         if window.params["restart_at"] == "inside":
             assert isinstance(step, int)
             assert 0.1 * window.duration_ns <= step <= 0.9 * window.duration_ns
-            assert END_AFTER_TAKEOVER_NS not in window.params
+            assert END_AFTER_WRITES not in window.params
         else:
             assert step is None
 
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**31))
-def test_a_takeover_restart_is_due_a_fraction_of_a_lease_after_the_new_grant(seed: int) -> None:
+def test_a_takeover_restart_is_due_after_the_new_holders_first_few_writes(seed: int) -> None:
     for window in compounds(default_schedule(seed)):
-        after = window.params.get(END_AFTER_TAKEOVER_NS)
+        writes = window.params.get(END_AFTER_WRITES)
         if window.params["restart_at"] == "takeover":
-            assert isinstance(after, int) and 0.1 * TTL <= after <= 0.3 * TTL
+            assert isinstance(writes, int) and 1 <= writes <= 3
         else:
-            assert after is None
+            assert writes is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31))
+def test_every_default_run_has_a_takeover_restart(seed: int) -> None:
+    """Even 30 s: the shape that finds a lazily saved mark is never left to luck."""
+    windows = compounds(default_schedule(seed, duration_ns=30 * TTL))
+    assert windows and windows[0].params["restart_at"] == "takeover"
+
+
+@settings(max_examples=60, deadline=None)
+@given(seed=st.integers(0, 2**31), kinds=st.permutations(["pause", "kill", "partition", "freeze"]))
+def test_every_kind_is_played_once_before_any_is_played_twice(seed: int, kinds: list[str]) -> None:
+    schedule = generate_schedule(
+        seed, NODES, lease_ttl_ns=TTL, duration_ns=120 * TTL, kinds=kinds,
+        targets=("store",), ttl_multiples=(0.5,),
+    )  # fmt: skip
+    played = [w.kind for w in schedule.windows]
+    for start in range(0, len(played) - len(kinds) + 1, len(kinds)):
+        assert sorted(played[start : start + len(kinds)]) == sorted(kinds)
 
 
 def test_the_default_lengths_table_has_the_lengths_just_over_the_ttl() -> None:
@@ -184,35 +204,111 @@ def test_a_failed_step_makes_the_window_not_applied() -> None:
     assert nemesis.in_force == []
 
 
-def test_a_takeover_window_ends_right_after_another_holder_is_granted_the_lease() -> None:
+class Writes:
+    """A holder board's view of writes: who is writing since when, and accepted counts."""
+
+    def __init__(self) -> None:
+        self.sent: dict[str, float] = {}
+        self.accepted: dict[str, int] = {}
+
+    def writing_for(self, node: str) -> float | None:
+        sent = self.sent.get(node)
+        return None if sent is None else time.monotonic() - sent
+
+    def accepted_since_grant(self, node: str) -> int:
+        return self.accepted.get(node, 0)
+
+
+def test_a_takeover_window_ends_once_the_new_holder_had_its_writes_accepted() -> None:
     nemesis = NoopNemesis()
+    writes = Writes()
     granted = threading.Event()
     now = clock()
-    grant_time: list[int] = []
+    moments: dict[str, int] = {}
 
     def holder() -> str:
         if not granted.is_set() and nemesis.calls:  # paused: the lease passes to w2 a bit later
             time.sleep(0.02)
-            grant_time.append(now())
+            moments["granted"] = now()
             granted.set()
+            threading.Thread(target=write_twice, daemon=True).start()
         return "w2" if granted.is_set() else "w1"
 
-    window = compound(60_000, restart_at="takeover", **{END_AFTER_TAKEOVER_NS: 10 * MS})
+    def write_twice() -> None:
+        for _ in range(2):
+            time.sleep(0.03)
+            writes.accepted["w2"] = writes.accepted.get("w2", 0) + 1
+        moments["second write"] = now()
+
+    window = compound(60_000, restart_at="takeover", **{END_AFTER_WRITES: 2})
     record = Recording()
-    with NemesisPlayer(fake_cluster(), nemesis, [window], now, record, holder) as player:
+    with NemesisPlayer(
+        fake_cluster(), nemesis, [window], now, record, holder, holder_work=writes
+    ) as player:
         player.join(30)
     (_, start), (_, stop) = record.events
     assert start["targets"] == ["w1"]
     assert stop["new_holder"] == "w2"
-    assert stop["takeover"] >= grant_time[0], "the restart waits for the new grant"
-    assert stop["scheduled"] == stop["takeover"] + 10 * MS < window.end_ns
+    assert stop["takeover"] >= moments["granted"], "the restart waits for the new grant"
+    assert moments["second write"] <= stop["scheduled"] < window.end_ns
     assert stop["confirmed"] >= stop["scheduled"]
     assert [f for f, _ in nemesis.calls][-1] == "stop-restart-while-paused"
 
 
+def test_without_a_view_of_writes_a_takeover_window_ends_at_the_takeover() -> None:
+    nemesis = NoopNemesis()
+    taken = threading.Event()
+
+    def holder() -> str:
+        if nemesis.calls:
+            taken.set()
+        return "w2" if taken.is_set() else "w1"
+
+    record = play(compound(60_000, restart_at="takeover", **{END_AFTER_WRITES: 3}), nemesis, holder)
+    stop = record.events[-1][1]
+    assert stop["new_holder"] == "w2" and stop["scheduled"] == stop["takeover"]
+
+
+def test_a_holder_window_starts_inside_one_of_the_holders_writes() -> None:
+    nemesis = NoopNemesis()
+    writes = Writes()
+    now = clock()
+    sent: list[int] = []
+
+    def send_later() -> None:
+        time.sleep(0.02)
+        sent.append(now())
+        writes.sent["w1"] = time.monotonic()
+
+    threading.Thread(target=send_later, daemon=True).start()
+    record = Recording()
+    window = Window(0, 1 * MS, 20 * MS, "pause", (HOLDER,), 0.05, "w3", {"process": "agent"})
+    with NemesisPlayer(
+        fake_cluster(), nemesis, [window], now, record, lambda: "w1", holder_work=writes
+    ) as player:
+        player.join(30)
+    (_, start), _ = record.events
+    assert start["mid_write"] is True and start["targets"] == ["w1"]
+    assert start["confirmed"] >= sent[0] + 1 * MS, "it waits until the write reached its agent"
+
+
+def test_a_holder_that_does_not_write_is_faulted_after_a_quarter_lease() -> None:
+    nemesis = NoopNemesis()
+    now = clock()
+    record = Recording()
+    window = Window(0, 1 * MS, 20 * MS, "pause", (HOLDER,), 0.5, "w3", {"process": "agent"})
+    with NemesisPlayer(
+        fake_cluster(), nemesis, [window], now, record, lambda: "w1", holder_work=Writes()
+    ) as player:
+        player.join(30)
+    (_, start), _ = record.events
+    assert start["mid_write"] is False
+    assert start["confirmed"] >= 1 * MS + 0.25 * 40 * MS  # the TTL is 20 ms / 0.5
+
+
 def test_a_takeover_that_never_comes_ends_the_window_on_schedule() -> None:
     nemesis = NoopNemesis()
-    window = compound(40, restart_at="takeover", **{END_AFTER_TAKEOVER_NS: 5 * MS})
+    window = compound(40, restart_at="takeover", **{END_AFTER_WRITES: 1})
     record = play(window, nemesis, lambda: "w1")
     stop = record.events[-1][1]
     assert stop["scheduled"] == window.end_ns and "takeover" not in stop

@@ -151,7 +151,7 @@ def test_the_matrix_row_is_a_loadable_row_expecting_the_anomaly(tmp_path: Path) 
     assert entry.spec.fault_lengths == result.minimal.spec.fault_lengths
     assert entry.spec.seed == 2
     data = result.to_json()
-    assert (data["windows_before"], data["windows_after"]) == (13, 1)
+    assert (data["windows_before"], data["windows_after"]) == (15, 1)
     assert Schedule.from_json(data["schedule"]).windows == result.minimal.windows
 
 
