@@ -62,8 +62,9 @@ ResolveMember = Callable[[str], str | None]
 class HolderWork(Protocol):
     """What the player can see of the holders' writes (the runner's holder board)."""
 
-    def writing_for(self, node: str) -> float | None:
-        """Seconds since ``node`` sent the write it has in flight; ``None`` when it has none."""
+    def in_critical_section(self, node: str) -> bool:
+        """True while ``node`` is inside a write, past its lease check, with its send still
+        well ahead."""
         ...
 
     def accepted_since_grant(self, node: str) -> int:
@@ -74,8 +75,6 @@ class HolderWork(Protocol):
 _JOIN_TIMEOUT_S: Final = 30.0
 _HOLDER_POLL_S: Final = 0.005
 _WRITE_POLL_S: Final = 0.001
-_MID_WRITE_S: Final = 0.001
-"""A write in flight this long has reached its agent, which checked the lease and is working."""
 _MID_WRITE_WAIT_TTL: Final = 0.25
 """How long a holder-aimed window waits for the holder to be inside a write, in lease TTLs."""
 
@@ -343,12 +342,11 @@ class NemesisPlayer:
         return holder
 
     def _await_mid_write(self, window: Window, holder: str, work: HolderWork) -> bool:
-        """Wait until ``holder`` is inside a write (sent a while ago, not answered): True then,
-        False when none came within a quarter TTL (or the player was stopped)."""
+        """Wait until ``holder`` is inside a write's critical section: True then, False when it
+        was not within a quarter TTL (or the player was stopped)."""
         deadline = self._clock() + _MID_WRITE_WAIT_TTL * _ttl_ns(window)
         while self._clock() < deadline:
-            sent = work.writing_for(holder)
-            if sent is not None and sent >= _MID_WRITE_S:
+            if work.in_critical_section(holder):
                 return True
             if self._stopping.wait(_WRITE_POLL_S):
                 return False

@@ -19,7 +19,7 @@ import itertools
 import random
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, Final
 
 from harness.history.vocabulary import UNAVAILABLE, UNREACHABLE
@@ -27,12 +27,21 @@ from harness.run.agent_link import AgentLink, AgentUnreachable
 from harness.run.recorder import Recorder
 from workloads.base import Completion
 
-__all__ = ["BACKOFF_CAP", "BACKOFF_FIRST", "HolderBoard", "HolderOps", "backoff_delay"]
+__all__ = [
+    "BACKOFF_CAP",
+    "BACKOFF_FIRST",
+    "REACHED_AGENT_S",
+    "HolderBoard",
+    "HolderOps",
+    "backoff_delay",
+]
 
 BACKOFF_FIRST: Final = 0.05
 """The first wait after an unreachable outcome, as a fraction of the lease TTL."""
 BACKOFF_CAP: Final = 0.5
 """The longest wait, as a fraction of the lease TTL: never more than half a lease lost."""
+REACHED_AGENT_S: Final = 0.001
+"""A write sent this long ago has reached its agent, which checked the lease at once."""
 _OUTAGE: Final = frozenset((UNREACHABLE, UNAVAILABLE))
 
 
@@ -51,10 +60,11 @@ class HolderBoard:
     the write it has in flight and how many it had accepted since its grant (for holder-aimed
     faults, :class:`nemeses.player.HolderWork`)."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+        self._clock = clock
         self._lock = threading.Lock()
         self._holders: dict[str, str] = {}  # lock -> node
-        self._writing: dict[str, float] = {}  # node -> when its write in flight was sent
+        self._writing: dict[str, tuple[float, float]] = {}  # node -> (sent, work) of its write
         self._accepted: dict[str, int] = {}  # node -> writes accepted since its last grant
 
     def granted(self, lock: str, node: str) -> None:
@@ -74,10 +84,10 @@ class HolderBoard:
         with self._lock:
             return next(reversed(self._holders.values()), None)
 
-    def began_write(self, node: str) -> None:
-        """``node`` sent a write to its agent."""
+    def began_write(self, node: str, work_s: float) -> None:
+        """``node`` sent a write to its agent, which works ``work_s`` seconds before sending it."""
         with self._lock:
-            self._writing[node] = time.monotonic()
+            self._writing[node] = (self._clock(), work_s)
 
     def ended_write(self, node: str, accepted: bool) -> None:
         """``node``'s write in flight ended, ``accepted`` or not."""
@@ -86,11 +96,16 @@ class HolderBoard:
             if accepted:
                 self._accepted[node] = self._accepted.get(node, 0) + 1
 
-    def writing_for(self, node: str) -> float | None:
-        """Seconds since ``node`` sent the write it has in flight; ``None`` when it has none."""
+    def in_critical_section(self, node: str) -> bool:
+        """True while ``node``'s agent is working on a write: sent :data:`REACHED_AGENT_S` ago
+        or more (so the agent has checked the lease), with at least half its work still ahead
+        (so a fault that starts now still finds it there)."""
         with self._lock:
-            sent = self._writing.get(node)
-        return None if sent is None else time.monotonic() - sent
+            writing = self._writing.get(node)
+        if writing is None:
+            return False
+        sent, work_s = writing
+        return REACHED_AGENT_S <= self._clock() - sent <= work_s / 2
 
     def accepted_since_grant(self, node: str) -> int:
         """How many of ``node``'s writes were accepted since it was last granted a lock."""
@@ -248,7 +263,7 @@ class HolderOps:
     ) -> Completion:
         if f != "write":
             return self._exchange(f, value, request, timeout)
-        self._board.began_write(self._node)
+        self._board.began_write(self._node, request.get("work_ms", 0) / 1000)
         done: Completion | None = None
         try:
             done = self._exchange(f, value, request, timeout)

@@ -1,0 +1,53 @@
+"""The holder board's view of writes, which holder-aimed faults are timed by."""
+
+from __future__ import annotations
+
+from harness.run.holder_ops import REACHED_AGENT_S, HolderBoard
+
+
+class Clock:
+    """A clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def test_a_write_is_a_critical_section_from_its_lease_check_to_half_its_work() -> None:
+    clock = Clock()
+    board = HolderBoard(clock)
+    board.began_write("w1", work_s=0.2)
+    assert not board.in_critical_section("w1"), "just sent: the agent may not have checked yet"
+    clock.now += 2 * REACHED_AGENT_S
+    assert board.in_critical_section("w1")
+    assert not board.in_critical_section("w2")
+    clock.now = 100.09
+    assert board.in_critical_section("w1")
+    clock.now = 100.11
+    assert not board.in_critical_section("w1"), "too little work left for a fault to land in"
+    clock.now = 100.05
+    board.ended_write("w1", accepted=True)
+    assert not board.in_critical_section("w1")
+
+
+def test_a_write_with_no_work_has_no_critical_section_to_aim_at() -> None:
+    clock = Clock()
+    board = HolderBoard(clock)
+    board.began_write("w1", work_s=0.0)
+    for _ in range(3):
+        clock.now += REACHED_AGENT_S
+        assert not board.in_critical_section("w1")
+
+
+def test_accepted_writes_are_counted_from_the_holders_last_grant() -> None:
+    board = HolderBoard()
+    board.granted("L0", "w1")
+    for accepted in (True, False, True):
+        board.began_write("w1", work_s=0.05)
+        board.ended_write("w1", accepted=accepted)
+    assert board.accepted_since_grant("w1") == 2
+    assert board.accepted_since_grant("w2") == 0
+    board.granted("L0", "w1")
+    assert board.accepted_since_grant("w1") == 0
