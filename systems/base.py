@@ -110,8 +110,10 @@ class RoleSpec:
 class Exposure:
     """How to make a bug switch visible: the faults, where to aim them, the workload, the fault
     lengths (multiples of the lease TTL), a lock-delay (seconds), the number of locks the
-    switch needs (several, when its mistake shows only once a lock has been free for a while) and
-    the holder's work per unit in ms (more than the default when its leases must last longer).
+    switch needs (several, when its mistake shows only once a lock has been free for a while),
+    the holder's work per unit in ms (more than the default when its leases must last longer) and
+    its units of work per lease (more when a holder must still hold its lease when the fault
+    ends, not hand it on first).
 
     ``run`` uses it when a switch is given without faults; ``fencecheck list`` shows it.
     """
@@ -123,6 +125,7 @@ class Exposure:
     lock_delay: float = 0.0
     locks: int = 1
     work_ms: int = 0  # 0: the run's own
+    writes_per_lease: int = 0  # 0: the run's own
 
     def describe(self) -> str:
         """A command-line fragment, e.g. ``--workload sinks --nemesis pause --target holder``."""
@@ -136,6 +139,8 @@ class Exposure:
             parts.append(f"--locks {self.locks}")
         if self.work_ms:
             parts.append(f"--work-ms {self.work_ms}")
+        if self.writes_per_lease:
+            parts.append(f"--writes-per-lease {self.writes_per_lease}")
         return " ".join(parts)
 
 

@@ -76,9 +76,9 @@ def need_of(how: Exposure) -> Need:
 
 
 def expose(spec: TestSpec, system: System | None = None) -> TestSpec:
-    """``spec`` with faults, targets, workload, fault lengths and (if larger) lock-delay, locks
-    and work per unit taken from the ``exposed_by`` of its first planted bug switch or holder
-    flaw."""
+    """``spec`` with faults, targets, workload, fault lengths and (if larger) lock-delay, locks,
+    work per unit and units per lease taken from the ``exposed_by`` of its first planted bug
+    switch or holder flaw."""
     if not spec.bugs:
         raise ExposureError("--expose needs a planted mistake: pass --bug NAME")
     switches = switches_of(system or load_system(spec.system))
@@ -98,6 +98,7 @@ def expose(spec: TestSpec, system: System | None = None) -> TestSpec:
         lock_delay=max(spec.lock_delay, how.lock_delay),
         locks=max(spec.locks, how.locks),
         work_ms=max(spec.work_ms, how.work_ms),
+        writes_per_lease=max(spec.writes_per_lease, how.writes_per_lease),
     )
 
 

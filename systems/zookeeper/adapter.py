@@ -140,8 +140,13 @@ BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
                 "writes to store unchecked on a data session; needs a follower cut off from the "
                 "quorum but not from its holders (--target lock-follower) and sessions (--ttl 1) "
                 "that expire before the member notices, while its holder still holds the lock "
-                "(long tenures: the matrix rows take 200 writes a lease)",
-                Exposure(faults=("partition",), targets=("lock-follower",), ttl_multiples=(3.0,)),
+                "(long tenures: 200 writes a lease)",
+                Exposure(
+                    faults=("partition",),
+                    targets=("lock-follower",),
+                    ttl_multiples=(3.0,),
+                    writes_per_lease=200,
+                ),
                 ("stale-write",),
                 ("store",),
             ),

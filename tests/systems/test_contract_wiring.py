@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from harness.cli import EXIT_ERROR, cli, main
-from harness.run.exposure import ExposureError, expose
+from harness.run.exposure import ExposureError, expose, switches_of
 from harness.run.runner import kill_restarter
 from harness.run.spec import TestSpec
 from nemeses import (
@@ -23,6 +24,7 @@ from nemeses import (
     generate_schedule,
     resolve,
 )
+from systems import load_system
 from tests.support.localcluster import MakeCluster
 
 
@@ -166,6 +168,20 @@ def test_expose_takes_the_faults_from_the_switchs_data() -> None:
     assert (flaw.workload, flaw.nemeses) == ("rmw", ("pause",))
     with pytest.raises(ExposureError, match="--bug"):
         expose(TestSpec())
+
+
+def test_expose_takes_the_units_per_lease_a_switch_needs_and_shows_them() -> None:
+    spec = TestSpec(system="zookeeper", bugs=("follower-read-check",), ttl=1.0)
+    exposed = expose(spec)
+    assert exposed.writes_per_lease == 200
+    assert (exposed.nemeses, exposed.targets) == (("partition",), ("lock-follower",))
+    assert "--writes-per-lease 200" in describe_exposure("zookeeper", "follower-read-check")
+    longer = expose(replace(spec, writes_per_lease=500))
+    assert longer.writes_per_lease == 500, "a longer tenure asked for is kept"
+
+
+def describe_exposure(system: str, switch: str) -> str:
+    return switches_of(load_system(system))[switch].exposed_by.describe()
 
 
 def test_adapter_check_of_an_unknown_system_is_an_error_naming_the_installed_ones(
