@@ -19,7 +19,7 @@ from harness.node.ssh.containers import SshdHosts
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 
-# Seed 36 draws all four kinds in 15 s, starting with a 3-TTL pause of a holder (what exposes
+# Seed 56 draws all four kinds in 15 s, starting with a 3-TTL pause of a holder (what exposes
 # no-store-check).
 _FAULTS = ["--nemesis", "pause,throttle,partition,kill", "--fault-lengths", "0.8,3"]
 
@@ -37,7 +37,7 @@ def _run(hosts: SshdHosts, store: Path, *extra: str) -> list[str]:
         "--time-limit",
         "15",
         "--seed",
-        "36",
+        "56",
         "--no-progress",
         "--json",
         *_FAULTS,
