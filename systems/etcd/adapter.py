@@ -20,11 +20,10 @@ import types
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, Final
 
-from harness.node import Daemon, Node, NodeError
+from harness.node import Daemon, Node
 from harness.node.wait import CommandSucceeds
 from systems import deploy
 from systems.base import (
@@ -38,13 +37,10 @@ from systems.base import (
     RoleSpec,
     Sink,
     SystemConfig,
-    check_bugs,
-    check_roles,
     nodes_with_role,
-    read_packages,
 )
 from systems.etcd import holder
-from systems.holder_flaws import check_no_clash
+from systems.kit import PackagesBeside, SwitchTable, restart_known, setting_up
 
 __all__ = ["BUG_SWITCHES", "ETCD_DAEMON", "POSTGRES_DAEMON", "EtcdSystem", "Ports"]
 
@@ -138,27 +134,21 @@ class Ports:
     postgres: int = 5432
 
 
-class EtcdSystem:
+@dataclass(eq=False)
+class EtcdSystem(PackagesBeside, SwitchTable):
     """etcd 3.4 (three members) as the lock service; etcd and PostgreSQL 15 as fenced stores.
 
     ``ready_timeout`` bounds the wait for a server to serve after a start; ``client_timeout`` is
     how long a holder waits for etcd or PostgreSQL before it reports an outcome as unknown.
     """
 
-    name: Final = "etcd"
+    name = "etcd"
+    switches = BUG_SWITCHES
 
-    def __init__(
-        self,
-        ports: Ports | None = None,
-        data_dir: str = deploy.DATA_DIR,
-        ready_timeout: float = 30.0,
-        client_timeout: float = 5.0,
-    ) -> None:
-        self.ports = ports or Ports()
-        self.data_dir = data_dir
-        self.ready_timeout = ready_timeout
-        self.client_timeout = client_timeout
-        check_no_clash(self.name, BUG_SWITCHES)
+    ports: Ports = field(default_factory=Ports)
+    data_dir: str = deploy.DATA_DIR
+    ready_timeout: float = 30.0
+    client_timeout: float = 5.0
 
     def describe(self) -> str:
         """What the system is."""
@@ -171,18 +161,10 @@ class EtcdSystem:
         """Members ``e1..e3``, PostgreSQL on ``s1``, workers ``w1..``."""
         return {"lock": RoleSpec(3, "e"), "store": RoleSpec(1, "s"), "worker": RoleSpec(1, "w")}
 
-    def packages(self) -> tuple[str, ...]:
-        """The Debian packages of ``packages.txt`` beside this module."""
-        return read_packages(Path(__file__).with_name("packages.txt"))
-
-    def bug_switches(self) -> Mapping[str, BugSwitch]:
-        """See :data:`BUG_SWITCHES`."""
-        return BUG_SWITCHES
-
     def validate(self, config: SystemConfig) -> None:
         """Reject unknown switches, and ``ignore-expired-refresh`` without a lock-delay: only
         ``etcd-delayed`` shows its mistake, and that sink exists only with a lock-delay."""
-        check_bugs(self.name, list(BUG_SWITCHES), config)
+        super().validate(config)
         if holder.IGNORE_EXPIRED_REFRESH in config.bugs and config.lock_delay <= 0:
             raise ConfigError(
                 f"bug switch {holder.IGNORE_EXPIRED_REFRESH!r} shows on the lock-delay sink "
@@ -237,23 +219,18 @@ class EtcdSystem:
 
     def setup(self, nodes: Mapping[str, Node], config: SystemConfig) -> Deployment:
         """Start the three etcd members and PostgreSQL, create the schema, name the client."""
-        self.validate(config)
-        check_roles(self.name, self.roles(), nodes)
-        members = nodes_with_role(nodes, "lock")
-        (store,) = nodes_with_role(nodes, "store")
-        cluster = ",".join(f"{m.name}=http://{m.ip}:{self.ports.etcd_peer}" for m in members)
-        token = f"fencecheck-{'-'.join(m.ip for m in members)}"
+        with setting_up(self, nodes, config):
+            members = nodes_with_role(nodes, "lock")
+            (store,) = nodes_with_role(nodes, "store")
+            cluster = ",".join(f"{m.name}=http://{m.ip}:{self.ports.etcd_peer}" for m in members)
+            token = f"fencecheck-{'-'.join(m.ip for m in members)}"
 
-        def start(node: Node) -> Daemon:
-            if node.role == "store":
-                return self._start_postgres(node, config)
-            return self._start_member(node, cluster, token)
+            def start(node: Node) -> Daemon:
+                if node.role == "store":
+                    return self._start_postgres(node, config)
+                return self._start_member(node, cluster, token)
 
-        try:
             deploy.on_each([*members, store], start)
-        except AdapterError as problem:
-            self.teardown(nodes)
-            raise AdapterError(f"setting up system {self.name!r} failed:\n{problem}") from None
         workers = nodes_with_role(nodes, "worker")
         client = {
             "etcd": {w.name: self._endpoints(nodes, w.name) for w in workers},
@@ -349,14 +326,7 @@ class EtcdSystem:
 
     def teardown(self, nodes: Mapping[str, Node]) -> None:
         """SIGKILL etcd and PostgreSQL (their data stays for collection)."""
-        problems = []
-        for node in nodes.values():
-            try:
-                deploy.kill_daemons(node, (ETCD_DAEMON, POSTGRES_DAEMON))
-            except NodeError as problem:
-                problems.append(f"{node.name}: {problem}")
-        if problems:
-            raise AdapterError("tearing down the etcd system failed:\n" + "\n".join(problems))
+        deploy.tear_down(self.name, nodes.values(), (ETCD_DAEMON, POSTGRES_DAEMON))
 
     # -- optional abilities -----------------------------------------------------------------
 
@@ -367,15 +337,13 @@ class EtcdSystem:
         memory, which a new postmaster refuses to share: they are killed first, as a crash of
         the host would have.
         """
-        if daemon == ETCD_DAEMON:
-            # Serving, not healthy: a member restarted inside a partition has no leader yet.
-            return deploy.restart_daemon(node, daemon, self._etcd_ready("status"))
         if daemon == POSTGRES_DAEMON:
             node.run(
                 "pkill -KILL -u postgres; while pgrep -u postgres >/dev/null; do sleep 0.05; done"
             )
-            return deploy.restart_daemon(node, daemon, self._pg_ready())
-        raise AdapterError(f"the etcd system has no daemon {daemon!r} to restart")
+        # Serving, not healthy: a member restarted inside a partition has no leader yet.
+        ready = {ETCD_DAEMON: self._etcd_ready("status"), POSTGRES_DAEMON: self._pg_ready()}
+        return restart_known(self.name, node, daemon, ready)
 
     def client_member(self, nodes: Mapping[str, Node], worker: str) -> str | None:
         """The member ``worker``'s client is pinned to (see the module documentation): the
