@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import math
 import shlex
-import types
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
@@ -38,6 +37,7 @@ from systems.base import (
     Sink,
     SystemConfig,
     nodes_with_role,
+    switch_table,
 )
 from systems.etcd import holder
 from systems.kit import PackagesBeside, SwitchTable, restart_known, setting_up
@@ -66,61 +66,56 @@ _IGNORE_EXPIRED_EXPOSURE: Final = Exposure(
     faults=("pause",), workload="sinks", ttl_multiples=(1.5,), lock_delay=4.0, work_ms=500
 )
 
-BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
-    {
-        switch.name: switch
-        for switch in (
-            BugSwitch(
-                holder.LEASE_ID_TOKEN,
-                "the lease ID is used as the epoch instead of the lock key's create revision "
-                "(IDs carry the granting member's prefix: a later lease may have a lower ID)",
-                Exposure(faults=("pause",)),
-                ("grant-regression",),
-            ),
-            BugSwitch(
-                holder.CHECK_THEN_WRITE,
-                "the holder trusts its lock key (each renewal looks that the key still exists; "
-                "it checks its lease before each unit) and writes etcd-txn with a plain put, "
-                "no guard in the txn",
-                _PAUSE_PAST_LEASE,
-                ("stale-write",),
-                (holder.ETCD_TXN,),
-            ),
-            BugSwitch(
-                holder.IGNORE_EXPIRED_REFRESH,
-                "a lease refresh answering TTL 0 (expired) does not stop the holder: resumed "
-                "from a pause, it goes on writing; the fenced sinks refuse it once the next "
-                "holder wrote, but etcd-delayed, which relies on the lock-delay, takes its "
-                "writes after the next holder's",
-                _IGNORE_EXPIRED_EXPOSURE,
-                ("stale-write",),
-                (holder.ETCD_DELAYED,),
-            ),
-            BugSwitch(
-                holder.SHARED_LEASE,
-                "the holders share one session lease, so two of them lock with the same lease "
-                "and etcd treats that as one acquisition: both hold the lock",
-                Exposure(faults=("pause",)),
-                ("epoch-reuse",),
-            ),
-            BugSwitch(
-                holder.PG_CHECK_THEN_ACT,
-                "the postgres sink SELECTs the lock's epoch when it reads and compares in the "
-                "client; the UPDATE that acts on it later carries no guard",
-                Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
-                ("stale-write",),
-                (holder.POSTGRES,),
-            ),
-            BugSwitch(
-                PG_ASYNC_COMMIT,
-                "PostgreSQL runs with synchronous_commit=off: a commit is acknowledged before "
-                "its WAL reaches the disk",
-                Exposure(faults=("kill",), targets=("store",), workload="sinks"),
-                ("lost-write",),
-                (holder.POSTGRES,),
-            ),
-        )
-    }
+BUG_SWITCHES: Final = switch_table(
+    BugSwitch(
+        holder.LEASE_ID_TOKEN,
+        "the lease ID is used as the epoch instead of the lock key's create revision "
+        "(IDs carry the granting member's prefix: a later lease may have a lower ID)",
+        Exposure(faults=("pause",)),
+        ("grant-regression",),
+    ),
+    BugSwitch(
+        holder.CHECK_THEN_WRITE,
+        "the holder trusts its lock key (each renewal looks that the key still exists; "
+        "it checks its lease before each unit) and writes etcd-txn with a plain put, "
+        "no guard in the txn",
+        _PAUSE_PAST_LEASE,
+        ("stale-write",),
+        (holder.ETCD_TXN,),
+    ),
+    BugSwitch(
+        holder.IGNORE_EXPIRED_REFRESH,
+        "a lease refresh answering TTL 0 (expired) does not stop the holder: resumed "
+        "from a pause, it goes on writing; the fenced sinks refuse it once the next "
+        "holder wrote, but etcd-delayed, which relies on the lock-delay, takes its "
+        "writes after the next holder's",
+        _IGNORE_EXPIRED_EXPOSURE,
+        ("stale-write",),
+        (holder.ETCD_DELAYED,),
+    ),
+    BugSwitch(
+        holder.SHARED_LEASE,
+        "the holders share one session lease, so two of them lock with the same lease "
+        "and etcd treats that as one acquisition: both hold the lock",
+        Exposure(faults=("pause",)),
+        ("epoch-reuse",),
+    ),
+    BugSwitch(
+        holder.PG_CHECK_THEN_ACT,
+        "the postgres sink SELECTs the lock's epoch when it reads and compares in the "
+        "client; the UPDATE that acts on it later carries no guard",
+        Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
+        ("stale-write",),
+        (holder.POSTGRES,),
+    ),
+    BugSwitch(
+        PG_ASYNC_COMMIT,
+        "PostgreSQL runs with synchronous_commit=off: a commit is acknowledged before "
+        "its WAL reaches the disk",
+        Exposure(faults=("kill",), targets=("store",), workload="sinks"),
+        ("lost-write",),
+        (holder.POSTGRES,),
+    ),
 )
 """The mistakes etcd and PostgreSQL users make, each planted by one switch."""
 

@@ -13,7 +13,6 @@ the primary is. The holders' client is :mod:`systems.redis.client`.
 from __future__ import annotations
 
 import shlex
-import types
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +32,7 @@ from systems.base import (
     Sink,
     SystemConfig,
     nodes_with_role,
+    switch_table,
 )
 from systems.kit import PackagesBeside, SwitchTable, restart_known, setting_up
 from systems.redis import client
@@ -48,45 +48,40 @@ _SERVICE: Final = "fencecheck"
 _NO_AOF: Final = "no-aof"
 _ASYNC_FAILOVER: Final = "async-failover"
 
-BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
-    {
-        switch.name: switch
-        for switch in (
-            BugSwitch(
-                client.RANDOM_VALUE_TOKEN,
-                "the lock's random value is the token (redis-py's Lock, Redlock): grants carry "
-                "numbers in no order, which the fenced store compares",
-                Exposure(faults=("pause",), ttl_multiples=(3.0,)),
-                ("grant-regression",),
-            ),
-            BugSwitch(
-                _NO_AOF,
-                "Redis with its default persistence (appendonly no, RDB save points not reached): "
-                "a SIGKILL and restart forgets the epoch counter, the lock and the sinks' data",
-                # The primary back within Sentinel's down-after: its replica copies the empty data.
-                Exposure(faults=("kill",), targets=("lock-leader",), ttl_multiples=(3.0,)),
-                ("grant-regression", "epoch-reuse", "lost-write"),
-                ("store",),
-            ),
-            BugSwitch(
-                client.UNCHECKED_RELEASE,
-                "renew sets the lock again and release deletes it without checking whose it is: "
-                "a holder back from a pause takes the lock over from its successor",
-                Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
-                ("stale-write",),
-                ("owned",),
-            ),
-            BugSwitch(
-                _ASYNC_FAILOVER,
-                "replication is asynchronous (no WAIT): cut off from the primary, the replica "
-                "falls behind while the primary grants on; Sentinel promotes it and the holders "
-                "follow, so the epoch counter goes back",
-                # Cut off longer than Sentinel's down-after (5 s), so that it promotes r2.
-                Exposure(faults=("partition",), targets=("r2",), ttl_multiples=(8.0,)),
-                ("grant-regression", "epoch-reuse"),
-            ),
-        )
-    }
+BUG_SWITCHES: Final = switch_table(
+    BugSwitch(
+        client.RANDOM_VALUE_TOKEN,
+        "the lock's random value is the token (redis-py's Lock, Redlock): grants carry "
+        "numbers in no order, which the fenced store compares",
+        Exposure(faults=("pause",), ttl_multiples=(3.0,)),
+        ("grant-regression",),
+    ),
+    BugSwitch(
+        _NO_AOF,
+        "Redis with its default persistence (appendonly no, RDB save points not reached): "
+        "a SIGKILL and restart forgets the epoch counter, the lock and the sinks' data",
+        # The primary back within Sentinel's down-after: its replica copies the empty data.
+        Exposure(faults=("kill",), targets=("lock-leader",), ttl_multiples=(3.0,)),
+        ("grant-regression", "epoch-reuse", "lost-write"),
+        ("store",),
+    ),
+    BugSwitch(
+        client.UNCHECKED_RELEASE,
+        "renew sets the lock again and release deletes it without checking whose it is: "
+        "a holder back from a pause takes the lock over from its successor",
+        Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
+        ("stale-write",),
+        ("owned",),
+    ),
+    BugSwitch(
+        _ASYNC_FAILOVER,
+        "replication is asynchronous (no WAIT): cut off from the primary, the replica "
+        "falls behind while the primary grants on; Sentinel promotes it and the holders "
+        "follow, so the epoch counter goes back",
+        # Cut off longer than Sentinel's down-after (5 s), so that it promotes r2.
+        Exposure(faults=("partition",), targets=("r2",), ttl_multiples=(8.0,)),
+        ("grant-regression", "epoch-reuse"),
+    ),
 )
 """The system's bug switches."""
 

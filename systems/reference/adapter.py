@@ -26,6 +26,7 @@ from systems.base import (
     Sink,
     SystemConfig,
     nodes_with_role,
+    switch_table,
 )
 from systems.kit import PackagesBeside, SwitchTable, restart_known, setting_up
 from systems.reference import client, lock_server, store_server
@@ -39,66 +40,61 @@ _SHORT_DELAY_FACTOR: Final = 0.1
 # A pause shorter than the lease exposes nothing: the holder is still right.
 _PAUSE_PAST_LEASE: Final = Exposure(faults=("pause",), ttl_multiples=(3.0,))
 
-BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
-    {
-        switch.name: switch
-        for switch in (
-            BugSwitch(
-                "no-store-check",
-                "the holder checks its own lease before writing; the store accepts any epoch",
-                _PAUSE_PAST_LEASE,
-                ("stale-write",),
-                ("store", "store-batch"),
-            ),
-            BugSwitch(
-                "epoch-in-memory",
-                "the lock service keeps its epoch counters in memory only: a restart starts at 1",
-                Exposure(faults=("kill",), targets=("lock",)),
-                ("grant-regression", "epoch-reuse"),
-            ),
-            BugSwitch(
-                "store-forgets",
-                "the store keeps its highest-seen epochs in memory only (its log is durable)",
-                Exposure(faults=("restart-while-paused",)),
-                ("stale-write",),
-                ("store",),
-            ),
-            BugSwitch(
-                "lazy-mark",
-                "the store saves its highest-seen epochs only every "
-                f"{store_server.MARK_EVERY} writes (its log of entries is durable): a restart "
-                "soon after a takeover forgets the new holder's epoch",
-                # The defaults (harness.run.spec.TestSpec, nemeses.DEFAULT_NEMESES) catch it: a
-                # test keeps the two in step, since this layer cannot import the harness's.
-                Exposure(faults=("pause", "restart-while-paused")),
-                ("stale-write",),
-                ("store",),
-            ),
-            BugSwitch(
-                "unfenced-path",
-                "the bulk endpoint store-batch accepts any epoch, though the inventory says fenced",
-                Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
-                ("stale-write",),
-                ("store-batch",),
-            ),
-            BugSwitch(
-                "long-ttl-no-fence",
-                f"a lease TTL {_LONG_TTL_FACTOR:g}x the configured one instead of fencing: the "
-                "store accepts any epoch",
-                _PAUSE_PAST_LEASE,
-                ("stale-write",),
-                ("store",),
-            ),
-            BugSwitch(
-                "short-lock-delay",
-                f"the lock service waits {_SHORT_DELAY_FACTOR:g}x the TTL after an expiry instead "
-                "of the configured lock-delay; the audit sink relies on it",
-                Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,), lock_delay=3.0),
-                ("stale-write",),
-                ("audit",),
-            ),
-        )
-    }
+BUG_SWITCHES: Final = switch_table(
+    BugSwitch(
+        "no-store-check",
+        "the holder checks its own lease before writing; the store accepts any epoch",
+        _PAUSE_PAST_LEASE,
+        ("stale-write",),
+        ("store", "store-batch"),
+    ),
+    BugSwitch(
+        "epoch-in-memory",
+        "the lock service keeps its epoch counters in memory only: a restart starts at 1",
+        Exposure(faults=("kill",), targets=("lock",)),
+        ("grant-regression", "epoch-reuse"),
+    ),
+    BugSwitch(
+        "store-forgets",
+        "the store keeps its highest-seen epochs in memory only (its log is durable)",
+        Exposure(faults=("restart-while-paused",)),
+        ("stale-write",),
+        ("store",),
+    ),
+    BugSwitch(
+        "lazy-mark",
+        "the store saves its highest-seen epochs only every "
+        f"{store_server.MARK_EVERY} writes (its log of entries is durable): a restart "
+        "soon after a takeover forgets the new holder's epoch",
+        # The defaults (harness.run.spec.TestSpec, nemeses.DEFAULT_NEMESES) catch it: a
+        # test keeps the two in step, since this layer cannot import the harness's.
+        Exposure(faults=("pause", "restart-while-paused")),
+        ("stale-write",),
+        ("store",),
+    ),
+    BugSwitch(
+        "unfenced-path",
+        "the bulk endpoint store-batch accepts any epoch, though the inventory says fenced",
+        Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
+        ("stale-write",),
+        ("store-batch",),
+    ),
+    BugSwitch(
+        "long-ttl-no-fence",
+        f"a lease TTL {_LONG_TTL_FACTOR:g}x the configured one instead of fencing: the "
+        "store accepts any epoch",
+        _PAUSE_PAST_LEASE,
+        ("stale-write",),
+        ("store",),
+    ),
+    BugSwitch(
+        "short-lock-delay",
+        f"the lock service waits {_SHORT_DELAY_FACTOR:g}x the TTL after an expiry instead "
+        "of the configured lock-delay; the audit sink relies on it",
+        Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,), lock_delay=3.0),
+        ("stale-write",),
+        ("audit",),
+    ),
 )
 """The system's bug switches (the holder flaws are the harness's: :mod:`systems.holder_flaws`)."""
 

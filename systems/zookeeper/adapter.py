@@ -15,7 +15,6 @@ password). The holders' client is :mod:`systems.zookeeper.client`.
 from __future__ import annotations
 
 import socket
-import types
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +35,7 @@ from systems.base import (
     Sink,
     SystemConfig,
     nodes_with_role,
+    switch_table,
 )
 from systems.kit import PackagesBeside, SwitchTable, restart_known, setting_up
 from systems.reference import store_server
@@ -111,45 +111,40 @@ zk.set_acls("/", credentials["default_acl"] + READ_ACL_UNSAFE)
 zk.stop()
 """
 
-BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
-    {
-        switch.name: switch
-        for switch in (
-            BugSwitch(
-                client.TRUST_IS_ACQUIRED,
-                "the holder writes to store when kazoo's Lock.is_acquired says it holds the lock, "
-                "without the server checking: it stays True after the session expired",
-                Exposure(faults=("pause",), ttl_multiples=(3.0,)),
-                ("stale-write",),
-                ("store",),
-            ),
-            BugSwitch(
-                client.SEQUENCE_TOKEN,
-                "the lock node's sequence number is the token: it restarts at 0 when the lock's "
-                "parent is removed (empty) and created again; a lock must go free, so run more "
-                "locks than holders keep busy (--locks 3)",
-                Exposure(faults=("pause",), ttl_multiples=(3.0,), locks=3),
-                ("grant-regression", "epoch-reuse"),
-            ),
-            BugSwitch(
-                client.FOLLOWER_READ_CHECK,
-                "the holder checks that its lock node exists with a plain read on its lock "
-                "session, which a lagging or cut-off follower answers from stale state, then "
-                "writes to store unchecked on a data session; needs a follower cut off from the "
-                "quorum but not from its holders (--target lock-follower) and sessions (--ttl 1) "
-                "that expire before the member notices, while its holder still holds the lock "
-                "(long tenures: 200 writes a lease)",
-                Exposure(
-                    faults=("partition",),
-                    targets=("lock-follower",),
-                    ttl_multiples=(3.0,),
-                    writes_per_lease=200,
-                ),
-                ("stale-write",),
-                ("store",),
-            ),
-        )
-    }
+BUG_SWITCHES: Final = switch_table(
+    BugSwitch(
+        client.TRUST_IS_ACQUIRED,
+        "the holder writes to store when kazoo's Lock.is_acquired says it holds the lock, "
+        "without the server checking: it stays True after the session expired",
+        Exposure(faults=("pause",), ttl_multiples=(3.0,)),
+        ("stale-write",),
+        ("store",),
+    ),
+    BugSwitch(
+        client.SEQUENCE_TOKEN,
+        "the lock node's sequence number is the token: it restarts at 0 when the lock's "
+        "parent is removed (empty) and created again; a lock must go free, so run more "
+        "locks than holders keep busy (--locks 3)",
+        Exposure(faults=("pause",), ttl_multiples=(3.0,), locks=3),
+        ("grant-regression", "epoch-reuse"),
+    ),
+    BugSwitch(
+        client.FOLLOWER_READ_CHECK,
+        "the holder checks that its lock node exists with a plain read on its lock "
+        "session, which a lagging or cut-off follower answers from stale state, then "
+        "writes to store unchecked on a data session; needs a follower cut off from the "
+        "quorum but not from its holders (--target lock-follower) and sessions (--ttl 1) "
+        "that expire before the member notices, while its holder still holds the lock "
+        "(long tenures: 200 writes a lease)",
+        Exposure(
+            faults=("partition",),
+            targets=("lock-follower",),
+            ttl_multiples=(3.0,),
+            writes_per_lease=200,
+        ),
+        ("stale-write",),
+        ("store",),
+    ),
 )
 
 
