@@ -41,12 +41,22 @@ __all__ = ["PackagesBeside", "SwitchTable", "restart_known", "setting_up"]
 
 
 class PackagesBeside:
-    """Mixin: :meth:`packages` reads ``packages.txt`` beside the module that defines the adapter
-    class (one Debian package a line, ``#`` comments; see :func:`systems.base.read_packages`)."""
+    """Mixin: :meth:`packages` reads ``packages.txt`` beside the module of the class that takes
+    the mixin (one Debian package a line, ``#`` comments; see :func:`systems.base.read_packages`).
+    """
+
+    _package_list: ClassVar[Path]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # The adapter that takes the mixin names the list; its subclasses, wherever they are
+        # defined (a variant with a mistake planted, in a test), run on the same nodes.
+        if PackagesBeside in cls.__bases__:
+            cls._package_list = Path(inspect.getfile(cls)).with_name("packages.txt")
 
     def packages(self) -> tuple[str, ...]:
         """The Debian packages of ``packages.txt`` beside the adapter's module."""
-        return read_packages(Path(inspect.getfile(type(self))).with_name("packages.txt"))
+        return read_packages(self._package_list)
 
 
 class SwitchTable:

@@ -336,7 +336,8 @@ class EtcdSystem(PackagesBeside, SwitchTable):
             node.run(
                 "pkill -KILL -u postgres; while pgrep -u postgres >/dev/null; do sleep 0.05; done"
             )
-        # Serving, not healthy: a member restarted inside a partition has no leader yet.
+        # A member is ready once it serves (status), not once healthy: one restarted inside a
+        # partition has no leader yet.
         ready = {ETCD_DAEMON: self._etcd_ready("status"), POSTGRES_DAEMON: self._pg_ready()}
         return restart_known(self.name, node, daemon, ready)
 

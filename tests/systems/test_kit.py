@@ -105,6 +105,11 @@ def test_packages_beside_reads_the_list_beside_the_adapters_module(tmp_path: Pat
     sys.modules["my_adapter"] = module  # where inspect looks for the class's file
     try:
         spec.loader.exec_module(module)
+
+        class Variant(module.MySystem):  # type: ignore[misc]
+            """Defined here, beside no package list: it keeps its parent's."""
+
         assert module.MySystem().packages() == ("postgresql-15", "etcd-server")
+        assert Variant().packages() == ("postgresql-15", "etcd-server")
     finally:
         del sys.modules["my_adapter"]
