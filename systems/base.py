@@ -42,6 +42,7 @@ from harness.node import Daemon, Node
 
 __all__ = [
     "MITIGATIONS",
+    "PAUSE_PAST_LEASE",
     "ROLE_NAMES",
     "AdapterError",
     "BugSwitch",
@@ -143,6 +144,11 @@ class Exposure:
         if self.writes_per_lease:
             parts.append(f"--writes-per-lease {self.writes_per_lease}")
         return " ".join(parts)
+
+
+PAUSE_PAST_LEASE: Final = Exposure(faults=("pause",), ttl_multiples=(3.0,))
+"""Pauses of a holder three lease TTLs long: the usual way to expose a stale holder's write (a
+pause shorter than the lease exposes nothing: the holder is still right)."""
 
 
 @dataclass(frozen=True, slots=True)

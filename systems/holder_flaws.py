@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Final
 
 from harness.nodeside.agent import RETRY_ON_REJECT
-from systems.base import BugSwitch, ConfigError, Exposure, switch_table
+from systems.base import PAUSE_PAST_LEASE, BugSwitch, ConfigError, Exposure, switch_table
 
 __all__ = ["HOLDER_FLAWS", "REACQUIRE_NO_REREAD", "RETRY_ON_REJECT", "check_no_clash"]
 
@@ -23,7 +23,7 @@ HOLDER_FLAWS: Final = switch_table(
         RETRY_ON_REJECT,
         "a holder re-sends a write refused as stale with the same epoch (the runner "
         "re-sends; the agent keeps the lease and skips its lease check for the retry)",
-        Exposure(faults=("pause",), ttl_multiples=(3.0,)),
+        PAUSE_PAST_LEASE,
         ("retry-after-reject",),
     ),
     BugSwitch(

@@ -26,6 +26,7 @@ from harness.node import Daemon, Node
 from harness.node.wait import CommandSucceeds
 from systems import deploy
 from systems.base import (
+    PAUSE_PAST_LEASE,
     AdapterError,
     BugSwitch,
     ConfigError,
@@ -57,7 +58,6 @@ _SCHEMA: Final = (
     " epoch bigint NOT NULL, lock text NOT NULL, prev text);"
     "CREATE INDEX log_key ON log (key, seq);"
 )
-_PAUSE_PAST_LEASE: Final = Exposure(faults=("pause",), ttl_multiples=(3.0,))
 # Pauses of 1.5 TTL (3 s) stay below the lock-delay (4 s) with a second to spare for the writes a
 # correct holder had in flight, so the correct system stays valid on etcd-delayed. The half
 # second of work per unit makes a lease last long enough (20 units) that a holder that ignores
@@ -79,7 +79,7 @@ BUG_SWITCHES: Final = switch_table(
         "the holder trusts its lock key (each renewal looks that the key still exists; "
         "it checks its lease before each unit) and writes etcd-txn with a plain put, "
         "no guard in the txn",
-        _PAUSE_PAST_LEASE,
+        PAUSE_PAST_LEASE,
         ("stale-write",),
         (holder.ETCD_TXN,),
     ),

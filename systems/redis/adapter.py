@@ -22,6 +22,7 @@ from harness.node import Daemon, Node, NodeError
 from harness.node.wait import CommandSucceeds, wait_for
 from systems import deploy
 from systems.base import (
+    PAUSE_PAST_LEASE,
     AdapterError,
     BugSwitch,
     Deployment,
@@ -53,7 +54,7 @@ BUG_SWITCHES: Final = switch_table(
         client.RANDOM_VALUE_TOKEN,
         "the lock's random value is the token (redis-py's Lock, Redlock): grants carry "
         "numbers in no order, which the fenced store compares",
-        Exposure(faults=("pause",), ttl_multiples=(3.0,)),
+        PAUSE_PAST_LEASE,
         ("grant-regression",),
     ),
     BugSwitch(

@@ -16,6 +16,7 @@ from typing import Final
 from harness.node import Daemon, Node, NodeError
 from systems import deploy
 from systems.base import (
+    PAUSE_PAST_LEASE,
     BugSwitch,
     ConfigError,
     Deployment,
@@ -37,14 +38,12 @@ _LOCK_DAEMON: Final = "lock-server"
 _STORE_DAEMON: Final = "store"
 _LONG_TTL_FACTOR: Final = 5.0
 _SHORT_DELAY_FACTOR: Final = 0.1
-# A pause shorter than the lease exposes nothing: the holder is still right.
-_PAUSE_PAST_LEASE: Final = Exposure(faults=("pause",), ttl_multiples=(3.0,))
 
 BUG_SWITCHES: Final = switch_table(
     BugSwitch(
         "no-store-check",
         "the holder checks its own lease before writing; the store accepts any epoch",
-        _PAUSE_PAST_LEASE,
+        PAUSE_PAST_LEASE,
         ("stale-write",),
         ("store", "store-batch"),
     ),
@@ -83,7 +82,7 @@ BUG_SWITCHES: Final = switch_table(
         "long-ttl-no-fence",
         f"a lease TTL {_LONG_TTL_FACTOR:g}x the configured one instead of fencing: the "
         "store accepts any epoch",
-        _PAUSE_PAST_LEASE,
+        PAUSE_PAST_LEASE,
         ("stale-write",),
         ("store",),
     ),

@@ -24,6 +24,7 @@ from harness.node import Daemon, Node
 from harness.node.wait import CommandSucceeds, WaitStrategy, wait_all
 from systems import deploy
 from systems.base import (
+    PAUSE_PAST_LEASE,
     AdapterError,
     BugSwitch,
     ConfigError,
@@ -116,7 +117,7 @@ BUG_SWITCHES: Final = switch_table(
         client.TRUST_IS_ACQUIRED,
         "the holder writes to store when kazoo's Lock.is_acquired says it holds the lock, "
         "without the server checking: it stays True after the session expired",
-        Exposure(faults=("pause",), ttl_multiples=(3.0,)),
+        PAUSE_PAST_LEASE,
         ("stale-write",),
         ("store",),
     ),
