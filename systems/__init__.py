@@ -5,39 +5,14 @@ required contract and the optional abilities) and registered under the entry-poi
 ``fencecheck.systems``; :func:`load_system` builds one by name and :func:`available_systems` lists
 the names. :mod:`systems.reference` is fencecheck's own system with a bug switch per known fencing
 mistake; :mod:`systems.holder_flaws` are the mistakes of the holder, available with every system;
-:mod:`systems.deploy` helps adapters install and start programs. ``docs/adding-a-system.md`` is
-the guide.
+:mod:`systems.deploy` helps adapters install and start programs, and :mod:`systems.kit` offers
+the parts adapters would otherwise write alike. ``docs/adding-a-system.md`` is the guide.
 """
 
-from systems.base import (
-    MITIGATIONS,
-    ROLE_NAMES,
-    AdapterError,
-    BugSwitch,
-    CollectsData,
-    ConfigError,
-    Deployment,
-    Exposure,
-    HolderClientCode,
-    KnowsClientMember,
-    KnowsLeader,
-    Mitigation,
-    NeedsPackages,
-    PlantsBugs,
-    ProcessTarget,
-    Restarts,
-    RoleSpec,
-    Sink,
-    System,
-    SystemConfig,
-    Volatile,
-    WritesSpanKeys,
-    durability_problem,
-    lease_ttl_of,
-    packages_of,
-    read_packages,
-    topology,
-)
+from systems import base
+
+# The contract's names are listed once, in systems.base.__all__; the package offers all of them.
+from systems.base import *  # noqa: F403
 from systems.holder_flaws import HOLDER_FLAWS
 from systems.registry import (
     ENTRY_POINT_GROUP,
@@ -49,34 +24,8 @@ from systems.registry import (
 __all__ = [
     "ENTRY_POINT_GROUP",
     "HOLDER_FLAWS",
-    "MITIGATIONS",
-    "ROLE_NAMES",
-    "AdapterError",
-    "BugSwitch",
-    "CollectsData",
-    "ConfigError",
-    "Deployment",
-    "Exposure",
-    "HolderClientCode",
-    "KnowsClientMember",
-    "KnowsLeader",
-    "Mitigation",
-    "NeedsPackages",
-    "PlantsBugs",
-    "ProcessTarget",
-    "Restarts",
-    "RoleSpec",
-    "Sink",
-    "System",
-    "SystemConfig",
     "UnknownSystemError",
-    "Volatile",
-    "WritesSpanKeys",
     "available_systems",
-    "durability_problem",
-    "lease_ttl_of",
     "load_system",
-    "packages_of",
-    "read_packages",
-    "topology",
 ]
+__all__ += base.__all__

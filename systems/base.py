@@ -33,7 +33,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import ModuleType
+from types import MappingProxyType, ModuleType
 from typing import Any, Final, Protocol, runtime_checkable
 
 # One mitigation vocabulary for what adapters declare and what the checkers judge.
@@ -42,6 +42,7 @@ from harness.node import Daemon, Node
 
 __all__ = [
     "MITIGATIONS",
+    "PAUSE_PAST_LEASE",
     "ROLE_NAMES",
     "AdapterError",
     "BugSwitch",
@@ -70,6 +71,7 @@ __all__ = [
     "nodes_with_role",
     "packages_of",
     "read_packages",
+    "switch_table",
     "topology",
 ]
 
@@ -144,6 +146,11 @@ class Exposure:
         return " ".join(parts)
 
 
+PAUSE_PAST_LEASE: Final = Exposure(faults=("pause",), ttl_multiples=(3.0,))
+"""Pauses of a holder three lease TTLs long: the usual way to expose a stale holder's write (a
+pause shorter than the lease exposes nothing: the holder is still right)."""
+
+
 @dataclass(frozen=True, slots=True)
 class BugSwitch:
     """A mistake an adapter can plant on purpose, how to expose it, and what the checker finds.
@@ -162,6 +169,17 @@ class BugSwitch:
         """The expected anomalies in words, e.g. ``stale-write on store, store-batch``."""
         where = f" on {', '.join(self.sinks)}" if self.sinks else ""
         return f"{', '.join(self.anomalies)}{where}"
+
+
+def switch_table(*switches: BugSwitch) -> Mapping[str, BugSwitch]:
+    """``switches`` by name, read-only, in their order (what :meth:`PlantsBugs.bug_switches`
+    returns). Raises :class:`ConfigError` if two share a name: one would hide the other."""
+    table = {switch.name: switch for switch in switches}
+    if len(table) < len(switches):
+        names = [switch.name for switch in switches]
+        twice = sorted({name for name in names if names.count(name) > 1})
+        raise ConfigError(f"two bug switches are named {', '.join(twice)}; rename one of each")
+    return MappingProxyType(table)
 
 
 @dataclass(frozen=True, slots=True)

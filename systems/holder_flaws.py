@@ -8,34 +8,31 @@ asks for them with ``--bug`` like a system's switches, and they never clash with
 
 from __future__ import annotations
 
-import types
 from collections.abc import Mapping
 from typing import Final
 
 from harness.nodeside.agent import RETRY_ON_REJECT
-from systems.base import BugSwitch, ConfigError, Exposure
+from systems.base import PAUSE_PAST_LEASE, BugSwitch, ConfigError, Exposure, switch_table
 
 __all__ = ["HOLDER_FLAWS", "REACQUIRE_NO_REREAD", "RETRY_ON_REJECT", "check_no_clash"]
 
 REACQUIRE_NO_REREAD: Final = "reacquire-no-reread"
 
-HOLDER_FLAWS: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
-    {
-        RETRY_ON_REJECT: BugSwitch(
-            RETRY_ON_REJECT,
-            "a holder re-sends a write refused as stale with the same epoch (the runner "
-            "re-sends; the agent keeps the lease and skips its lease check for the retry)",
-            Exposure(faults=("pause",), ttl_multiples=(3.0,)),
-            ("retry-after-reject",),
-        ),
-        REACQUIRE_NO_REREAD: BugSwitch(
-            REACQUIRE_NO_REREAD,
-            "after re-acquiring, the read-modify-write workload writes again from its old "
-            "read (nothing changes on the nodes)",
-            Exposure(faults=("pause",), workload="rmw", ttl_multiples=(3.0,)),
-            ("lost-update",),
-        ),
-    }
+HOLDER_FLAWS: Final = switch_table(
+    BugSwitch(
+        RETRY_ON_REJECT,
+        "a holder re-sends a write refused as stale with the same epoch (the runner "
+        "re-sends; the agent keeps the lease and skips its lease check for the retry)",
+        PAUSE_PAST_LEASE,
+        ("retry-after-reject",),
+    ),
+    BugSwitch(
+        REACQUIRE_NO_REREAD,
+        "after re-acquiring, the read-modify-write workload writes again from its old "
+        "read (nothing changes on the nodes)",
+        Exposure(faults=("pause",), workload="rmw", ttl_multiples=(3.0,)),
+        ("lost-update",),
+    ),
 )
 """The holder flaws, by name."""
 

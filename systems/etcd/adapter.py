@@ -16,18 +16,17 @@ from __future__ import annotations
 import json
 import math
 import shlex
-import types
 import urllib.error
 import urllib.request
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any, Final
 
-from harness.node import Daemon, Node, NodeError
+from harness.node import Daemon, Node
 from harness.node.wait import CommandSucceeds
 from systems import deploy
 from systems.base import (
+    PAUSE_PAST_LEASE,
     AdapterError,
     BugSwitch,
     ConfigError,
@@ -38,13 +37,11 @@ from systems.base import (
     RoleSpec,
     Sink,
     SystemConfig,
-    check_bugs,
-    check_roles,
     nodes_with_role,
-    read_packages,
+    switch_table,
 )
 from systems.etcd import holder
-from systems.holder_flaws import check_no_clash
+from systems.kit import PackagesBeside, SwitchTable, restart_known, setting_up
 
 __all__ = ["BUG_SWITCHES", "ETCD_DAEMON", "POSTGRES_DAEMON", "EtcdSystem", "Ports"]
 
@@ -61,7 +58,6 @@ _SCHEMA: Final = (
     " epoch bigint NOT NULL, lock text NOT NULL, prev text);"
     "CREATE INDEX log_key ON log (key, seq);"
 )
-_PAUSE_PAST_LEASE: Final = Exposure(faults=("pause",), ttl_multiples=(3.0,))
 # Pauses of 1.5 TTL (3 s) stay below the lock-delay (4 s) with a second to spare for the writes a
 # correct holder had in flight, so the correct system stays valid on etcd-delayed. The half
 # second of work per unit makes a lease last long enough (20 units) that a holder that ignores
@@ -70,61 +66,56 @@ _IGNORE_EXPIRED_EXPOSURE: Final = Exposure(
     faults=("pause",), workload="sinks", ttl_multiples=(1.5,), lock_delay=4.0, work_ms=500
 )
 
-BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
-    {
-        switch.name: switch
-        for switch in (
-            BugSwitch(
-                holder.LEASE_ID_TOKEN,
-                "the lease ID is used as the epoch instead of the lock key's create revision "
-                "(IDs carry the granting member's prefix: a later lease may have a lower ID)",
-                Exposure(faults=("pause",)),
-                ("grant-regression",),
-            ),
-            BugSwitch(
-                holder.CHECK_THEN_WRITE,
-                "the holder trusts its lock key (each renewal looks that the key still exists; "
-                "it checks its lease before each unit) and writes etcd-txn with a plain put, "
-                "no guard in the txn",
-                _PAUSE_PAST_LEASE,
-                ("stale-write",),
-                (holder.ETCD_TXN,),
-            ),
-            BugSwitch(
-                holder.IGNORE_EXPIRED_REFRESH,
-                "a lease refresh answering TTL 0 (expired) does not stop the holder: resumed "
-                "from a pause, it goes on writing; the fenced sinks refuse it once the next "
-                "holder wrote, but etcd-delayed, which relies on the lock-delay, takes its "
-                "writes after the next holder's",
-                _IGNORE_EXPIRED_EXPOSURE,
-                ("stale-write",),
-                (holder.ETCD_DELAYED,),
-            ),
-            BugSwitch(
-                holder.SHARED_LEASE,
-                "the holders share one session lease, so two of them lock with the same lease "
-                "and etcd treats that as one acquisition: both hold the lock",
-                Exposure(faults=("pause",)),
-                ("epoch-reuse",),
-            ),
-            BugSwitch(
-                holder.PG_CHECK_THEN_ACT,
-                "the postgres sink SELECTs the lock's epoch when it reads and compares in the "
-                "client; the UPDATE that acts on it later carries no guard",
-                Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
-                ("stale-write",),
-                (holder.POSTGRES,),
-            ),
-            BugSwitch(
-                PG_ASYNC_COMMIT,
-                "PostgreSQL runs with synchronous_commit=off: a commit is acknowledged before "
-                "its WAL reaches the disk",
-                Exposure(faults=("kill",), targets=("store",), workload="sinks"),
-                ("lost-write",),
-                (holder.POSTGRES,),
-            ),
-        )
-    }
+BUG_SWITCHES: Final = switch_table(
+    BugSwitch(
+        holder.LEASE_ID_TOKEN,
+        "the lease ID is used as the epoch instead of the lock key's create revision "
+        "(IDs carry the granting member's prefix: a later lease may have a lower ID)",
+        Exposure(faults=("pause",)),
+        ("grant-regression",),
+    ),
+    BugSwitch(
+        holder.CHECK_THEN_WRITE,
+        "the holder trusts its lock key (each renewal looks that the key still exists; "
+        "it checks its lease before each unit) and writes etcd-txn with a plain put, "
+        "no guard in the txn",
+        PAUSE_PAST_LEASE,
+        ("stale-write",),
+        (holder.ETCD_TXN,),
+    ),
+    BugSwitch(
+        holder.IGNORE_EXPIRED_REFRESH,
+        "a lease refresh answering TTL 0 (expired) does not stop the holder: resumed "
+        "from a pause, it goes on writing; the fenced sinks refuse it once the next "
+        "holder wrote, but etcd-delayed, which relies on the lock-delay, takes its "
+        "writes after the next holder's",
+        _IGNORE_EXPIRED_EXPOSURE,
+        ("stale-write",),
+        (holder.ETCD_DELAYED,),
+    ),
+    BugSwitch(
+        holder.SHARED_LEASE,
+        "the holders share one session lease, so two of them lock with the same lease "
+        "and etcd treats that as one acquisition: both hold the lock",
+        Exposure(faults=("pause",)),
+        ("epoch-reuse",),
+    ),
+    BugSwitch(
+        holder.PG_CHECK_THEN_ACT,
+        "the postgres sink SELECTs the lock's epoch when it reads and compares in the "
+        "client; the UPDATE that acts on it later carries no guard",
+        Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
+        ("stale-write",),
+        (holder.POSTGRES,),
+    ),
+    BugSwitch(
+        PG_ASYNC_COMMIT,
+        "PostgreSQL runs with synchronous_commit=off: a commit is acknowledged before "
+        "its WAL reaches the disk",
+        Exposure(faults=("kill",), targets=("store",), workload="sinks"),
+        ("lost-write",),
+        (holder.POSTGRES,),
+    ),
 )
 """The mistakes etcd and PostgreSQL users make, each planted by one switch."""
 
@@ -138,27 +129,21 @@ class Ports:
     postgres: int = 5432
 
 
-class EtcdSystem:
+@dataclass(eq=False)
+class EtcdSystem(PackagesBeside, SwitchTable):
     """etcd 3.4 (three members) as the lock service; etcd and PostgreSQL 15 as fenced stores.
 
     ``ready_timeout`` bounds the wait for a server to serve after a start; ``client_timeout`` is
     how long a holder waits for etcd or PostgreSQL before it reports an outcome as unknown.
     """
 
-    name: Final = "etcd"
+    name = "etcd"
+    switches = BUG_SWITCHES
 
-    def __init__(
-        self,
-        ports: Ports | None = None,
-        data_dir: str = deploy.DATA_DIR,
-        ready_timeout: float = 30.0,
-        client_timeout: float = 5.0,
-    ) -> None:
-        self.ports = ports or Ports()
-        self.data_dir = data_dir
-        self.ready_timeout = ready_timeout
-        self.client_timeout = client_timeout
-        check_no_clash(self.name, BUG_SWITCHES)
+    ports: Ports = field(default_factory=Ports)
+    data_dir: str = deploy.DATA_DIR
+    ready_timeout: float = 30.0
+    client_timeout: float = 5.0
 
     def describe(self) -> str:
         """What the system is."""
@@ -171,18 +156,10 @@ class EtcdSystem:
         """Members ``e1..e3``, PostgreSQL on ``s1``, workers ``w1..``."""
         return {"lock": RoleSpec(3, "e"), "store": RoleSpec(1, "s"), "worker": RoleSpec(1, "w")}
 
-    def packages(self) -> tuple[str, ...]:
-        """The Debian packages of ``packages.txt`` beside this module."""
-        return read_packages(Path(__file__).with_name("packages.txt"))
-
-    def bug_switches(self) -> Mapping[str, BugSwitch]:
-        """See :data:`BUG_SWITCHES`."""
-        return BUG_SWITCHES
-
     def validate(self, config: SystemConfig) -> None:
         """Reject unknown switches, and ``ignore-expired-refresh`` without a lock-delay: only
         ``etcd-delayed`` shows its mistake, and that sink exists only with a lock-delay."""
-        check_bugs(self.name, list(BUG_SWITCHES), config)
+        super().validate(config)
         if holder.IGNORE_EXPIRED_REFRESH in config.bugs and config.lock_delay <= 0:
             raise ConfigError(
                 f"bug switch {holder.IGNORE_EXPIRED_REFRESH!r} shows on the lock-delay sink "
@@ -237,23 +214,18 @@ class EtcdSystem:
 
     def setup(self, nodes: Mapping[str, Node], config: SystemConfig) -> Deployment:
         """Start the three etcd members and PostgreSQL, create the schema, name the client."""
-        self.validate(config)
-        check_roles(self.name, self.roles(), nodes)
-        members = nodes_with_role(nodes, "lock")
-        (store,) = nodes_with_role(nodes, "store")
-        cluster = ",".join(f"{m.name}=http://{m.ip}:{self.ports.etcd_peer}" for m in members)
-        token = f"fencecheck-{'-'.join(m.ip for m in members)}"
+        with setting_up(self, nodes, config):
+            members = nodes_with_role(nodes, "lock")
+            (store,) = nodes_with_role(nodes, "store")
+            cluster = ",".join(f"{m.name}=http://{m.ip}:{self.ports.etcd_peer}" for m in members)
+            token = f"fencecheck-{'-'.join(m.ip for m in members)}"
 
-        def start(node: Node) -> Daemon:
-            if node.role == "store":
-                return self._start_postgres(node, config)
-            return self._start_member(node, cluster, token)
+            def start(node: Node) -> Daemon:
+                if node.role == "store":
+                    return self._start_postgres(node, config)
+                return self._start_member(node, cluster, token)
 
-        try:
             deploy.on_each([*members, store], start)
-        except AdapterError as problem:
-            self.teardown(nodes)
-            raise AdapterError(f"setting up system {self.name!r} failed:\n{problem}") from None
         workers = nodes_with_role(nodes, "worker")
         client = {
             "etcd": {w.name: self._endpoints(nodes, w.name) for w in workers},
@@ -349,14 +321,7 @@ class EtcdSystem:
 
     def teardown(self, nodes: Mapping[str, Node]) -> None:
         """SIGKILL etcd and PostgreSQL (their data stays for collection)."""
-        problems = []
-        for node in nodes.values():
-            try:
-                deploy.kill_daemons(node, (ETCD_DAEMON, POSTGRES_DAEMON))
-            except NodeError as problem:
-                problems.append(f"{node.name}: {problem}")
-        if problems:
-            raise AdapterError("tearing down the etcd system failed:\n" + "\n".join(problems))
+        deploy.tear_down(self.name, nodes.values(), (ETCD_DAEMON, POSTGRES_DAEMON))
 
     # -- optional abilities -----------------------------------------------------------------
 
@@ -367,15 +332,14 @@ class EtcdSystem:
         memory, which a new postmaster refuses to share: they are killed first, as a crash of
         the host would have.
         """
-        if daemon == ETCD_DAEMON:
-            # Serving, not healthy: a member restarted inside a partition has no leader yet.
-            return deploy.restart_daemon(node, daemon, self._etcd_ready("status"))
         if daemon == POSTGRES_DAEMON:
             node.run(
                 "pkill -KILL -u postgres; while pgrep -u postgres >/dev/null; do sleep 0.05; done"
             )
-            return deploy.restart_daemon(node, daemon, self._pg_ready())
-        raise AdapterError(f"the etcd system has no daemon {daemon!r} to restart")
+        # A member is ready once it serves (status), not once healthy: one restarted inside a
+        # partition has no leader yet.
+        ready = {ETCD_DAEMON: self._etcd_ready("status"), POSTGRES_DAEMON: self._pg_ready()}
+        return restart_known(self.name, node, daemon, ready)
 
     def client_member(self, nodes: Mapping[str, Node], worker: str) -> str | None:
         """The member ``worker``'s client is pinned to (see the module documentation): the

@@ -11,23 +11,21 @@ increasing epochs, a real fence check), and no more: no disk, so a run's speed i
 from __future__ import annotations
 
 from collections.abc import Mapping
-from pathlib import Path
-from typing import Final
+from dataclasses import dataclass
+from typing import ClassVar, Final
 
 from harness.node import Daemon, Node
 from systems import deploy
 from systems.base import (
-    AdapterError,
     Deployment,
     HolderClientCode,
     ProcessTarget,
     RoleSpec,
     Sink,
     SystemConfig,
-    check_roles,
     nodes_with_role,
-    read_packages,
 )
+from systems.kit import PackagesBeside, setting_up
 from systems.noop import client, server
 
 __all__ = ["NoopSystem"]
@@ -37,15 +35,16 @@ _DAEMON: Final = "noop-server"
 _PROGRAM: Final = f"{deploy.INSTALL_DIR}/noop_server.py"
 
 
-class NoopSystem:
+@dataclass(eq=False)
+class NoopSystem(PackagesBeside):
     """The no-op system (see :mod:`systems.noop`); ``client_timeout`` is how long the holder
-    client waits for the server before it reports an outcome as unknown."""
+    client waits for the server before it reports an outcome as unknown. Its ``packages.txt``
+    lists none: the server is stdlib-only Python."""
 
-    name: Final = "noop"
+    name: ClassVar[str] = "noop"
 
-    def __init__(self, ready_timeout: float = 20.0, client_timeout: float = 10.0) -> None:
-        self.ready_timeout = ready_timeout
-        self.client_timeout = client_timeout
+    ready_timeout: float = 20.0
+    client_timeout: float = 10.0
 
     def describe(self) -> str:
         """One line for ``fencecheck list``."""
@@ -62,10 +61,6 @@ class NoopSystem:
         """The server keeps everything in memory: a kill of it forgets epochs and marks."""
         return ("lock",)
 
-    def packages(self) -> tuple[str, ...]:
-        """The Debian packages of ``packages.txt`` (none: the server is stdlib-only Python)."""
-        return read_packages(Path(__file__).with_name("packages.txt"))
-
     def inventory(self, config: SystemConfig) -> tuple[Sink, ...]:
         """One fenced sink that numbers what it accepts (``seq``)."""
         return (
@@ -81,13 +76,9 @@ class NoopSystem:
 
     def setup(self, nodes: Mapping[str, Node], config: SystemConfig) -> Deployment:
         """Install and start the server on ``n1``; name the holder client."""
-        check_roles(self.name, self.roles(), nodes)
-        (node,) = nodes_with_role(nodes, "lock")
-        try:
+        with setting_up(self, nodes, config):
+            (node,) = nodes_with_role(nodes, "lock")
             self._start(node, config)
-        except AdapterError as problem:
-            self.teardown(nodes)
-            raise AdapterError(f"setting up system {self.name!r} failed:\n{problem}") from None
         return Deployment(
             client=HolderClientCode(
                 client, {"server": f"{node.ip}:{_PORT}", "timeout": self.client_timeout}

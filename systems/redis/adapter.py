@@ -13,8 +13,8 @@ the primary is. The holders' client is :mod:`systems.redis.client`.
 from __future__ import annotations
 
 import shlex
-import types
 from collections.abc import Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
@@ -22,6 +22,7 @@ from harness.node import Daemon, Node, NodeError
 from harness.node.wait import CommandSucceeds, wait_for
 from systems import deploy
 from systems.base import (
+    PAUSE_PAST_LEASE,
     AdapterError,
     BugSwitch,
     Deployment,
@@ -31,12 +32,10 @@ from systems.base import (
     RoleSpec,
     Sink,
     SystemConfig,
-    check_bugs,
-    check_roles,
     nodes_with_role,
-    read_packages,
+    switch_table,
 )
-from systems.holder_flaws import check_no_clash
+from systems.kit import PackagesBeside, SwitchTable, restart_known, setting_up
 from systems.redis import client
 
 __all__ = ["BUG_SWITCHES", "PACKAGES", "RedisSystem"]
@@ -50,50 +49,46 @@ _SERVICE: Final = "fencecheck"
 _NO_AOF: Final = "no-aof"
 _ASYNC_FAILOVER: Final = "async-failover"
 
-BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
-    {
-        switch.name: switch
-        for switch in (
-            BugSwitch(
-                client.RANDOM_VALUE_TOKEN,
-                "the lock's random value is the token (redis-py's Lock, Redlock): grants carry "
-                "numbers in no order, which the fenced store compares",
-                Exposure(faults=("pause",), ttl_multiples=(3.0,)),
-                ("grant-regression",),
-            ),
-            BugSwitch(
-                _NO_AOF,
-                "Redis with its default persistence (appendonly no, RDB save points not reached): "
-                "a SIGKILL and restart forgets the epoch counter, the lock and the sinks' data",
-                # The primary back within Sentinel's down-after: its replica copies the empty data.
-                Exposure(faults=("kill",), targets=("lock-leader",), ttl_multiples=(3.0,)),
-                ("grant-regression", "epoch-reuse", "lost-write"),
-                ("store",),
-            ),
-            BugSwitch(
-                client.UNCHECKED_RELEASE,
-                "renew sets the lock again and release deletes it without checking whose it is: "
-                "a holder back from a pause takes the lock over from its successor",
-                Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
-                ("stale-write",),
-                ("owned",),
-            ),
-            BugSwitch(
-                _ASYNC_FAILOVER,
-                "replication is asynchronous (no WAIT): cut off from the primary, the replica "
-                "falls behind while the primary grants on; Sentinel promotes it and the holders "
-                "follow, so the epoch counter goes back",
-                # Cut off longer than Sentinel's down-after (5 s), so that it promotes r2.
-                Exposure(faults=("partition",), targets=("r2",), ttl_multiples=(8.0,)),
-                ("grant-regression", "epoch-reuse"),
-            ),
-        )
-    }
+BUG_SWITCHES: Final = switch_table(
+    BugSwitch(
+        client.RANDOM_VALUE_TOKEN,
+        "the lock's random value is the token (redis-py's Lock, Redlock): grants carry "
+        "numbers in no order, which the fenced store compares",
+        PAUSE_PAST_LEASE,
+        ("grant-regression",),
+    ),
+    BugSwitch(
+        _NO_AOF,
+        "Redis with its default persistence (appendonly no, RDB save points not reached): "
+        "a SIGKILL and restart forgets the epoch counter, the lock and the sinks' data",
+        # The primary back within Sentinel's down-after: its replica copies the empty data.
+        Exposure(faults=("kill",), targets=("lock-leader",), ttl_multiples=(3.0,)),
+        ("grant-regression", "epoch-reuse", "lost-write"),
+        ("store",),
+    ),
+    BugSwitch(
+        client.UNCHECKED_RELEASE,
+        "renew sets the lock again and release deletes it without checking whose it is: "
+        "a holder back from a pause takes the lock over from its successor",
+        Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
+        ("stale-write",),
+        ("owned",),
+    ),
+    BugSwitch(
+        _ASYNC_FAILOVER,
+        "replication is asynchronous (no WAIT): cut off from the primary, the replica "
+        "falls behind while the primary grants on; Sentinel promotes it and the holders "
+        "follow, so the epoch counter goes back",
+        # Cut off longer than Sentinel's down-after (5 s), so that it promotes r2.
+        Exposure(faults=("partition",), targets=("r2",), ttl_multiples=(8.0,)),
+        ("grant-regression", "epoch-reuse"),
+    ),
 )
 """The system's bug switches."""
 
 
-class RedisSystem:
+@dataclass(eq=False)
+class RedisSystem(PackagesBeside, SwitchTable):
     """Redis 7 as lock service and sinks (see :mod:`systems.redis`).
 
     ``ready_timeout`` bounds the wait for Redis after a start; ``client_timeout`` is how long a
@@ -104,26 +99,16 @@ class RedisSystem:
     waits for the replica to acknowledge a change.
     """
 
-    name: Final = "redis"
+    name = "redis"
+    switches = BUG_SWITCHES
 
-    def __init__(
-        self,
-        port: int = 6379,
-        sentinel_port: int = 26379,
-        data_dir: str = f"{deploy.DATA_DIR}/redis",
-        ready_timeout: float = 20.0,
-        client_timeout: float = 5.0,
-        down_after_ttls: float = 5.0,
-        wait_ms: int = 1000,
-    ) -> None:
-        self.port = port
-        self.sentinel_port = sentinel_port
-        self.data_dir = data_dir
-        self.ready_timeout = ready_timeout
-        self.client_timeout = client_timeout
-        self.down_after_ttls = down_after_ttls
-        self.wait_ms = wait_ms
-        check_no_clash(self.name, BUG_SWITCHES)
+    port: int = 6379
+    sentinel_port: int = 26379
+    data_dir: str = f"{deploy.DATA_DIR}/redis"
+    ready_timeout: float = 20.0
+    client_timeout: float = 5.0
+    down_after_ttls: float = 5.0
+    wait_ms: int = 1000
 
     def describe(self) -> str:
         """What the system is."""
@@ -136,18 +121,6 @@ class RedisSystem:
         """Redis servers ``r1`` (the first primary) and ``r2`` (its replica, with Sentinel): the
         lock service and the sinks; workers ``w1..``."""
         return {"lock": RoleSpec(2, "r"), "worker": RoleSpec(1, "w")}
-
-    def packages(self) -> tuple[str, ...]:
-        """The Debian packages of ``packages.txt`` beside this module."""
-        return read_packages(PACKAGES)
-
-    def bug_switches(self) -> Mapping[str, BugSwitch]:
-        """``random-value-token``, ``no-aof``, ``unchecked-release`` and ``async-failover``."""
-        return BUG_SWITCHES
-
-    def validate(self, config: SystemConfig) -> None:
-        """Reject switches this system does not have."""
-        check_bugs(self.name, list(BUG_SWITCHES), config)
 
     def inventory(self, config: SystemConfig) -> tuple[Sink, ...]:
         """``store`` and ``owned`` fenced (each reports ``seq``), ``log`` unfenced."""
@@ -175,10 +148,6 @@ class RedisSystem:
                 description="a plain RPUSH to a list per key: accepts every write",
             ),
         )
-
-    def lease_ttl(self, config: SystemConfig) -> float:
-        """The configured TTL: no switch changes it."""
-        return config.lease_ttl
 
     def server_argv(self, config: SystemConfig) -> list[str]:
         """Redis's command line under ``config`` (the restart after a kill reuses it). Its config
@@ -265,10 +234,8 @@ class RedisSystem:
     def setup(self, nodes: Mapping[str, Node], config: SystemConfig) -> Deployment:
         """Start the primary on ``r1``, then its replica and Sentinel on ``r2``, from empty data
         directories, and wait until the replica has its copy and Sentinel knows it."""
-        self.validate(config)
-        check_roles(self.name, self.roles(), nodes)
-        primary, replica = nodes_with_role(nodes, "lock")
-        try:
+        with setting_up(self, nodes, config):
+            primary, replica = nodes_with_role(nodes, "lock")
             secret = None
             if config.secret_file:
                 secret = primary.get_file(config.secret_file).decode().strip()
@@ -283,9 +250,6 @@ class RedisSystem:
                 0o600,
             )
             deploy.start_and_wait(replica, _SENTINEL, self.sentinel_argv(), self._watching(replica))
-        except (AdapterError, NodeError) as problem:
-            self.teardown(nodes)
-            raise AdapterError(f"setting up system {self.name!r} failed:\n{problem}") from None
         return Deployment(
             client=HolderClientCode(
                 client,
@@ -311,13 +275,10 @@ class RedisSystem:
         """Start the killed Redis (or Sentinel) again with its last command line (same data
         directory) and wait until it answers: Redis reloads its append-only file, if it keeps
         one, in the role its config file last had."""
-        if daemon == _DAEMON:
-            return deploy.restart_daemon(node, daemon, self._ready(node))
-        if daemon == _SENTINEL:
-            probe = self._cli(node, self.sentinel_port, "ping")
-            ready = CommandSucceeds(f"{probe} | grep -qx PONG", timeout=self.ready_timeout)
-            return deploy.restart_daemon(node, daemon, ready)
-        raise AdapterError(f"the redis system has no daemon {daemon!r} to restart")
+        probe = self._cli(node, self.sentinel_port, "ping")
+        sentinel = CommandSucceeds(f"{probe} | grep -qx PONG", timeout=self.ready_timeout)
+        ready = {_DAEMON: self._ready(node), _SENTINEL: sentinel}
+        return restart_known(self.name, node, daemon, ready)
 
     def lock_leader(self, nodes: Mapping[str, Node]) -> str | None:
         """The Redis node Sentinel names as the primary (``None`` if it names none we know)."""

@@ -10,14 +10,13 @@ from __future__ import annotations
 
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Final
 
 from harness.node import Daemon, Node, NodeError
 from systems import deploy
 from systems.base import (
-    AdapterError,
+    PAUSE_PAST_LEASE,
     BugSwitch,
     ConfigError,
     Deployment,
@@ -27,12 +26,10 @@ from systems.base import (
     RoleSpec,
     Sink,
     SystemConfig,
-    check_bugs,
-    check_roles,
     nodes_with_role,
-    read_packages,
+    switch_table,
 )
-from systems.holder_flaws import check_no_clash
+from systems.kit import PackagesBeside, SwitchTable, restart_known, setting_up
 from systems.reference import client, lock_server, store_server
 
 __all__ = ["BUG_SWITCHES", "Ports", "ReferenceSystem"]
@@ -41,69 +38,62 @@ _LOCK_DAEMON: Final = "lock-server"
 _STORE_DAEMON: Final = "store"
 _LONG_TTL_FACTOR: Final = 5.0
 _SHORT_DELAY_FACTOR: Final = 0.1
-# A pause shorter than the lease exposes nothing: the holder is still right.
-_PAUSE_PAST_LEASE: Final = Exposure(faults=("pause",), ttl_multiples=(3.0,))
 
-BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
-    {
-        switch.name: switch
-        for switch in (
-            BugSwitch(
-                "no-store-check",
-                "the holder checks its own lease before writing; the store accepts any epoch",
-                _PAUSE_PAST_LEASE,
-                ("stale-write",),
-                ("store", "store-batch"),
-            ),
-            BugSwitch(
-                "epoch-in-memory",
-                "the lock service keeps its epoch counters in memory only: a restart starts at 1",
-                Exposure(faults=("kill",), targets=("lock",)),
-                ("grant-regression", "epoch-reuse"),
-            ),
-            BugSwitch(
-                "store-forgets",
-                "the store keeps its highest-seen epochs in memory only (its log is durable)",
-                Exposure(faults=("restart-while-paused",)),
-                ("stale-write",),
-                ("store",),
-            ),
-            BugSwitch(
-                "lazy-mark",
-                "the store saves its highest-seen epochs only every "
-                f"{store_server.MARK_EVERY} writes (its log of entries is durable): a restart "
-                "soon after a takeover forgets the new holder's epoch",
-                # The defaults (harness.run.spec.TestSpec, nemeses.DEFAULT_NEMESES) catch it: a
-                # test keeps the two in step, since this layer cannot import the harness's.
-                Exposure(faults=("pause", "restart-while-paused")),
-                ("stale-write",),
-                ("store",),
-            ),
-            BugSwitch(
-                "unfenced-path",
-                "the bulk endpoint store-batch accepts any epoch, though the inventory says fenced",
-                Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
-                ("stale-write",),
-                ("store-batch",),
-            ),
-            BugSwitch(
-                "long-ttl-no-fence",
-                f"a lease TTL {_LONG_TTL_FACTOR:g}x the configured one instead of fencing: the "
-                "store accepts any epoch",
-                _PAUSE_PAST_LEASE,
-                ("stale-write",),
-                ("store",),
-            ),
-            BugSwitch(
-                "short-lock-delay",
-                f"the lock service waits {_SHORT_DELAY_FACTOR:g}x the TTL after an expiry instead "
-                "of the configured lock-delay; the audit sink relies on it",
-                Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,), lock_delay=3.0),
-                ("stale-write",),
-                ("audit",),
-            ),
-        )
-    }
+BUG_SWITCHES: Final = switch_table(
+    BugSwitch(
+        "no-store-check",
+        "the holder checks its own lease before writing; the store accepts any epoch",
+        PAUSE_PAST_LEASE,
+        ("stale-write",),
+        ("store", "store-batch"),
+    ),
+    BugSwitch(
+        "epoch-in-memory",
+        "the lock service keeps its epoch counters in memory only: a restart starts at 1",
+        Exposure(faults=("kill",), targets=("lock",)),
+        ("grant-regression", "epoch-reuse"),
+    ),
+    BugSwitch(
+        "store-forgets",
+        "the store keeps its highest-seen epochs in memory only (its log is durable)",
+        Exposure(faults=("restart-while-paused",)),
+        ("stale-write",),
+        ("store",),
+    ),
+    BugSwitch(
+        "lazy-mark",
+        "the store saves its highest-seen epochs only every "
+        f"{store_server.MARK_EVERY} writes (its log of entries is durable): a restart "
+        "soon after a takeover forgets the new holder's epoch",
+        # The defaults (harness.run.spec.TestSpec, nemeses.DEFAULT_NEMESES) catch it: a
+        # test keeps the two in step, since this layer cannot import the harness's.
+        Exposure(faults=("pause", "restart-while-paused")),
+        ("stale-write",),
+        ("store",),
+    ),
+    BugSwitch(
+        "unfenced-path",
+        "the bulk endpoint store-batch accepts any epoch, though the inventory says fenced",
+        Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
+        ("stale-write",),
+        ("store-batch",),
+    ),
+    BugSwitch(
+        "long-ttl-no-fence",
+        f"a lease TTL {_LONG_TTL_FACTOR:g}x the configured one instead of fencing: the "
+        "store accepts any epoch",
+        PAUSE_PAST_LEASE,
+        ("stale-write",),
+        ("store",),
+    ),
+    BugSwitch(
+        "short-lock-delay",
+        f"the lock service waits {_SHORT_DELAY_FACTOR:g}x the TTL after an expiry instead "
+        "of the configured lock-delay; the audit sink relies on it",
+        Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,), lock_delay=3.0),
+        ("stale-write",),
+        ("audit",),
+    ),
 )
 """The system's bug switches (the holder flaws are the harness's: :mod:`systems.holder_flaws`)."""
 
@@ -124,7 +114,8 @@ class Ports:
     store: int = 7002
 
 
-class ReferenceSystem:
+@dataclass(eq=False)
+class ReferenceSystem(PackagesBeside, SwitchTable):
     """fencecheck's own system under test (see :mod:`systems.reference`).
 
     ``ready_timeout`` bounds the wait for each program to answer after a start; ``client_timeout``
@@ -132,22 +123,14 @@ class ReferenceSystem:
     reports the operation's outcome as unknown.
     """
 
-    name: Final = "reference"
+    name = "reference"
+    switches = BUG_SWITCHES
 
-    def __init__(
-        self,
-        ports: Ports | None = None,
-        install_dir: str = deploy.INSTALL_DIR,
-        data_dir: str = deploy.DATA_DIR,
-        ready_timeout: float = 20.0,
-        client_timeout: float = 10.0,
-    ) -> None:
-        self.ports = ports or Ports()
-        self.install_dir = install_dir
-        self.data_dir = data_dir
-        self.ready_timeout = ready_timeout
-        self.client_timeout = client_timeout
-        check_no_clash(self.name, BUG_SWITCHES)
+    ports: Ports = field(default_factory=Ports)
+    install_dir: str = deploy.INSTALL_DIR
+    data_dir: str = deploy.DATA_DIR
+    ready_timeout: float = 20.0
+    client_timeout: float = 10.0
 
     def describe(self) -> str:
         """What the system is."""
@@ -160,17 +143,9 @@ class ReferenceSystem:
         """One lock node ``l1``, one store node ``s1``, workers ``w1..``."""
         return {"lock": RoleSpec(1, "l"), "store": RoleSpec(1, "s"), "worker": RoleSpec(1, "w")}
 
-    def packages(self) -> tuple[str, ...]:
-        """The Debian packages of ``packages.txt`` beside this module."""
-        return read_packages(Path(__file__).with_name("packages.txt"))
-
-    def bug_switches(self) -> Mapping[str, BugSwitch]:
-        """The mistakes of docs/design.md §1 that live in the system (see :data:`BUG_SWITCHES`)."""
-        return BUG_SWITCHES
-
     def validate(self, config: SystemConfig) -> None:
         """Reject unknown switches, and ``short-lock-delay`` without a lock-delay to shorten."""
-        check_bugs(self.name, list(BUG_SWITCHES), config)
+        super().validate(config)
         if "short-lock-delay" in config.bugs and config.lock_delay <= 0:
             raise ConfigError(
                 "bug switch 'short-lock-delay' shortens the lock-delay, but lock_delay is 0: "
@@ -224,33 +199,11 @@ class ReferenceSystem:
 
     def setup(self, nodes: Mapping[str, Node], config: SystemConfig) -> Deployment:
         """Install and start the lock server and the store; name the holder client."""
-        self.validate(config)
-        check_roles(self.name, self.roles(), nodes)
-        (lock_node,) = nodes_with_role(nodes, "lock")
-        (store_node,) = nodes_with_role(nodes, "store")
-        delay = self._lock_delay(config)
-
-        def start_lock(node: Node) -> Daemon:
-            data = f"{self.data_dir}/lock"
-            argv = self._server(lock_server, node, self.ports.lock, data, config)
-            argv += ["--lock-delay", repr(delay)]
-            if "epoch-in-memory" in config.bugs:
-                argv += ["--bug", lock_server.EPOCH_IN_MEMORY]
-            return self._launch(node, lock_server, data, _LOCK_DAEMON, argv, self.ports.lock)
-
-        def start_store(node: Node) -> Daemon:
-            data = f"{self.data_dir}/store"
-            argv = self._server(store_server, node, self.ports.store, data, config)
-            for bug in sorted({_STORE_BUGS[b] for b in config.bugs if b in _STORE_BUGS}):
-                argv += ["--bug", bug]
-            return self._launch(node, store_server, data, _STORE_DAEMON, argv, self.ports.store)
-
-        starters = {"lock": start_lock, "store": start_store}
-        try:
-            deploy.on_each([lock_node, store_node], lambda node: starters[node.role](node))
-        except AdapterError as problem:
-            self.teardown(nodes)
-            raise AdapterError(f"setting up system {self.name!r} failed:\n{problem}") from None
+        with setting_up(self, nodes, config):
+            (lock_node,) = nodes_with_role(nodes, "lock")
+            (store_node,) = nodes_with_role(nodes, "store")
+            starters = {"lock": self._start_lock, "store": self._start_store}
+            deploy.on_each([lock_node, store_node], lambda node: starters[node.role](node, config))
         return Deployment(
             client=HolderClientCode(
                 client,
@@ -266,6 +219,21 @@ class ReferenceSystem:
             ),
             lease_ttl=self.lease_ttl(config),
         )
+
+    def _start_lock(self, node: Node, config: SystemConfig) -> Daemon:
+        data = f"{self.data_dir}/lock"
+        argv = self._server(lock_server, node, self.ports.lock, data, config)
+        argv += ["--lock-delay", repr(self._lock_delay(config))]
+        if "epoch-in-memory" in config.bugs:
+            argv += ["--bug", lock_server.EPOCH_IN_MEMORY]
+        return self._launch(node, lock_server, data, _LOCK_DAEMON, argv, self.ports.lock)
+
+    def _start_store(self, node: Node, config: SystemConfig) -> Daemon:
+        data = f"{self.data_dir}/store"
+        argv = self._server(store_server, node, self.ports.store, data, config)
+        for bug in sorted({_STORE_BUGS[b] for b in config.bugs if b in _STORE_BUGS}):
+            argv += ["--bug", bug]
+        return self._launch(node, store_server, data, _STORE_DAEMON, argv, self.ports.store)
 
     def _path(self, module: types.ModuleType) -> str:
         """Where ``module`` goes on a node: the install dir, under its own file name."""
@@ -299,10 +267,11 @@ class ReferenceSystem:
 
     def restart(self, node: Node, daemon: str) -> Daemon:
         """Start a killed server again; it recovers its state from its data dir."""
-        ports = {_LOCK_DAEMON: self.ports.lock, _STORE_DAEMON: self.ports.store}
-        if daemon not in ports:
-            raise AdapterError(f"the reference system has no daemon {daemon!r} to restart")
-        return deploy.restart_daemon(node, daemon, deploy.Pings(ports[daemon], self.ready_timeout))
+        ready = {
+            _LOCK_DAEMON: deploy.Pings(self.ports.lock, self.ready_timeout),
+            _STORE_DAEMON: deploy.Pings(self.ports.store, self.ready_timeout),
+        }
+        return restart_known(self.name, node, daemon, ready)
 
     def collect(self, nodes: Mapping[str, Node]) -> dict[str, dict[str, bytes]]:
         """The lock server's epoch file and the store's log of accepted writes."""

@@ -15,15 +15,16 @@ password). The holders' client is :mod:`systems.zookeeper.client`.
 from __future__ import annotations
 
 import socket
-import types
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from harness.node import Daemon, Node, NodeError
-from harness.node.wait import CommandSucceeds, wait_all
+from harness.node import Daemon, Node
+from harness.node.wait import CommandSucceeds, WaitStrategy, wait_all
 from systems import deploy
 from systems.base import (
+    PAUSE_PAST_LEASE,
     AdapterError,
     BugSwitch,
     ConfigError,
@@ -34,12 +35,10 @@ from systems.base import (
     RoleSpec,
     Sink,
     SystemConfig,
-    check_bugs,
-    check_roles,
     nodes_with_role,
-    read_packages,
+    switch_table,
 )
-from systems.holder_flaws import check_no_clash
+from systems.kit import PackagesBeside, SwitchTable, restart_known, setting_up
 from systems.reference import store_server
 from systems.zookeeper import client
 
@@ -113,49 +112,45 @@ zk.set_acls("/", credentials["default_acl"] + READ_ACL_UNSAFE)
 zk.stop()
 """
 
-BUG_SWITCHES: Final[Mapping[str, BugSwitch]] = types.MappingProxyType(
-    {
-        switch.name: switch
-        for switch in (
-            BugSwitch(
-                client.TRUST_IS_ACQUIRED,
-                "the holder writes to store when kazoo's Lock.is_acquired says it holds the lock, "
-                "without the server checking: it stays True after the session expired",
-                Exposure(faults=("pause",), ttl_multiples=(3.0,)),
-                ("stale-write",),
-                ("store",),
-            ),
-            BugSwitch(
-                client.SEQUENCE_TOKEN,
-                "the lock node's sequence number is the token: it restarts at 0 when the lock's "
-                "parent is removed (empty) and created again; a lock must go free, so run more "
-                "locks than holders keep busy (--locks 3)",
-                Exposure(faults=("pause",), ttl_multiples=(3.0,), locks=3),
-                ("grant-regression", "epoch-reuse"),
-            ),
-            BugSwitch(
-                client.FOLLOWER_READ_CHECK,
-                "the holder checks that its lock node exists with a plain read on its lock "
-                "session, which a lagging or cut-off follower answers from stale state, then "
-                "writes to store unchecked on a data session; needs a follower cut off from the "
-                "quorum but not from its holders (--target lock-follower) and sessions (--ttl 1) "
-                "that expire before the member notices, while its holder still holds the lock "
-                "(long tenures: 200 writes a lease)",
-                Exposure(
-                    faults=("partition",),
-                    targets=("lock-follower",),
-                    ttl_multiples=(3.0,),
-                    writes_per_lease=200,
-                ),
-                ("stale-write",),
-                ("store",),
-            ),
-        )
-    }
+BUG_SWITCHES: Final = switch_table(
+    BugSwitch(
+        client.TRUST_IS_ACQUIRED,
+        "the holder writes to store when kazoo's Lock.is_acquired says it holds the lock, "
+        "without the server checking: it stays True after the session expired",
+        PAUSE_PAST_LEASE,
+        ("stale-write",),
+        ("store",),
+    ),
+    BugSwitch(
+        client.SEQUENCE_TOKEN,
+        "the lock node's sequence number is the token: it restarts at 0 when the lock's "
+        "parent is removed (empty) and created again; a lock must go free, so run more "
+        "locks than holders keep busy (--locks 3)",
+        Exposure(faults=("pause",), ttl_multiples=(3.0,), locks=3),
+        ("grant-regression", "epoch-reuse"),
+    ),
+    BugSwitch(
+        client.FOLLOWER_READ_CHECK,
+        "the holder checks that its lock node exists with a plain read on its lock "
+        "session, which a lagging or cut-off follower answers from stale state, then "
+        "writes to store unchecked on a data session; needs a follower cut off from the "
+        "quorum but not from its holders (--target lock-follower) and sessions (--ttl 1) "
+        "that expire before the member notices, while its holder still holds the lock "
+        "(long tenures: 200 writes a lease)",
+        Exposure(
+            faults=("partition",),
+            targets=("lock-follower",),
+            ttl_multiples=(3.0,),
+            writes_per_lease=200,
+        ),
+        ("stale-write",),
+        ("store",),
+    ),
 )
 
 
-class ZooKeeperSystem:
+@dataclass(eq=False)
+class ZooKeeperSystem(PackagesBeside, SwitchTable):
     """A three-member ZooKeeper ensemble as lock service and sinks (see
     :mod:`systems.zookeeper`).
 
@@ -164,26 +159,16 @@ class ZooKeeperSystem:
     ``-Xmx``.
     """
 
-    name: Final = "zookeeper"
+    name = "zookeeper"
+    switches = BUG_SWITCHES
 
-    def __init__(
-        self,
-        client_port: int = 2181,
-        data_dir: str = f"{deploy.DATA_DIR}/zookeeper",
-        ready_timeout: float = 60.0,
-        client_timeout: float = 10.0,
-        heap: str = "96m",
-        store_port: int = 7002,
-        install_dir: str = deploy.INSTALL_DIR,
-    ) -> None:
-        self.client_port = client_port
-        self.data_dir = data_dir
-        self.ready_timeout = ready_timeout
-        self.client_timeout = client_timeout
-        self.heap = heap
-        self.store_port = store_port
-        self.install_dir = install_dir
-        check_no_clash(self.name, BUG_SWITCHES)
+    client_port: int = 2181
+    data_dir: str = f"{deploy.DATA_DIR}/zookeeper"
+    ready_timeout: float = 60.0
+    client_timeout: float = 10.0
+    heap: str = "96m"
+    store_port: int = 7002
+    install_dir: str = deploy.INSTALL_DIR
 
     def describe(self) -> str:
         """What the system is."""
@@ -202,17 +187,9 @@ class ZooKeeperSystem:
             "worker": RoleSpec(1, "w"),
         }
 
-    def packages(self) -> tuple[str, ...]:
-        """The Debian packages of ``packages.txt`` beside this module."""
-        return read_packages(PACKAGES)
-
-    def bug_switches(self) -> Mapping[str, BugSwitch]:
-        """``trust-is-acquired``, ``sequence-token`` and ``follower-read-check``."""
-        return BUG_SWITCHES
-
     def validate(self, config: SystemConfig) -> None:
         """Reject unknown switches and a TTL outside the session timeouts the ensemble allows."""
-        check_bugs(self.name, list(BUG_SWITCHES), config)
+        super().validate(config)
         if not _MIN_SESSION_S <= config.lease_ttl <= _MAX_SESSION_S:
             raise ConfigError(
                 f"lease_ttl {config.lease_ttl:g}s is the ZooKeeper session timeout, which the "
@@ -247,10 +224,6 @@ class ZooKeeperSystem:
                 seq=True,
             ),
         )
-
-    def lease_ttl(self, config: SystemConfig) -> float:
-        """The configured TTL, which is each holder's session timeout."""
-        return config.lease_ttl
 
     def config_files(self, addresses: Sequence[str], index: int) -> dict[str, bytes]:
         """``zoo.cfg``, ``myid`` and the log4j configuration of member ``index`` (from 1) of the
@@ -315,28 +288,23 @@ class ZooKeeperSystem:
     def setup(self, nodes: Mapping[str, Node], config: SystemConfig) -> Deployment:
         """Start the three members from empty data directories and the reference store, wait
         for the quorum, protect the tree with the run's secret; name the holder client."""
-        self.validate(config)
-        check_roles(self.name, self.roles(), nodes)
-        members = nodes_with_role(nodes, "lock")
-        (store,) = nodes_with_role(nodes, "store")
-        hosts = [f"{node.ip}:{self.client_port}" for node in members]
+        with setting_up(self, nodes, config):
+            members = nodes_with_role(nodes, "lock")
+            (store,) = nodes_with_role(nodes, "store")
+            hosts = [f"{node.ip}:{self.client_port}" for node in members]
 
-        def start(node: Node) -> Daemon:
-            if node.role == "store":
-                return self._start_store(node, config)
-            deploy.fresh_dir(node, self.data_dir)
-            addresses = [member.ip for member in members]
-            deploy.install(node, self.config_files(addresses, members.index(node) + 1))
-            return node.start_daemon(_DAEMON, self.server_argv())
+            def start(node: Node) -> Daemon:
+                if node.role == "store":
+                    return self._start_store(node, config)
+                deploy.fresh_dir(node, self.data_dir)
+                addresses = [member.ip for member in members]
+                deploy.install(node, self.config_files(addresses, members.index(node) + 1))
+                return node.start_daemon(_DAEMON, self.server_argv())
 
-        try:
             deploy.on_each([*members, store], start)
             wait_all([(node, self._serving(node)) for node in members])
             if config.secret_file:
                 self._protect(members[0], ",".join(hosts), config.secret_file)
-        except (AdapterError, NodeError) as problem:
-            self.teardown(nodes)
-            raise AdapterError(f"setting up system {self.name!r} failed:\n{problem}") from None
         workers = nodes_with_role(nodes, "worker")
         leader = self.lock_leader(nodes)
         # Holders connect to the followers first (their members, in turn), the leader last, as
@@ -399,11 +367,11 @@ class ZooKeeperSystem:
     def restart(self, node: Node, daemon: str) -> Daemon:
         """Start a killed member again with its last command line (same data directory) and wait
         until it has rejoined a quorum; or the store, which replays its log."""
-        if daemon == _STORE_DAEMON:
-            return deploy.restart_daemon(node, daemon, self._store_ready())
-        if daemon != _DAEMON:
-            raise AdapterError(f"the zookeeper system has no daemon {daemon!r} to restart")
-        return deploy.restart_daemon(node, daemon, self._serving(node))
+        ready: dict[str, WaitStrategy] = {
+            _DAEMON: self._serving(node),
+            _STORE_DAEMON: self._store_ready(),
+        }
+        return restart_known(self.name, node, daemon, ready)
 
 
 def _rotated(hosts: Sequence[str], firsts: Sequence[int], index: int) -> str:

@@ -1,0 +1,121 @@
+"""Optional building blocks for adapters: the parts most adapters would otherwise write alike.
+
+Nothing here is part of the contract (:mod:`systems.base`): an adapter may use any of these, all
+of them, or none, and still satisfy the same protocols.
+
+- :class:`PackagesBeside`: :class:`~systems.base.NeedsPackages` from the ``packages.txt`` beside
+  the adapter's module.
+- :class:`SwitchTable`: :class:`~systems.base.PlantsBugs` for an adapter whose bug switches are
+  one fixed table.
+- :func:`setting_up`: the frame of a :meth:`~systems.base.System.setup`: the config and the
+  nodes checked first, a failed start torn down and reported as one
+  :class:`~systems.base.AdapterError`.
+- :func:`restart_known`: :class:`~systems.base.Restarts` for daemons that each have one
+  readiness check.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, ClassVar
+
+from harness.node import Daemon, Node, NodeError
+from harness.node.wait import WaitStrategy
+from systems import deploy
+from systems.base import (
+    AdapterError,
+    BugSwitch,
+    PlantsBugs,
+    System,
+    SystemConfig,
+    check_bugs,
+    check_roles,
+    read_packages,
+)
+from systems.holder_flaws import check_no_clash
+
+__all__ = ["PackagesBeside", "SwitchTable", "restart_known", "setting_up"]
+
+
+class PackagesBeside:
+    """Mixin: :meth:`packages` reads ``packages.txt`` beside the module of the class that takes
+    the mixin (one Debian package a line, ``#`` comments; see :func:`systems.base.read_packages`).
+    """
+
+    _package_list: ClassVar[Path]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # The adapter that takes the mixin names the list; its subclasses, wherever they are
+        # defined (a variant with a mistake planted, in a test), run on the same nodes.
+        if PackagesBeside in cls.__bases__:
+            cls._package_list = Path(inspect.getfile(cls)).with_name("packages.txt")
+
+    def packages(self) -> tuple[str, ...]:
+        """The Debian packages of ``packages.txt`` beside the adapter's module."""
+        return read_packages(self._package_list)
+
+
+class SwitchTable:
+    """Mixin: the bug switches of :class:`~systems.base.PlantsBugs` as one fixed table.
+
+    A subclass sets ``name`` and ``switches`` (name -> :class:`~systems.base.BugSwitch`) in its
+    class body. :meth:`validate` refuses switches not in the table: an adapter with more rules
+    overrides it and calls this one first. :meth:`lease_ttl` is the configured TTL: an adapter
+    with a switch (or a server) that changes it overrides it. A switch named like one of the
+    harness's holder flaws is refused as the class is defined.
+    """
+
+    name: ClassVar[str]
+    switches: ClassVar[Mapping[str, BugSwitch]]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        # A clash is a mistake in the adapter's code, the same for every instance: say so as the
+        # class is defined, whatever its constructor does.
+        check_no_clash(cls.name, cls.switches)
+
+    def bug_switches(self) -> Mapping[str, BugSwitch]:
+        """The switches :attr:`SystemConfig.bugs` may name: the class's ``switches``."""
+        return self.switches
+
+    def validate(self, config: SystemConfig) -> None:
+        """Raise :class:`~systems.base.ConfigError` for a switch that is not in the table."""
+        check_bugs(self.name, list(self.switches), config)
+
+    def lease_ttl(self, config: SystemConfig) -> float:
+        """The configured TTL: no switch changes it."""
+        return config.lease_ttl
+
+
+@contextmanager
+def setting_up(system: System, nodes: Mapping[str, Node], config: SystemConfig) -> Iterator[None]:
+    """The frame of ``system``'s :meth:`~systems.base.System.setup` on ``nodes``.
+
+    Before the body: ``config`` validated (for a :class:`~systems.base.PlantsBugs` system) and
+    the nodes checked against :meth:`~systems.base.System.roles`. If the body raises
+    :class:`~systems.base.AdapterError` or :class:`harness.node.NodeError`, ``system`` is torn
+    down and one :class:`~systems.base.AdapterError` names it and the problem.
+    """
+    if isinstance(system, PlantsBugs):
+        system.validate(config)
+    check_roles(system.name, system.roles(), nodes)
+    try:
+        yield
+    except (AdapterError, NodeError) as problem:
+        system.teardown(nodes)
+        raise AdapterError(f"setting up system {system.name!r} failed:\n{problem}") from None
+
+
+def restart_known(
+    system: str, node: Node, daemon: str, ready: Mapping[str, WaitStrategy]
+) -> Daemon:
+    """Start the killed ``daemon`` of ``node`` again (:func:`systems.deploy.restart_daemon`) and
+    wait until its strategy in ``ready`` (daemon name -> readiness) holds; raise
+    :class:`~systems.base.AdapterError` for a daemon ``system`` does not have."""
+    if daemon not in ready:
+        raise AdapterError(f"the {system} system has no daemon {daemon!r} to restart")
+    return deploy.restart_daemon(node, daemon, ready[daemon])
