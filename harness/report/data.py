@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import re
 from collections import Counter, defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
@@ -415,7 +415,7 @@ def _columns(
         name: []
         for name in ("s", "e", "lane", "p", "n", "f", "o", "ep", "sk", "lk", "k", "id", "err", "a")
     }
-    cols.update(ix=[], cx=[], x=[])
+    cols.update(ix=[], cx=[], x=[], also=[])
     for op, lane in zip(ops, lanes_of_ops, strict=True):
         value = op.value
         cols["s"].append(op.start // 1000)
@@ -440,9 +440,24 @@ def _columns(
         cols["ix"].append(op.invoke_index)
         cols["cx"].append(op.complete_index)
         cols["x"].append(op.entries)
+        cols["also"].append(_also(value, tables["key"]))
     out: dict[str, Any] = {"cols": cols}
     out.update({f"{name}s": table.items for name, table in tables.items()})
     return out
+
+
+def _also(value: dict[str, Any], key_index: Callable[[Any], int | None]) -> list[Any] | None:
+    """A spanning write's other keys and ids, as ``[key index, id]`` pairs (None for others): the
+    details of the write show every key it wrote, not only the first."""
+    also = value.get("also")
+    if not isinstance(also, list):
+        return None
+    pairs = [
+        [key_index(item["key"]), str(item.get("id"))]
+        for item in also
+        if isinstance(item, dict) and item.get("key") is not None
+    ]
+    return pairs or None
 
 
 def _throughput(ops: Iterable[Operation], end_time: int) -> dict[str, Any]:

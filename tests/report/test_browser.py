@@ -10,14 +10,17 @@ from __future__ import annotations
 
 import base64
 from collections.abc import Callable, Iterator
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from harness.history import HistoryWriter
 from harness.report import write_report
 from harness.report.index import write_index
-from harness.run.store import RunDir
+from harness.run.store import RunDir, new_run_dir
+from tests.report.conftest import check_run, write_spec
 from tests.support.browser import chromium
 
 pytestmark = pytest.mark.browser
@@ -163,6 +166,35 @@ def test_an_invalid_report_shows_the_stale_write(
     _screenshot(browser, tmp_path / "invalid-epochs.png", "epochs")
     browser.execute_script("window.fencecheck.resetView()")
     _screenshot(browser, tmp_path / "invalid-report.png")
+
+
+def test_a_spanning_write_shows_every_key_it_wrote(
+    browser: Any, store_root: Path, tmp_path: Path
+) -> None:
+    run = new_run_dir("reference-pause", store_root, datetime(2024, 5, 1, 12, 0, tzinfo=UTC))
+    write_spec(run, bugs=[], seed=11, workers=1, when=datetime(2024, 5, 1, 12, 0, tzinfo=UTC))
+    also = [{"key": "k2", "id": "w1-2"}, {"key": "k3", "id": "w1-3"}]
+    write = {"lock": "L", "sink": "store", "key": "k1", "id": "w1-1", "epoch": 1, "also": also}
+    with HistoryWriter(run.history) as history:
+        history.append(
+            time=1_000, process=0, node="w1", type="invoke", f="acquire", value={"lock": "L"}
+        )
+        history.append(
+            time=2_000,
+            process=0,
+            node="w1",
+            type="ok",
+            f="acquire",
+            value={"lock": "L", "epoch": 1},
+        )
+        history.append(time=3_000, process=0, node="w1", type="invoke", f="write", value=write)
+        history.append(time=9_000, process=0, node="w1", type="ok", f="write", value=write)
+    check_run(run)
+    _open(browser, write_report(run))
+    browser.execute_script("window.fencecheck.select(1)")
+    panel = browser.find_element("id", "selected").text
+    assert "k1" in panel and "k2 (w1-2)" in panel and "k3 (w1-3)" in panel
+    assert _console_errors(browser) == []
 
 
 def test_a_large_history_is_aggregated_and_stays_interactive(

@@ -175,6 +175,28 @@ def test_open_operations_and_writes_seen_only_in_a_read(tmp_path: Path) -> None:
     assert [lane["label"] for lane in data.payload["lanes"]] == ["w1", "w2"]
 
 
+def test_a_spanning_write_shows_every_key_it_wrote(tmp_path: Path) -> None:
+    run = RunDir(tmp_path)
+    run.test_json.write_text(json.dumps({"system": "reference"}))
+    also = [{"key": "k2", "id": "w1-2"}, {"key": "k3", "id": "w1-3"}]
+    write = {"lock": "L", "sink": "store", "key": "k1", "id": "w1-1", "epoch": 3, "also": also}
+    plain = {"lock": "L", "sink": "store", "key": "k2", "id": "w1-4", "epoch": 3}
+    _write(
+        run,
+        [
+            dict(time=1, process=0, node="w1", type="invoke", f="write", value=write),
+            dict(time=2, process=0, node="w1", type="ok", f="write", value=write),
+            dict(time=3, process=0, node="w1", type="invoke", f="write", value=plain),
+            dict(time=4, process=0, node="w1", type="ok", f="write", value=plain),
+        ],
+    )
+    ops = extract(run).payload["ops"]
+    keys = ops["keys"]
+    spanning, single = ops["cols"]["also"]
+    assert [[keys[k], write_id] for k, write_id in spanning] == [["k2", "w1-2"], ["k3", "w1-3"]]
+    assert single is None
+
+
 def test_a_broken_history_is_shown_up_to_the_broken_line(tmp_path: Path) -> None:
     run = RunDir(tmp_path)
     _write(

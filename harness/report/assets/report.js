@@ -97,6 +97,10 @@
     if (C.sk[i] != null) rows.push(["sink", esc(D.ops.sinks[C.sk[i]])]);
     if (C.k[i] != null) rows.push(["key", esc(D.ops.keys[C.k[i]])]);
     if (C.id[i] != null) rows.push(["write id", esc(C.id[i])]);
+    if (C.also[i] != null) {
+      rows.push(["also wrote", C.also[i].map(([k, id]) =>
+        esc(D.ops.keys[k]) + " (" + esc(id) + ")").join(", ")]);
+    }
     if (C.x[i] != null) rows.push(["entries read", C.x[i]]);
     if (C.err[i] != null) rows.push(["error", esc(D.ops.errors[C.err[i]])]);
     if (C.a[i] === 2) rows.push(["accepted", "seen in a read, never acknowledged"]);
