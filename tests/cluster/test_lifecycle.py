@@ -34,8 +34,11 @@ def _leftovers(run_id: str) -> tuple[int, int]:
 def _script(run_id: str, image: str, after_up: str) -> str:
     return textwrap.dedent(
         f"""
-        import os, sys, time
+        import os, signal, sys, time
         from harness.node.docker.cluster import Cluster, NodeSpec
+        # A suite started in the background (`cmd &` in a script) hands its children SIGINT
+        # ignored; the child stands for a run in a terminal, where Ctrl-C raises.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         with Cluster({run_id!r}, [NodeSpec("l1", "lock"), NodeSpec("w1", "worker")],
                      image={image!r}):
             print("up", flush=True)
