@@ -246,7 +246,15 @@ class HolderOps:
         request: dict[str, Any],
         timeout: float | None = None,
     ) -> Completion:
-        done = self._send(f, value, request, timeout)
+        writing = f == "write"
+        if writing:
+            self._board.began_write(self._node, request.get("work_ms", 0) / 1000)
+        done: Completion | None = None
+        try:
+            done = self._send(f, value, request, timeout)
+        finally:
+            if writing:
+                self._board.ended_write(self._node, accepted=done is not None and done.ok)
         if done.error is not None and done.error.partition(":")[0] in _OUTAGE:
             self._outages += 1
             self._stop.wait(backoff_delay(self._outages, self._lease_ttl, self._backoff_rng))
@@ -255,23 +263,6 @@ class HolderOps:
         return done
 
     def _send(
-        self,
-        f: str,
-        value: dict[str, Any],
-        request: dict[str, Any],
-        timeout: float | None,
-    ) -> Completion:
-        if f != "write":
-            return self._exchange(f, value, request, timeout)
-        self._board.began_write(self._node, request.get("work_ms", 0) / 1000)
-        done: Completion | None = None
-        try:
-            done = self._exchange(f, value, request, timeout)
-        finally:
-            self._board.ended_write(self._node, accepted=done is not None and done.ok)
-        return done
-
-    def _exchange(
         self,
         f: str,
         value: dict[str, Any],
