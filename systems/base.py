@@ -187,9 +187,12 @@ class SystemConfig:
     """What a run asks of the system: lease TTL and lock-delay in seconds, bug switches by name.
 
     The default is the correct system: no switches. ``secret_file`` is where the harness put the
-    run's secret on every node (mode 0600): daemons built on :mod:`harness.nodeside.wire` take it
-    as ``--secret-file`` and then refuse every request without it, so nothing outside the run can
-    write into it; ``None`` when no secret was installed (programs run by hand).
+    run's secret on every node (mode 0600). The contract: every port of the system refuses a
+    client without it (daemons built on :mod:`harness.nodeside.wire` take it as
+    ``--secret-file``; a system with authentication of its own takes it as a password), and the
+    holder client reads it from this file, named in its config, never the secret itself; so
+    nothing outside the run can write into it (``adapter check`` tries). ``None`` when no secret
+    was installed (programs run by hand).
     """
 
     lease_ttl: float = 2.0

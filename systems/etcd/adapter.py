@@ -5,7 +5,10 @@ durable defaults, ``w1..`` are the holders. Holder ``wN``'s client is pinned to 
 mod 3 + 1)`` and moves to the next member only when that one refuses connections (killed), so a
 pause or partition aimed at ``e2`` is a fault at the member ``w2`` talks to. Data lives under
 ``/var/lib/fencecheck``; both servers recover from it after a SIGKILL (etcd's WAL, PostgreSQL's
-crash recovery), restarted with the same command line.
+crash recovery), restarted with the same command line. With the run's secret only the run may
+use them: etcd's authentication is on (user ``root``, the secret its password) and PostgreSQL
+asks for the secret (scram-sha-256) of logins from the workers, the only addresses ``pg_hba``
+admits.
 
 The holder client (:mod:`systems.etcd.holder`) holds the locks, writes the sinks and carries the
 holder-side bug switches; the server-side one (``pg-async-commit``) is a PostgreSQL setting.
@@ -316,9 +319,9 @@ class EtcdSystem(PackagesBeside, SwitchTable):
         """initdb and start PostgreSQL; with the run's secret, only the run may log in.
 
         The superuser's password is the secret (scram-sha-256; handed to initdb in a file only
-        the ``postgres`` OS user reads, removed at once, never on a command line), and ``pg_hba`` lets TCP logins in from the workers'
-        addresses only. The adapter itself talks over the data directory's socket, as the
-        ``postgres`` OS user (peer).
+        the ``postgres`` OS user reads, removed at once, never on a command line), and
+        ``pg_hba`` lets TCP logins in from the workers' addresses only. The adapter itself talks
+        over the data directory's socket, as the ``postgres`` OS user (peer).
         """
         data = f"{self.data_dir}/postgres"
         deploy.fresh_dir(node, data)

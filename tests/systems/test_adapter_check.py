@@ -25,7 +25,8 @@ def failures(report: ContractReport) -> dict[str, str]:
     return {item.name: item.detail for item in report.failed()}
 
 
-@pytest.mark.parametrize("name", ["reference", "noop"])
+# Every shipped system: the contract includes refusing a client without the run's secret.
+@pytest.mark.parametrize("name", ["reference", "noop", "etcd", "redis", "zookeeper"])
 def test_a_system_passes_through_the_command_line(
     registered_here: None, node_image: str, name: str
 ) -> None:
@@ -38,6 +39,7 @@ def test_a_system_passes_through_the_command_line(
     assert done.returncode == 0, done.stdout + done.stderr
     assert f"adapter {name} passes the contract" in done.stdout
     assert "✗" not in done.stdout
+    assert "✓ a client without the run's secret is refused" in done.stdout
 
 
 @pytest.mark.parametrize(

@@ -6,7 +6,8 @@ fenced off on both fenced sinks, also after the etcd leader and PostgreSQL were 
 restarted in the meantime; the unfenced sink takes its stale write, as its inventory says. With a
 lock-delay, a correct holder's in-flight write lands before the next holder's first one on
 ``etcd-delayed``, while ``ignore-expired-refresh`` writes after it. A SIGKILL of PostgreSQL with
-writes in flight leaves outcomes unknown (``info``), never lost acknowledged writes.
+writes in flight leaves outcomes unknown (``info``), never lost acknowledged writes. An outsider
+(the host, or a worker without the run's secret) can neither put a key nor log into PostgreSQL.
 """
 
 from __future__ import annotations
