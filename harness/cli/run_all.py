@@ -201,14 +201,15 @@ def _junit(results: Sequence[MatrixResult], path: Path) -> Path:
     cases = []
     for result in results:
         mismatch = result.mismatch
+        name = result.entry.case_name
         if result.summary is None:
-            cases.append(error_case(result.entry.label, mismatch or "crashed"))
+            cases.append(error_case(name, mismatch or "crashed"))
         elif mismatch is None:
-            cases.append(junit_case(result.summary, "pass"))
+            cases.append(junit_case(result.summary, "pass", name=name))
         elif result.exit_code == 1:
-            cases.append(junit_case(result.summary, "failure", mismatch))
+            cases.append(junit_case(result.summary, "failure", mismatch, name=name))
         else:
-            cases.append(junit_case(result.summary, "error", mismatch))
+            cases.append(junit_case(result.summary, "error", mismatch, name=name))
     return write_cases(cases, path)
 
 
@@ -275,6 +276,11 @@ def _entries(
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 @click.option("--no-progress", is_flag=True, help="No live display (CI logs).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first unexpected result.")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="A valid run that tested less than it claims (VALID, but weak) is a surprise, exit 2.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the runs and expectations; run nothing.")
 @click.option(
     "--shard",
@@ -305,6 +311,7 @@ def run_all(
     as_json: bool,
     no_progress: bool,
     fail_fast: bool,
+    strict: bool,
     dry_run: bool,
     shard: str | None,
     parallel: int,
@@ -323,6 +330,8 @@ def run_all(
     }
     overrides = {k: v for k, v in candidates.items() if v is not None}
     overrides["store"] = str(store)
+    if strict:
+        overrides["strict"] = True
     try:
         entries = _entries(matrix, systems, bug_sets, nemesis_sets, expect, overrides)
         if shard is not None:
