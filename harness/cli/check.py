@@ -220,14 +220,22 @@ def _sink_table(result: CheckResult) -> Table:
         table.add_row(
             verdict.name,
             spec.describe() + ("" if verdict.declared else " (not declared)"),
-            str(verdict.valid).lower(),
+            _sink_word(verdict.valid, verdict.keys),
             f"{verdict.keys:,}",
             f"{verdict.accepted_writes:,}",
             "yes" if verdict.seq_observable else "no",
             ", ".join(f"{name} {number:,}" for name, number in sorted(found.items())),
-            "; ".join(verdict.reasons),
+            "; ".join(verdict.reasons) if verdict.keys else "",
         )
     return table
+
+
+def _sink_word(valid: object, keys: int) -> str:
+    """A sink's verdict as a word; a sink no write reached is "not written", not an "unknown"
+    beside a valid run."""
+    if keys == 0:
+        return "not written"
+    return {"True": "valid", "False": "INVALID"}.get(str(valid), "unknown")
 
 
 def _text(value: object) -> str:
