@@ -151,7 +151,8 @@ def render_result(
             f"  {history}: {counts.events:,} events, {counts.accepted_writes:,} accepted writes, "
             f"{counts.successful_reads:,} reads, {counts.grants:,} grants, "
             f"{len(result.faults)} fault windows",
-        )
+        ),
+        soft_wrap=True,  # the history's path stays whole in an 80-column log
     )
     if result.anomaly_counts or result.expected_counts:
         console.print(_anomaly_table(result))

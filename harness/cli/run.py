@@ -285,7 +285,7 @@ def _conclude(
             coverage.get("gaps", ()),
         )
     if written:
-        console.print(f"report: {outcome.run_dir.report}")
+        console.print(f"report: {outcome.run_dir.report}", soft_wrap=True)
     if outcome.error is not None:
         console.print(f"[red]error:[/] the run broke off: {outcome.error}")
         return EXIT_ERROR

@@ -144,16 +144,13 @@ def _table(results: Sequence[MatrixResult]) -> Table:
     )
     for column in columns:
         table.add_column(column)
-    table.add_column("report / problem", overflow="fold")
+    table.add_column("problem", overflow="fold")
     for position, result in enumerate(results, 1):
         number = result.entry.number or position
         spec = result.entry.spec
         verdict = result.verdict
         mismatch = result.mismatch
         mark = "[green]as expected[/]" if mismatch is None else "[bold red]UNEXPECTED[/]"
-        summary = result.summary
-        where = _near(summary.run.report) if summary is not None else ""
-        note = where if mismatch is None else f"{mismatch}\n{where}".strip()
         table.add_row(
             str(number),
             spec.system,
@@ -164,9 +161,19 @@ def _table(results: Sequence[MatrixResult]) -> Table:
             f"[{_VERDICT_STYLE.get(verdict, 'white')}]{verdict}[/]",
             str(result.entry.expect),
             mark,
-            escape(note),
+            escape(mismatch or ""),
         )
     return table
+
+
+def _report_lines(results: Sequence[MatrixResult]) -> list[str]:
+    """One line per run with its report, printed below the table: a path folded inside a table
+    cell cannot be copied from a log."""
+    return [
+        f"{result.entry.number or position}. {_near(result.summary.run.report)}"
+        for position, result in enumerate(results, 1)
+        if result.summary is not None
+    ]
 
 
 def _near(path: Path) -> str:
@@ -360,6 +367,8 @@ def run_all(
     # CI logs are no terminal: rich would squeeze the table into 80 columns.
     wide = console if console.is_terminal else Console(stderr=True, width=_LOG_WIDTH)
     wide.print(_table(results))
+    for line in _report_lines(results):
+        wide.print(escape(line), soft_wrap=True, highlight=False)
     runs, as_expected, code = tally(results)
     style = "green" if as_expected == runs == len(entries) else "bold red"
     skipped = len(entries) - runs

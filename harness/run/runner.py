@@ -185,7 +185,11 @@ def run_test(
         state.interruption = interruption
         try:
             state.save()
-            console.print(f"[bold]run[/] {spec.test_name}  seed {spec.seed}  → {run_dir.path}")
+            # soft_wrap: a path broken across lines of an 80-column log cannot be copied.
+            console.print(
+                f"[bold]run[/] {spec.test_name}  seed {spec.seed}  → {run_dir.path}",
+                soft_wrap=True,
+            )
             with HistoryWriter(run_dir.history) as writer:
                 recorder = Recorder(writer)
                 state.recorder = recorder
