@@ -73,4 +73,4 @@ fi
 
 # 4. Images: rebuilt only when their recipe (docker/) changed.
 say "images"
-"$python" -m harness images build
+"$python" -m harness images build --all

@@ -19,6 +19,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from harness.bundled import bundled_matrices, bundled_matrix
 from harness.cli import cli
 from harness.cli.run import store_option
 from harness.report import publish
@@ -220,6 +221,21 @@ def _junit(results: Sequence[MatrixResult], path: Path) -> Path:
     return write_cases(cases, path)
 
 
+def _matrix_file(value: str) -> Path:
+    """The matrix file ``value`` names: a file, else a shipped matrix of that name."""
+    path = Path(value)
+    if path.is_file():
+        return path
+    shipped = bundled_matrix(value) if "/" not in value else None
+    if shipped is not None:
+        return shipped
+    raise click.BadParameter(
+        f"no matrix file {value}; give a path, or one of the shipped matrices: "
+        + ", ".join(bundled_matrices()),
+        param_hint="--matrix",
+    )
+
+
 def _entries(
     matrix: Path | None,
     systems: tuple[str, ...],
@@ -246,8 +262,9 @@ def _entries(
 @cli.command("run-all")
 @click.option(
     "--matrix",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="A matrix file (JSON, or TOML by its .toml suffix): runs and what each should find.",
+    callback=lambda ctx, param, value: None if value is None else _matrix_file(value),
+    help="A matrix file (JSON, or TOML by its .toml suffix): runs and what each should find; "
+    "or the name of a shipped one (fencecheck matrices lists them).",
 )
 @click.option("--system", "systems", multiple=True, help="A system (repeat for more).")
 @click.option(
