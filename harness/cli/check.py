@@ -10,7 +10,6 @@ as JSON on stdout (``results.json``'s shape). Exit code 0 valid, 1 invalid, 2 un
 
 from __future__ import annotations
 
-import re
 import stat
 import sys
 from collections.abc import Sequence
@@ -26,9 +25,10 @@ from checkers import Anomaly, CheckResult, check
 from checkers.explain import describe_fault, seconds
 from checkers.registry import REGISTRY
 from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, cli
+from harness.cli.units import Duration
 from harness.history import HistoryError, InventoryError, Sink, load_inventory, read_history
 
-__all__ = ["CheckError", "check_command", "exit_code", "parse_duration", "render_result"]
+__all__ = ["CheckError", "check_command", "exit_code", "render_result"]
 
 _SHOWN_IN_FULL = 2
 _VERDICTS = {
@@ -36,21 +36,12 @@ _VERDICTS = {
     "False": ("INVALID", "red"),
     "unknown": ("UNKNOWN", "yellow"),
 }
-_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0}
 
 
 class CheckError(click.ClickException):
     """Bad input to ``check``: exits 3 under any click invocation."""
 
     exit_code = EXIT_ERROR
-
-
-def parse_duration(text: str) -> float:
-    """``"2"``, ``"2s"``, ``"1500ms"``, ``"0.5m"`` -> seconds."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|m)?\s*", text)
-    if match is None:
-        raise CheckError(f"--ttl {text!r} is not a duration: write it as 2, 2s or 1500ms")
-    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
 
 
 def exit_code(result: CheckResult) -> int:
@@ -80,7 +71,11 @@ _HELP = "\n\n".join(
     help='Write-path inventory: {"sink": {"fenced": bool, "mitigation": ...}}. '
     "Without it every sink counts as fenced.",
 )
-@click.option("--ttl", help="The lease TTL (e.g. 2s, 1500ms), quoted in explanations.")
+@click.option(
+    "--ttl",
+    type=Duration(positive=True),
+    help="The lease TTL (e.g. 2s, 1500ms), quoted in explanations.",
+)
 @click.option(
     "--max-evidence",
     type=click.IntRange(min=1),
@@ -89,7 +84,7 @@ _HELP = "\n\n".join(
     help="Evidence kept per anomaly name (all are counted).",
 )
 def check_command(
-    history: Path, as_json: bool, inventory: Path | None, ttl: str | None, max_evidence: int
+    history: Path, as_json: bool, inventory: Path | None, ttl: float | None, max_evidence: int
 ) -> None:
     """Check a history (the help text is built from the anomaly registry)."""
     stdin = str(history) == _STDIN
@@ -101,11 +96,10 @@ def check_command(
             sinks = load_inventory(inventory)
         except InventoryError as problem:
             raise CheckError(str(problem)) from None
-    lease_ttl = parse_duration(ttl) if ttl is not None else None
     source = sys.stdin.buffer if stdin else history
     try:
         result = check(
-            read_history(source), inventory=sinks, lease_ttl=lease_ttl, max_evidence=max_evidence
+            read_history(source), inventory=sinks, lease_ttl=ttl, max_evidence=max_evidence
         )
     except HistoryError as problem:
         raise CheckError(f"{history}: {_one_line(str(problem))}") from None

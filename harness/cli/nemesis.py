@@ -14,15 +14,15 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import click
 
 from harness.cli import cli
+from harness.cli.units import Duration
 from harness.node import Node, NodeError
 from harness.node.docker.cluster import Cluster
 from harness.node.docker.engine import EngineError
@@ -36,26 +36,6 @@ from nemeses.registry import KINDS, fault_kind
 
 __all__ = ["Duration", "nemesis_group"]
 
-_UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
-
-
-class Duration(click.ParamType[float]):
-    """A click parameter type for a positive duration: ``500ms``, ``5s``, ``2m``, ``1h`` or
-    plain seconds."""
-
-    name = "duration"
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        if isinstance(value, float):
-            return value
-        match = _DURATION.fullmatch(str(value).strip())
-        if match is None or float(match.group(1)) <= 0:
-            self.fail(f"{value!r} is not a duration; write e.g. 500ms, 5s, 2m or 1.5", param, ctx)
-        return float(match.group(1)) * _UNITS[match.group(2) or "s"]
-
 
 _RUN_OPTION = click.Option(
     ["--run", "run_id"],
@@ -64,7 +44,7 @@ _RUN_OPTION = click.Option(
 )
 _FOR_OPTION = click.Option(
     ["--for", "hold"],
-    type=Duration(),
+    type=Duration(positive=True),
     default=None,
     help="Undo the fault after this long (500ms, 5s, 2m); without it, it stays until `heal`.",
 )

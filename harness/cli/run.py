@@ -15,6 +15,7 @@ from rich.table import Table
 from harness.cli import EXIT_ERROR, EXIT_UNKNOWN, EXIT_VALID, cli
 from harness.cli.check import exit_code, render_result
 from harness.cli.hosts import load_hosts_option
+from harness.cli.units import Duration
 from harness.node.interrupts import interrupts_once
 from harness.report import publish
 from harness.run.exposure import ExposureError, exposing_faults, switches_of
@@ -91,9 +92,19 @@ store_option = click.option(
     + ",".join(f"{multiple:g}" for multiple in DEFAULT_TTL_MULTIPLES)
     + ").",
 )
-@click.option("--ttl", type=float, default=1.0, show_default=True, help="Lease TTL, seconds.")
-@click.option("--lock-delay", type=float, default=0.0, show_default=True, help="Seconds.")
-@click.option("--time-limit", type=float, default=30.0, show_default=True, help="Seconds.")
+@click.option(
+    "--ttl", type=Duration(), default=1.0, show_default=True, help="Lease TTL (1, 1s, 500ms)."
+)
+@click.option(
+    "--lock-delay",
+    type=Duration(),
+    default=0.0,
+    show_default=True,
+    help="How long the lock stays unavailable after a lease lapses (0: none).",
+)
+@click.option(
+    "--time-limit", type=Duration(), default=30.0, show_default=True, help="Run length (30, 2m)."
+)
 @click.option("--workers", type=click.IntRange(1, 16), default=3, show_default=True)
 @click.option(
     "--keys",
@@ -136,7 +147,7 @@ store_option = click.option(
 )
 @click.option(
     "--op-timeout",
-    type=float,
+    type=Duration(),
     default=0.0,
     show_default=True,
     help="Seconds an operation may take before it is recorded as unknown; 0 = long enough "

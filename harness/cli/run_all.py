@@ -22,6 +22,7 @@ from rich.table import Table
 from harness.bundled import bundled_matrices, bundled_matrix
 from harness.cli import cli
 from harness.cli.run import store_option
+from harness.cli.units import Duration
 from harness.report import publish
 from harness.report.junit import error_case, junit_case, write_cases
 from harness.run.matrix import (
@@ -287,8 +288,8 @@ def _entries(
     help="What every run built from flags should come out as.",
 )
 @click.option("--workload", help="Override every run's workload.")
-@click.option("--ttl", type=float, help="Override every run's lease TTL (seconds).")
-@click.option("--time-limit", type=float, help="Override every run's time limit (seconds).")
+@click.option("--ttl", type=Duration(), help="Override every run's lease TTL (1, 1s, 500ms).")
+@click.option("--time-limit", type=Duration(), help="Override every run's time limit (30, 2m).")
 @click.option("--workers", type=click.IntRange(1, 16), help="Override every run's workers.")
 @click.option("--seed", type=int, help="Override every run's seed.")
 @store_option
