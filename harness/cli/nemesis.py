@@ -38,9 +38,10 @@ __all__ = ["Duration", "nemesis_group"]
 
 
 _RUN_OPTION = click.Option(
-    ["--run", "run_id"],
+    ["--run-id", "--run", "run_id"],
     default=None,
-    help="Run id of the cluster (default: your newest kept cluster no run is driving).",
+    help="Run id of the cluster (default: your newest kept cluster no run is driving); "
+    "--run is the old spelling.",
 )
 _FOR_OPTION = click.Option(
     ["--for", "hold"],
@@ -150,7 +151,7 @@ def _apply(
             _Ledger(cluster.run_id).remember(fault, killed)
             click.echo(
                 f"{fault.kind} stays in force; undo it with "
-                f"`fencecheck nemesis heal --run {cluster.run_id}`"
+                f"`fencecheck nemesis heal --run-id {cluster.run_id}`"
             )
             return
         try:

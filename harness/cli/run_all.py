@@ -186,14 +186,25 @@ def _near(path: Path) -> str:
         return str(path)
 
 
+def _row_json(entry: MatrixEntry) -> dict[str, Any]:
+    """A row as ``--json`` names it (docs/json/run-all.schema.json): number, name, spec and
+    expectation."""
+    return {
+        "number": entry.number,
+        "name": entry.case_name,
+        "spec": entry.spec.to_json(),
+        "expect": {
+            "verdict": entry.expect.verdict,
+            "anomalies": list(entry.expect.anomalies),
+            "strict": entry.expect.strict,
+        },
+    }
+
+
 def _json(result: MatrixResult) -> dict[str, Any]:
     summary = result.summary
     return {
-        "spec": result.entry.spec.to_json(),
-        "expect": {
-            "verdict": result.entry.expect.verdict,
-            "anomalies": list(result.entry.expect.anomalies),
-        },
+        **_row_json(result.entry),
         "verdict": result.verdict,
         "as_expected": result.mismatch is None,
         "mismatch": result.mismatch,
@@ -269,10 +280,12 @@ def _entries(
 )
 @click.option("--system", "systems", multiple=True, help="A system (repeat for more).")
 @click.option(
+    "--bug",
     "--bugs",
     "bug_sets",
     multiple=True,
-    help="A set of bug switches, comma-separated, 'none' for none (repeat for more sets).",
+    help="A set of bug switches, comma-separated, 'none' for none (repeat for more sets; "
+    "--bugs is the old spelling).",
 )
 @click.option(
     "--nemesis",
@@ -361,6 +374,10 @@ def run_all(
         entries = _entries(matrix, systems, bug_sets, nemesis_sets, expect, overrides)
         if shard is not None:
             entries = shard_of(entries, *parse_shard(shard))
+        if dry_run and as_json:
+            rows = [_row_json(entry) for entry in entries]
+            click.echo(json.dumps({"dry_run": True, "rows": rows}, indent=2, default=str))
+            return
         if dry_run:
             for entry in entries:
                 seed = entry.spec.seed

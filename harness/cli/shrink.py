@@ -36,12 +36,13 @@ _MOST_RUNS = 1000
     f"{_DEFAULT_RUNS}, or no limit but --time when --time is given.",
 )
 @click.option(
+    "--time-limit",
     "--time",
     "time_budget",
     type=Duration(positive=True),
     default=None,
     help="Wall-clock budget (90s, 15m, 1h): no candidate starts after it. With --budget, "
-    "whichever runs out first.",
+    "whichever runs out first (--time is the old spelling).",
 )
 @click.option(
     "--tries",

@@ -378,7 +378,7 @@ class Cluster:
         if stopped and not start_stopped:
             raise ClusterError(
                 f"cluster {run.run_id}: nodes {', '.join(c.labels[LABEL_NODE] for c in stopped)} "
-                f"are not running (their main process ended); `fencecheck nemesis heal --run "
+                f"are not running (their main process ended); `fencecheck nemesis heal --run-id "
                 f"{run.run_id}` starts them again, `fencecheck cluster down {run.run_id}` "
                 "removes the cluster"
             )
