@@ -20,6 +20,7 @@ from typing import Any, Final
 from checkers.evidence import FaultWindow
 from checkers.faults import FaultTimeline
 from harness.history import NEMESIS, Event, HistoryError, Process, paired, read_history
+from harness.history.vocabulary import LEASE_EXPIRED, NOT_HELD, STALE_EPOCH, TIMEOUT
 from harness.run.store import RunDir
 from harness.run.summary import RunSummary, flat_test, summarize, verdict_of
 from nemeses.registry import KINDS
@@ -649,6 +650,10 @@ def extract(run: RunDir, max_ops: int = MAX_TIMELINE_OPS) -> ReportData:
         "ops": _columns(shown, lane_numbers, pairing.seen_ids),
         "faults": [_fault_payload(f) for f in faults],
         "fault_colours": {name: kind.colour for name, kind in KINDS.items()},
+        # Failures that are not failures: a fence doing its job, and a holder that sent nothing
+        # because its lease had gone (ordinary lease contention). The page draws them apart.
+        "refusal_errors": [STALE_EPOCH],
+        "contention_errors": [LEASE_EXPIRED, NOT_HELD, TIMEOUT],
         "fault_nodes": fault_nodes,
         "anomalies": [
             {

@@ -118,6 +118,8 @@ def test_a_valid_report_renders_cleanly(browser: Any, make_run: RunFactory, tmp_
         assert browser.execute_script(_INK, canvas) > 1000, canvas
     titles = [e.text for e in browser.find_elements("css selector", ".epoch-plot .plot-title")]
     assert any("sink journal" in t for t in titles) and any("sink store" in t for t in titles)
+    # The fence's refusals of stale writes are the fence working: drawn in their own colour.
+    assert "refused by the fence" in browser.find_element("id", "legend").text
     _screenshot(browser, tmp_path / "valid-report.png")
 
 
