@@ -16,7 +16,7 @@ from importlib import metadata
 from typing import Any, Final
 
 from checkers.registry import REGISTRY
-from harness.report.data import OUTCOMES, Anomaly, ReportData, SinkRow
+from harness.report.data import OUTCOMES, Anomaly, ReportData, SinkRow, natural_key
 from harness.report.page import page
 from harness.run.spec import TestSpec
 from nemeses.schedule import DEFAULT_TTL_MULTIPLES
@@ -690,6 +690,32 @@ def _spec(data: ReportData) -> str:
     return _section("spec", "Test", "".join(parts))
 
 
+def _logs(data: ReportData) -> str:
+    """Links to each node's logs (the run folder's ``logs/NODE/``), relative to the report."""
+    folder = data.summary.run.path / "logs"
+    try:
+        nodes = sorted(
+            (p for p in folder.iterdir() if p.is_dir()), key=lambda p: natural_key(p.name)
+        )
+    except OSError:
+        nodes = []
+    rows = []
+    for node in nodes:
+        files = sorted(f.name for f in node.iterdir() if f.is_file())
+        links = " · ".join(
+            f'<a href="logs/{_e(node.name)}/{_e(name)}">{_e(name)}</a>' for name in files
+        )
+        rows.append((_e(node.name), links or "(empty)"))
+    if not rows:
+        return _section("logs", "Node logs", '<p class="note">No node logs were kept.</p>')
+    return _section(
+        "logs",
+        "Node logs",
+        _table(("node", "logs"), rows, "logs"),
+        "What each node's daemons and agent wrote, collected when the cluster came down.",
+    )
+
+
 def render_report(data: ReportData) -> str:
     """The whole report page for ``data``."""
     summary = data.summary
@@ -708,6 +734,7 @@ def render_report(data: ReportData) -> str:
             ("inventory", "Inventory"),
             ("coverage", "Coverage"),
             ("counts", "Counts"),
+            ("logs", "Logs"),
             ("spec", "Test"),
         )
     )
@@ -719,7 +746,7 @@ def render_report(data: ReportData) -> str:
         '<main id="main">'
         f'<section class="card summary" id="summary">{_verdict(data)}</section>'
         f"{_anomalies(data)}{_timeline(data)}{_epochs()}{_performance()}"
-        f"{_inventory(data)}{_coverage(data)}{_counts(data)}{_spec(data)}"
+        f"{_inventory(data)}{_coverage(data)}{_counts(data)}{_logs(data)}{_spec(data)}"
         "</main>"
         '<div class="tooltip" id="tooltip" hidden></div>'
         f"<footer>fencecheck {_e(version)} · report written "

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.history import HistoryWriter
-from harness.report import extract, summarize
+from harness.report import extract, summarize, write_report
 from harness.run.store import RunDir
 from harness.run.summary import as_names
 
@@ -277,3 +277,12 @@ def test_no_two_operations_overlap_in_a_lane(ops: list[tuple[str, int, int, str]
             spans.sort()
             for (_, first_end), (second_start, _) in itertools.pairwise(spans):
                 assert first_end <= second_start
+
+
+def test_the_report_links_each_nodes_logs(make_run: RunFactory) -> None:
+    run = make_run(stale=False)
+    (run.path / "logs" / "s1").mkdir(parents=True)
+    (run.path / "logs" / "s1" / "ref-store.log").write_text("started\n")
+    page = write_report(run).read_text()
+    assert '<a href="logs/s1/ref-store.log">ref-store.log</a>' in page
+    assert 'href="#logs"' in page
