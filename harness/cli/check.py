@@ -16,7 +16,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import click
-import orjson
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -25,9 +24,23 @@ from checkers import Anomaly, CheckResult, check
 from checkers.explain import describe_fault, seconds
 from checkers.registry import REGISTRY
 from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, cli
-from harness.history import HistoryError, InventoryError, Sink, load_inventory, read_history
+from harness.history import (
+    HistoryError,
+    InventoryError,
+    Sink,
+    json_bytes,
+    load_inventory,
+    read_history,
+)
 
-__all__ = ["CheckError", "check_command", "exit_code", "parse_duration", "render_result"]
+__all__ = [
+    "CheckError",
+    "check_command",
+    "exit_code",
+    "parse_duration",
+    "parse_evidence",
+    "render_result",
+]
 
 _SHOWN_IN_FULL = 2
 _VERDICTS = {
@@ -50,6 +63,15 @@ def parse_duration(text: str) -> float:
     if match is None:
         raise CheckError(f"--ttl {text!r} is not a duration: write it as 2, 2s or 1500ms")
     return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+
+
+def parse_evidence(text: str) -> int:
+    """``--max-evidence``: a whole number ``>= 0`` (0 keeps the counts and no evidence)."""
+    if not re.fullmatch(r"\s*[0-9]+\s*", text):
+        raise CheckError(
+            f"--max-evidence {text!r} is not a whole number >= 0: write it as 0, 5, 100"
+        )
+    return int(text)
 
 
 def exit_code(result: CheckResult) -> int:
@@ -82,10 +104,10 @@ _HELP = "\n\n".join(
 @click.option("--ttl", help="The lease TTL (e.g. 2s, 1500ms), quoted in explanations.")
 @click.option(
     "--max-evidence",
-    type=click.IntRange(min=1),
-    default=100,
+    callback=lambda _ctx, _param, text: parse_evidence(text),
+    default="100",
     show_default=True,
-    help="Evidence kept per anomaly name (all are counted).",
+    help="Evidence kept per anomaly name (all are counted; 0 keeps counts only).",
 )
 def check_command(
     history: Path, as_json: bool, inventory: Path | None, ttl: str | None, max_evidence: int
@@ -113,7 +135,7 @@ def check_command(
     except (RecursionError, MemoryError) as problem:
         raise CheckError(f"{history}: input too deeply nested or too large ({problem!r})") from None
     if as_json:
-        click.echo(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode())
+        click.echo(json_bytes(result.to_json(), indent=True).decode())
     else:
         render_result(Console(highlight=False), result, history)
     click.get_current_context().exit(exit_code(result))

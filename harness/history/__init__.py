@@ -25,11 +25,12 @@ from harness.history.inventory import (
     normalize_inventory,
     parse_inventory,
 )
-from harness.history.io import HistoryWriter, paired, read_history, validated
+from harness.history.io import MAX_DEPTH, HistoryWriter, json_bytes, paired, read_history, validated
 
 __all__ = [
     "EVENT_TYPES",
     "EXPECTED_WHEN_UNGUARDED",
+    "MAX_DEPTH",
     "MITIGATIONS",
     "NEMESIS",
     "Event",
@@ -43,6 +44,7 @@ __all__ = [
     "Sink",
     "event_from_dict",
     "event_to_dict",
+    "json_bytes",
     "load_inventory",
     "normalize_inventory",
     "paired",
