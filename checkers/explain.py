@@ -122,6 +122,10 @@ def wrongful_refusal(anomaly: Anomaly) -> str:
         if highest is not None
         else f"no epoch of {anomaly.lock} had been sent before it"
     )
+    failed = anomaly.details.get("failed")
+    if failed:
+        listed = ", ".join(str(epoch) for epoch in failed)
+        known += f" (epoch {listed}, in flight then, failed: it never reached a fence)"
     return (
         f"{_place(anomaly)} refused {what} as stale at {seconds(refused.time)}, though no "
         f"operation with a higher epoch had reached it: {known}"

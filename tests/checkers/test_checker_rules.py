@@ -143,6 +143,26 @@ def test_a_failed_higher_write_raised_nothing() -> None:
     assert "wrongful-refusal" in judged(history).anomaly_types
 
 
+def test_a_refusal_excused_by_a_higher_write_in_flight_is_wrongful_once_that_write_fails() -> None:
+    # The excuse (w2's epoch 4) was sent before the refusal and failed after it: it never
+    # reached a fence, so nothing could have overtaken epoch 3.
+    history = HistoryBuilder().acquire("w1", 1, 3).write("w1", 1, "z", 3)
+    history.acquire("w2", 2, 4).send("w2", 2, "b", 4)
+    history.write("w1", 1, "a", 3, "fail", error="stale-epoch")
+    history.done("w2", 2, "b", "fail", error="unavailable").read("w1", 1, [("z", 3)])
+    explanation = only(judged(history), "wrongful-refusal")
+    assert "(epoch 4, in flight then, failed: it never reached a fence)" in explanation
+    for outcome in ("ok", "info"):
+        excused = HistoryBuilder().acquire("w1", 1, 3).acquire("w2", 2, 4).send("w2", 2, "b", 4)
+        excused.write("w1", 1, "a", 3, "fail", error="stale-epoch").done("w2", 2, "b", outcome)
+        excused.read("w1", 1, [("b", 4)])
+        assert "wrongful-refusal" not in judged(excused).anomaly_types, outcome
+    still_open = HistoryBuilder().acquire("w1", 1, 3).acquire("w2", 2, 4).send("w2", 2, "b", 4)
+    still_open.write("w1", 1, "a", 3, "fail", error="stale-epoch").write("w1", 3, "c", 5)
+    still_open.read("w1", 1, [("c", 5)])
+    assert "wrongful-refusal" not in judged(still_open).anomaly_types  # open counts as info
+
+
 # -- 4. divergent reads do not hide other anomalies -------------------------------------------
 
 
