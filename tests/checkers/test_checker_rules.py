@@ -182,6 +182,48 @@ def test_a_divergent_read_is_still_examined_for_stale_writes_and_duplicates() ->
     assert judged(history2).anomaly_types == ["divergent-reads", "stale-write"]
 
 
+def test_a_divergent_read_does_not_hide_phantoms_lost_updates_or_seq_staleness() -> None:
+    # The reference is [a]; a forked read shows [x, p, q, f, s]: f failed (a phantom), x was
+    # never sent here (a phantom), p and q are based on one read (a lost update), and s sits
+    # after w3's epoch-8 write on k2 in the store's seq order (a stale write).
+    history = HistoryBuilder().acquire("w1", 1, 7).write("w1", 1, "a", 7)
+    history.write("w1", 1, "p", 7, prev="a").write("w1", 1, "q", 7, prev="a")
+    history.write("w1", 1, "f", 7, "fail", error="unavailable")
+    history.acquire("w3", 3, 8).write("w3", 3, "n", 8, key="k2").send("w1", 1, "s", 7)
+    history.done("w1", 1, "s")
+    seq_read(history, "k2", [("n", 8, 10)])
+    history.read("w1", 1, [("a", 7)])
+    seq_read(history, "k", [("x", 7, 1), ("p", 7, 2), ("q", 7, 3), ("f", 7, 4), ("s", 7, 11)])
+    result = judged(history, inventory={"store": Sink("store", True, seq=True)})
+    assert result.anomaly_counts == {
+        "divergent-reads": 1,
+        "phantom-write": 2,
+        "lost-update": 1,
+        "stale-write": 1,
+        "lost-write": 1,  # a, missing from the final read
+    }
+    reasons = {anomaly.details["reason"] for anomaly in result.anomalies["phantom-write"]}
+    assert reasons == {"failed", "unknown"}
+
+
+def test_a_write_only_a_divergent_read_shows_is_judged_in_real_time_too() -> None:
+    history = HistoryBuilder().acquire("w1", 1, 7).write("w1", 1, "a", 7)
+    # c's outcome is unknown (info): only the forked read shows that the store accepted it.
+    history.acquire("w2", 2, 8).write("w2", 2, "b", 8, key="k2").write("w1", 3, "c", 7, "info")
+    history.read("w1", 1, [("a", 7)]).read("w1", 1, [("b", 8)], key="k2")
+    history.read("w1", 1, [("c", 7)])
+    result = judged(history)
+    assert result.anomaly_counts["stale-write"] == 1
+    assert result.anomalies["stale-write"][0].details["rule"] == "realtime"
+
+
+def test_a_lost_update_whose_first_write_sits_before_its_prev_is_found() -> None:
+    history = HistoryBuilder().acquire("w1", 1, 7).write("w1", 1, "x", 7)
+    history.write("w1", 1, "a", 7, prev="x").write("w1", 1, "b", 7, prev="x")
+    history.read("w1", 1, [("a", 7), ("x", 7), ("b", 7)])
+    assert "lost-update" in judged(history).anomaly_types
+
+
 # -- 5. ties: on equal times the index decides --------------------------------------------------
 
 
