@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import stat
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -123,7 +124,7 @@ def check_command(
         except InventoryError as problem:
             raise CheckError(str(problem)) from None
     lease_ttl = parse_duration(ttl) if ttl is not None else None
-    source = click.get_binary_stream("stdin") if stdin else history
+    source = sys.stdin.buffer if stdin else history
     try:
         result = check(
             read_history(source), inventory=sinks, lease_ttl=lease_ttl, max_evidence=max_evidence
