@@ -8,8 +8,10 @@ row per distinct epoch:
   before the invoke is enough: any earlier grant with a higher or equal epoch makes that one so.
 - **epoch-reuse** (grants): an epoch granted by two different grants.
 - **re-entry** is one grant, not two: the same node acquiring again and receiving the same epoch
-  while its grant stands, i.e. no ``release`` of that lock by that node has completed ``ok`` since
-  (Hazelcast's FencedLock keeps the token on re-entry). Lease expiry is not used: renewals happen
+  while its grant stands, i.e. no ``release`` of that lock by that node had completed ``ok``
+  when the re-acquire was invoked (Hazelcast's FencedLock keeps the token on re-entry). The
+  grant is judged as it stood at the invoke, because a release that completes while the
+  re-acquire waits may have been applied after it. Lease expiry is not used: renewals happen
   inside the lock client and leave no trace in the history, so an expiry cannot be told from a
   renewal. An ``info`` release might not have happened and so does not end the grant.
 """
@@ -54,17 +56,19 @@ class GrantChecker:
         self._findings = findings
         self._names = names
         self._locks: dict[str, _Lock] = {}
-        self._waiting: dict[Process, _Grant | None] = {}
+        # Per open acquire: the best grant completed before it and its holder's standing grant.
+        self._waiting: dict[Process, tuple[_Grant | None, _Grant | None]] = {}
         self.grants = 0
 
     def invoke(self, event: Event) -> None:
         """An acquire began: remember the best grant completed so far, to compare with."""
-        lock = self.lock_of(event, event)
-        self._waiting[event.process] = self._state(lock).best
+        state = self._state(self.lock_of(event, event))
+        own = state.holders.get(holder_of(event))
+        self._waiting[event.process] = (state.best, own if own and not own.released else None)
 
     def complete(self, event: Event, invoke: Event) -> bool:
         """An acquire completed; returns True if it granted the lock."""
-        before = self._waiting.pop(event.process, None)
+        before, standing = self._waiting.pop(event.process, (None, None))
         if event.type != "ok":
             return False
         self.grants += 1
@@ -78,10 +82,9 @@ class GrantChecker:
             )
         state = self._state(lock)
         holder = holder_of(event)
-        own = state.holders.get(holder)
-        reentry = own is not None and not own.released and own.epoch == epoch
+        reentry = standing is not None and standing.epoch == epoch
         ref = OpRef.completed("later", event, invoke, lock=lock, epoch=epoch)
-        if before is not None and epoch <= before.epoch and not (reentry and before is own):
+        if before is not None and epoch <= before.epoch and not (reentry and before is standing):
             self._findings.report(
                 "grant-regression",
                 (replace(before.ref, role="earlier"), ref),
@@ -98,7 +101,8 @@ class GrantChecker:
                 lock=lock,
                 details={"via": "grant"},
             )
-        grant = own if reentry and own is not None else _Grant(ref, epoch)
+        grant = standing if reentry and standing is not None else _Grant(ref, epoch)
+        grant.released = False
         state.holders[holder] = grant
         if state.best is None or epoch > state.best.epoch:
             state.best = grant

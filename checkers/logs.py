@@ -23,9 +23,10 @@ is examined, so each write is judged once, when it first appears. Rules:
   order (times never go back, and on equal times the index decides).
 - **lost-update**: two accepted writes with the same non-null ``prev``, wherever the ``prev``
   sits in the log (a write placed before the entry it was based on is still its first user).
-- **lost-write**, judged at the end against each key's final (last successful) read: an ``ok``
-  write acknowledged before that read began and missing from it. An ``ok`` write with no
-  successful read of its key begun after its acknowledgement leaves the key *unknown*.
+- **lost-write**, judged at the end against each key's final read (the successful read begun
+  last): an ``ok`` write acknowledged before that read began and missing from it. An ``ok``
+  write with no successful read of its key begun after its acknowledgement leaves the key
+  *unknown*.
 
 Every path is linear in what the reads return: duplicates inside a read and ``prev`` lookups use
 dictionaries built only when needed (a read's own ids; a key's ids, once a lookup misses).
@@ -249,7 +250,11 @@ class ReadChecker:
         elif not log.ref.startswith(text):
             self._diverged(log, entries, ids, mark)
             mark = mark._replace(ids=text)
-        log.last = mark
+        last = log.last
+        if last is None or mark.invoke_index > last.invoke_index:
+            # The final read is the one begun last: every write acknowledged before it began
+            # must be in it, whichever of two overlapping reads happened to answer last.
+            log.last = mark
 
     def acked(self, record: WriteRecord) -> None:
         """A write a read had already shown completed ``ok``: note its acknowledgement."""

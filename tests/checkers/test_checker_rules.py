@@ -391,3 +391,64 @@ def test_the_docs_list_every_anomaly_as_the_registry_defines_it() -> None:
     begin = text.index("<!-- anomalies: generated from checkers/registry.py -->\n")
     end = text.index("\n<!-- end anomalies -->")
     assert text[begin:end].split("\n", 1)[1] == markdown_table()
+
+
+# -- the design points of docs/design.md §5 that the event order used to decide (issue 27) ----
+
+
+def test_a_reacquire_invoked_while_the_grant_stood_is_a_reentry_whenever_the_release_lands() -> (
+    None
+):
+    # w1's release completes while its re-acquire waits: the service may have applied it after
+    # the re-acquire, so the same epoch is a re-entry, not a reuse.
+    history = HistoryBuilder().acquire("w1", 1, 5)
+    history.event(2, "invoke", "acquire", {"lock": "L"}, node="w1")
+    history.release("w1", 1)
+    history.event(2, "ok", "acquire", {"lock": "L", "epoch": 5}, node="w1")
+    history.write("w1", 2, "a", 5).read("w1", 2, [("a", 5)])
+    assert judged(history).valid is True
+    after = HistoryBuilder().acquire("w1", 1, 5).release("w1", 1).acquire("w1", 1, 5)
+    after.write("w1", 1, "a", 5).read("w1", 1, [("a", 5)])
+    assert judged(after).anomaly_types == ["epoch-reuse", "grant-regression"]
+
+
+def test_lost_updates_among_writes_no_read_shows_are_lost_writes_not_lost_updates() -> None:
+    history = HistoryBuilder().acquire("w1", 1, 7).write("w1", 1, "x", 7)
+    history.write("w1", 1, "a", 7, prev="x").write("w1", 1, "b", 7, prev="x")
+    history.read("w1", 1, [("x", 7)])
+    result = judged(history)
+    assert result.anomaly_counts == {"lost-write": 2}
+
+
+def test_a_repeated_entry_is_judged_at_its_first_position_only() -> None:
+    history = HistoryBuilder().acquire("w1", 1, 7).write("w1", 1, "a", 7)
+    history.acquire("w2", 2, 8).write("w2", 2, "b", 8)
+    history.read("w1", 1, [("a", 7), ("b", 8), ("a", 7)])
+    assert only(judged(history), "duplicate-write")
+
+
+def test_the_final_read_is_the_one_begun_last_whichever_answers_last() -> None:
+    def overlapping(second_shows: bool) -> HistoryBuilder:
+        history = HistoryBuilder().acquire("w1", 1, 7).write("w1", 1, "a", 7)
+        history.event(3, "invoke", "read", {"sink": "store", "key": "k"}, node="w3")
+        history.write("w1", 1, "b", 7)
+        later = [("a", 7), ("b", 7)] if second_shows else [("a", 7)]
+        history.read("w2", 2, later)  # begun after b's ack, answered first
+        entries = [{"id": "a", "epoch": 7}]
+        history.event(3, "ok", "read", {"sink": "store", "key": "k", "entries": entries})
+        return history
+
+    assert judged(overlapping(second_shows=True)).valid is True
+    assert only(judged(overlapping(second_shows=False)), "lost-write")
+
+
+def test_a_retry_is_exempt_only_by_the_holders_latest_grant_completed_after_the_refusal() -> None:
+    def refused_then_regranted() -> HistoryBuilder:
+        history = HistoryBuilder().acquire("w1", 1, 5).acquire("w2", 2, 6)
+        history.write("w2", 2, "b", 6).write("w1", 1, "a", 5, "fail", error="stale-epoch")
+        return history.acquire("w1", 1, 5)  # the service grants 5 again after the refusal
+
+    exempt = refused_then_regranted().write("w1", 1, "c", 5)
+    assert "retry-after-reject" not in judged(exempt).anomaly_types
+    older = refused_then_regranted().acquire("w1", 1, 7).write("w1", 1, "c", 5)
+    assert "retry-after-reject" in judged(older).anomaly_types
