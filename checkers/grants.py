@@ -7,6 +7,8 @@ row per distinct epoch:
   completed ``ok`` returns a lower or equal epoch. Comparing with the highest epoch completed
   before the invoke is enough: any earlier grant with a higher or equal epoch makes that one so.
 - **epoch-reuse** (grants): an epoch granted by two different grants.
+- With ``grant_seq`` on both grants, the order is the lock service's own and
+  :mod:`checkers.service_order` judges it instead of real time.
 - **re-entry** is one grant, not two: the same node acquiring again and receiving the same epoch
   while its grant stands, i.e. no ``release`` of that lock by that node had completed ``ok``
   when the re-acquire was invoked (Hazelcast's FencedLock keeps the token on re-entry). The
@@ -22,6 +24,7 @@ from dataclasses import dataclass, replace
 
 from checkers.evidence import OpRef
 from checkers.findings import Findings
+from checkers.service_order import ServiceOrder, grant_sequence
 from checkers.tables import EpochTable, Names
 from harness.history import Event, HistoryError, Process
 
@@ -38,6 +41,7 @@ class _Grant:
     ref: OpRef
     epoch: int
     released: bool = False
+    seq: int | None = None
 
 
 class _Lock:
@@ -52,9 +56,10 @@ class _Lock:
 class GrantChecker:
     """Judges ``acquire`` and ``release`` operations."""
 
-    def __init__(self, findings: Findings, names: Names) -> None:
+    def __init__(self, findings: Findings, names: Names, order: ServiceOrder) -> None:
         self._findings = findings
         self._names = names
+        self._order = order
         self._locks: dict[str, _Lock] = {}
         # Per open acquire: the best grant completed before it and its holder's standing grant.
         self._waiting: dict[Process, tuple[_Grant | None, _Grant | None]] = {}
@@ -82,9 +87,18 @@ class GrantChecker:
             )
         state = self._state(lock)
         holder = holder_of(event)
+        seq = grant_sequence(event.value, event.line)
         reentry = standing is not None and standing.epoch == epoch
         ref = OpRef.completed("later", event, invoke, lock=lock, epoch=epoch)
-        if before is not None and epoch <= before.epoch and not (reentry and before is standing):
+        if seq is not None:
+            self._order.granted(lock, holder, seq, epoch, ref, reentry=reentry)
+        # Two grants in the service's order are judged there; real time judges the others.
+        if (
+            before is not None
+            and epoch <= before.epoch
+            and not (reentry and before is standing)
+            and (seq is None or before.seq is None)
+        ):
             self._findings.report(
                 "grant-regression",
                 (replace(before.ref, role="earlier"), ref),
@@ -101,7 +115,7 @@ class GrantChecker:
                 lock=lock,
                 details={"via": "grant"},
             )
-        grant = standing if reentry and standing is not None else _Grant(ref, epoch)
+        grant = standing if reentry and standing is not None else _Grant(ref, epoch, seq=seq)
         grant.released = False
         state.holders[holder] = grant
         if state.best is None or epoch > state.best.epoch:
@@ -112,6 +126,7 @@ class GrantChecker:
         """A release completed: an ``ok`` one ends the node's grant."""
         if event.type != "ok":
             return
+        grant_sequence(event.value, event.line)  # its place in the service's order, if given
         state = self._locks.get(self.lock_of(event, invoke))
         grant = state.holders.get(holder_of(event)) if state is not None else None
         if grant is not None:

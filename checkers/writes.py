@@ -18,6 +18,10 @@ for ever if it failed, so that it can be caught appearing later, and until the e
   write is accepted when it completed ``ok`` or a read shows it (an ``info`` write counts as
   accepted exactly when a read shows it). Reported once per (lock, epoch).
 - **phantom-write** for a write shown by a read before it completed, then ``fail`` ed.
+- **stale-holder-accepted** and **current-holder-refused** (with
+  :mod:`checkers.service_order`): each write notes, when invoked, whether the lock service's
+  order had already given the lock to another holder at an epoch no higher than its own; its
+  acceptance or refusal is then judged.
 """
 
 from __future__ import annotations
@@ -27,6 +31,7 @@ from collections import Counter
 from checkers.evidence import OpRef
 from checkers.findings import Findings
 from checkers.grants import holder_of
+from checkers.service_order import SequencedGrant, ServiceOrder
 from checkers.staleness import CrossKey
 from checkers.tables import EpochTable, Names
 from harness.history import Event, HistoryError, Process
@@ -106,6 +111,7 @@ class WriteRecord:
         "seq",
         "shown_by",
         "sink",
+        "superseded",
         "time",
         "type",
     )
@@ -133,6 +139,7 @@ class WriteRecord:
         self.shown_by: OpRef | None = None
         self.floor: tuple[int, OpRef] | None = None
         self.seq: int | None = None
+        self.superseded: tuple[SequencedGrant, SequencedGrant] | None = None
 
     def ref(self, role: str) -> OpRef:
         """This write as evidence."""
@@ -159,10 +166,13 @@ class WriteRecord:
 class WriteChecker:
     """Tracks writes from invoke to resolution."""
 
-    def __init__(self, findings: Findings, names: Names, cross: CrossKey) -> None:
+    def __init__(
+        self, findings: Findings, names: Names, cross: CrossKey, order: ServiceOrder
+    ) -> None:
         self._findings = findings
         self._names = names
         self._cross = cross
+        self._order = order
         self.pending: dict[str, WriteRecord] = {}
         self._refusals: dict[tuple[str, str], list[WriteRecord]] = {}
         self._grants: dict[tuple[str, str], tuple[int, int]] = {}
@@ -211,6 +221,7 @@ class WriteChecker:
         record = self.pending[wid] = WriteRecord(event, value)
         self.sinks.add(record.sink)
         record.floor = self._cross.floor(record.sink, record.lock)
+        record.superseded = self._order.superseding(record.holder, record.lock, record.epoch)
         return record
 
     def _retry(self, record: WriteRecord, stairs: list[WriteRecord]) -> None:
@@ -239,6 +250,7 @@ class WriteChecker:
             stairs = self._refusals.setdefault((record.holder, record.lock), [])
             stairs[:] = [step for step in stairs if step.epoch > record.epoch]
             stairs.append(record)
+            self._order.refused(record.holder, record.lock, record.epoch, record.ref("refused"))
         parts = self._spans.pop(wid, [])
         if parts:
             seqs = _part_seqs(event)
@@ -294,6 +306,8 @@ class WriteChecker:
         floor = record.floor
         if floor is not None and record.epoch < floor[0]:
             self._cross.stale(record.ref("stale"), floor[1], "realtime")
+        if record.superseded is not None:
+            self._order.accepted(record.ref("accepted"), record.superseded)
         table = self._accepted.get(record.lock)
         if table is None:
             table = self._accepted[record.lock] = EpochTable(record.lock, "write")

@@ -185,6 +185,8 @@ def render_result(
         for verdict in result.sinks.values():
             for note in verdict.coverage:
                 console.print(Text.assemble(("coverage: ", "cyan"), f"{verdict.name}: {note}"))
+    for note in result.grant_coverage:
+        console.print(Text.assemble(("coverage: ", "cyan"), f"grants: {note}"))
     for reason in result.unknown_reasons:
         console.print(Text.assemble(("unknown: ", "yellow"), reason))
 

@@ -15,30 +15,14 @@ from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any, Final
 
+from checkers.registry import REGISTRY
 from harness.report.data import OUTCOMES, Anomaly, ReportData, SinkRow
 from harness.report.page import page
 
 __all__ = ["ANOMALY_MEANINGS", "render_report"]
 
-ANOMALY_MEANINGS: Final[Mapping[str, str]] = {
-    "stale-write": "in a sink's order, an accepted write follows an accepted write with a higher "
-    "epoch (same lock)",
-    "epoch-reuse": "one epoch granted to two different grants, or accepted from two different "
-    "holders",
-    "grant-regression": "a grant that began after another grant completed carries a lower or "
-    "equal epoch (same lock)",
-    "lost-write": "a write acknowledged ok is missing from the final read of its sink and key",
-    "phantom-write": "a write that failed appears in a read",
-    "duplicate-write": "one write id appears twice in a read",
-    "divergent-reads": "two reads of one key are not prefixes of one another (the log forked or "
-    "was truncated)",
-    "realtime-order": "write A completed before write B began, both accepted, yet B precedes A "
-    "in the sink's order",
-    "retry-after-reject": "a holder sent a write with an epoch after a write with that epoch was "
-    "refused as stale",
-    "lost-update": "two accepted read-modify-writes were based on the same read",
-}
-"""One line per anomaly name (docs/design.md §5), shown under each anomaly's heading."""
+ANOMALY_MEANINGS: Final[Mapping[str, str]] = {name: kind.meaning for name, kind in REGISTRY.items()}
+"""One line per anomaly name, from the anomaly registry, shown under each anomaly's heading."""
 
 _VERDICT_WORDS: Final = {
     "valid": "Valid",
