@@ -162,6 +162,14 @@ def grant_regression(anomaly: Anomaly) -> str:
             f"{seqs[0]}, epoch {earlier.epoch}, answered at {seconds(earlier.time)}), yet it "
             f"carries epoch {later.epoch}"
         )
+    began = anomaly.details.get("lease_began")
+    if began is not None:
+        return (
+            f"{later.holder}'s lease of {anomaly.lock} began at {seconds(began)} (its acquire, "
+            f"sent at {seconds(later.invoke_time)}, waited), after {earlier.holder}'s grant of "
+            f"epoch {earlier.epoch} completed at {seconds(earlier.time)}, yet was granted epoch "
+            f"{later.epoch}"
+        )
     return (
         f"{later.holder}'s acquire of {anomaly.lock} began at {seconds(later.invoke_time)}, after "
         f"{earlier.holder}'s grant of epoch {earlier.epoch} completed at "

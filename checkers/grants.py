@@ -4,8 +4,11 @@ Rules, per lock, judged in history order with constant state per lock and holder
 row per distinct epoch:
 
 - **grant-regression**: an ``acquire`` that was invoked after another grant of the same lock had
-  completed ``ok`` returns a lower or equal epoch. Comparing with the highest epoch completed
-  before the invoke is enough: any earlier grant with a higher or equal epoch makes that one so.
+  completed ``ok`` returns a lower or equal epoch; for an acquire whose ``ok`` says how long it
+  ``waited`` (nanoseconds the service held it before the lease began), its lease began at the
+  earliest at the invoke plus that, and every grant completed before then counts as earlier.
+  Comparing with the highest epoch completed before then is enough: any earlier grant with a
+  higher or equal epoch makes that one so.
 - **epoch-reuse** (grants): an epoch granted by two different grants.
 - With ``grant_seq`` on both grants, the order is the lock service's own and
   :mod:`checkers.service_order` judges it instead of real time.
@@ -20,6 +23,7 @@ row per distinct epoch:
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, replace
 
 from checkers.evidence import OpRef
@@ -45,12 +49,20 @@ class _Grant:
 
 
 class _Lock:
-    __slots__ = ("best", "holders", "table")
+    __slots__ = ("best", "best_times", "bests", "holders", "table")
 
     def __init__(self, name: str) -> None:
         self.best: _Grant | None = None
         self.holders: dict[str, _Grant] = {}
         self.table = EpochTable(name, "acquire")
+        # Each time the best grant rose: when it completed, and the grant (one per new best).
+        self.best_times: list[int] = []
+        self.bests: list[_Grant] = []
+
+    def best_before(self, time: int) -> _Grant | None:
+        """The best grant completed before ``time``."""
+        at = bisect_left(self.best_times, time)
+        return self.bests[at - 1] if at else None
 
 
 class GrantChecker:
@@ -88,6 +100,10 @@ class GrantChecker:
         state = self._state(lock)
         holder = holder_of(event)
         seq = grant_sequence(event.value, event.line)
+        began = _lease_start(event, invoke)
+        if began is not None:
+            # The lease began later than the acquire: grants completed meanwhile came first.
+            before = state.best_before(began) or before
         reentry = standing is not None and standing.epoch == epoch
         ref = OpRef.completed("later", event, invoke, lock=lock, epoch=epoch)
         if seq is not None:
@@ -103,6 +119,7 @@ class GrantChecker:
                 "grant-regression",
                 (replace(before.ref, role="earlier"), ref),
                 lock=lock,
+                details={"lease_began": began} if began is not None else None,
             )
         row = state.table.find(epoch)
         if row < 0:
@@ -120,6 +137,8 @@ class GrantChecker:
         state.holders[holder] = grant
         if state.best is None or epoch > state.best.epoch:
             state.best = grant
+            state.best_times.append(event.time)
+            state.bests.append(grant)
         return True
 
     def released(self, event: Event, invoke: Event) -> None:
@@ -149,3 +168,21 @@ class GrantChecker:
                 'write it as "value": {"lock": "L", ...}',
             )
         return lock
+
+
+_WAITED_FIX = (
+    "waited is how long the lock service held the acquire before the lease began: integer "
+    "nanoseconds >= 0 on the acquire's ok value"
+)
+
+
+def _lease_start(event: Event, invoke: Event) -> int | None:
+    """When the lease of an ``ok`` acquire began at the earliest: its invoke plus the ``waited``
+    the lock service reported (the service counts from when the request reached it, which is
+    no earlier than the invoke), never after the reply. ``None`` without ``waited``."""
+    waited = event.value.get("waited")
+    if waited is None:
+        return None
+    if type(waited) is not int or waited < 0:
+        raise HistoryError(event.line, "waited must be an integer >= 0", _WAITED_FIX)
+    return min(invoke.time + waited, event.time)

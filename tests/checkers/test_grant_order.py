@@ -156,3 +156,27 @@ def test_the_service_order_rules_agree_with_a_small_model(
     events, expected = case
     found = set(check(events).anomaly_types) & _SERVICE_RULES
     assert found == expected
+
+
+def test_waited_makes_the_lease_start_late_enough_to_order_grants_in_real_time() -> None:
+    def history(waited: int | None) -> HistoryBuilder:
+        # w1 waits for the lock; meanwhile w2 is granted 6 (and writes). w1's lease began after
+        # that grant completed, yet it carries 5.
+        built = HistoryBuilder()
+        built.event(1, "invoke", "acquire", {"lock": "L"}, node="w1")
+        built.acquire("w2", 2, 6).write("w2", 2, "b", 6).release("w2", 2)
+        value: dict[str, Any] = {"lock": "L", "epoch": 5}
+        if waited is not None:
+            value["waited"] = waited
+        built.event(1, "ok", "acquire", value, node="w1")
+        return built.read("w3", 3, [("b", 6)])
+
+    assert judged(history(None)).valid is True  # the overlap lets w1 be linearized first
+    caught = judged(history(5_500_000))  # 5.5 ms: past w2's grant, answered at 3 ms
+    assert caught.anomaly_counts == {"grant-regression": 1}
+    assert "w1's lease of L began at 0.006 s (its acquire, sent at 0.001 s, waited)" in (
+        caught.anomalies["grant-regression"][0].explanation
+    )
+    assert judged(history(1_000_000)).valid is True  # began before w2's grant completed
+    with pytest.raises(HistoryError, match="waited must be an integer >= 0"):
+        judged(history(-1))
