@@ -182,6 +182,15 @@ def test_max_evidence_zero_counts_every_anomaly_and_keeps_no_evidence() -> None:
         ]
 
 
+def test_grants_without_grant_seq_say_so_in_the_coverage() -> None:
+    code, out, _ = run(str(EXAMPLES / "valid.jsonl"))
+    assert code == EXIT_VALID
+    flat = " ".join(out.split())
+    assert "coverage: grants: grant order not observable: the lock service reports no" in flat
+    code, out, _ = run(str(EXAMPLES / "valid.jsonl"), "--json")
+    assert json.loads(out)["grants"]["grant_seq_observable"] is False
+
+
 def test_check_file_agrees_with_the_command() -> None:
     result = check_file(EXAMPLES / "stale-write.jsonl")
     assert result.valid is False
