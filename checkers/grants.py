@@ -30,7 +30,7 @@ from checkers.evidence import OpRef
 from checkers.findings import Findings
 from checkers.service_order import ServiceOrder, grant_sequence
 from checkers.tables import EpochTable, Names
-from harness.history import Event, HistoryError, Process
+from harness.history import Event, HistoryError, Process, optional_natural
 
 __all__ = ["GrantChecker", "holder_of"]
 
@@ -180,9 +180,5 @@ def _lease_start(event: Event, invoke: Event) -> int | None:
     """When the lease of an ``ok`` acquire began at the earliest: its invoke plus the ``waited``
     the lock service reported (the service counts from when the request reached it, which is
     no earlier than the invoke), never after the reply. ``None`` without ``waited``."""
-    waited = event.value.get("waited")
-    if waited is None:
-        return None
-    if type(waited) is not int or waited < 0:
-        raise HistoryError(event.line, "waited must be an integer >= 0", _WAITED_FIX)
-    return min(invoke.time + waited, event.time)
+    waited = optional_natural(event.value, "waited", event.line, _WAITED_FIX)
+    return None if waited is None else min(invoke.time + waited, event.time)

@@ -29,10 +29,11 @@ from __future__ import annotations
 
 from bisect import bisect_left
 from dataclasses import dataclass, replace
+from typing import Any
 
 from checkers.evidence import OpRef
 from checkers.findings import Findings
-from harness.history import HistoryError
+from harness.history import optional_natural
 
 __all__ = ["GRANT_SEQ_FIX", "SequencedGrant", "ServiceOrder", "grant_sequence"]
 
@@ -42,14 +43,9 @@ GRANT_SEQ_FIX = (
 )
 
 
-def grant_sequence(value: dict[str, object], line: int) -> int | None:
+def grant_sequence(value: dict[str, Any], line: int) -> int | None:
     """The optional ``grant_seq`` of an acquire's (or release's) ``ok`` value, checked."""
-    seq = value.get("grant_seq")
-    if seq is None:
-        return None
-    if type(seq) is not int or seq < 0:
-        raise HistoryError(line, "grant_seq must be an integer >= 0", GRANT_SEQ_FIX)
-    return seq
+    return optional_natural(value, "grant_seq", line, GRANT_SEQ_FIX)
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,6 +27,7 @@ for ever if it failed, so that it can be caught appearing later, and until the e
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from checkers.evidence import OpRef
 from checkers.findings import Findings
@@ -34,7 +35,7 @@ from checkers.grants import holder_of
 from checkers.service_order import SequencedGrant, ServiceOrder
 from checkers.staleness import CrossKey
 from checkers.tables import EpochTable, Names
-from harness.history import Event, HistoryError, Process
+from harness.history import Event, HistoryError, Process, optional_natural
 from harness.history.vocabulary import STALE_EPOCH
 
 __all__ = ["WriteChecker", "WriteRecord", "sequence_number"]
@@ -50,14 +51,9 @@ _ALSO_FIX = (
 _SEQ_FIX = "seq is the sink's acceptance order across its keys: an integer >= 0"
 
 
-def sequence_number(item: dict[str, object], line: int) -> int | None:
+def sequence_number(item: dict[str, Any], line: int) -> int | None:
     """The optional ``seq`` of a write's ``ok`` value or a read entry, checked."""
-    seq = item.get("seq")
-    if seq is None:
-        return None
-    if type(seq) is not int or seq < 0:
-        raise HistoryError(line, "seq must be an integer >= 0", _SEQ_FIX)
-    return seq
+    return optional_natural(item, "seq", line, _SEQ_FIX)
 
 
 def _record_id(value: dict[str, object]) -> str:

@@ -13,6 +13,7 @@ from harness.history.events import (
     Process,
     event_from_dict,
     event_to_dict,
+    optional_natural,
 )
 from harness.history.inventory import (
     EXPECTED_WHEN_UNGUARDED,
@@ -47,6 +48,7 @@ __all__ = [
     "json_bytes",
     "load_inventory",
     "normalize_inventory",
+    "optional_natural",
     "paired",
     "parse_inventory",
     "read_history",
