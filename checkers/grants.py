@@ -13,12 +13,13 @@ row per distinct epoch:
 - With ``grant_seq`` on both grants, the order is the lock service's own and
   :mod:`checkers.service_order` judges it instead of real time.
 - **re-entry** is one grant, not two: the same node acquiring again and receiving the same epoch
-  while its grant stands, i.e. no ``release`` of that lock by that node had completed ``ok``
-  when the re-acquire was invoked (Hazelcast's FencedLock keeps the token on re-entry). The
-  grant is judged as it stood at the invoke, because a release that completes while the
-  re-acquire waits may have been applied after it. Lease expiry is not used: renewals happen
-  inside the lock client and leave no trace in the history, so an expiry cannot be told from a
-  renewal. An ``info`` release might not have happened and so does not end the grant.
+  (and the same ``grant_seq``, where both grants carry one) while its grant stands, i.e. no
+  ``release`` of that lock by that node had completed ``ok`` when the re-acquire was invoked
+  (Hazelcast's FencedLock keeps the token on re-entry). The grant is judged as it stood at the
+  invoke, because a release that completes while the re-acquire waits may have been applied
+  after it. Lease expiry is not used: renewals happen inside the lock client and leave no trace
+  in the history, so an expiry cannot be told from a renewal. An ``info`` release might not have
+  happened and so does not end the grant.
 """
 
 from __future__ import annotations
@@ -104,7 +105,13 @@ class GrantChecker:
         if began is not None:
             # The lease began later than the acquire: grants completed meanwhile came first.
             before = state.best_before(began) or before
-        reentry = standing is not None and standing.epoch == epoch
+        # Where the service orders its grants, a re-entry is the same grant there too: the same
+        # epoch under another grant_seq is a new grant, and a reuse of the epoch.
+        reentry = (
+            standing is not None
+            and standing.epoch == epoch
+            and (seq is None or standing.seq is None or standing.seq == seq)
+        )
         ref = OpRef.completed("later", event, invoke, lock=lock, epoch=epoch)
         if seq is not None:
             self._order.granted(lock, holder, seq, epoch, ref, reentry=reentry)
@@ -133,7 +140,7 @@ class GrantChecker:
                 details={"via": "grant"},
             )
         grant = standing if reentry and standing is not None else _Grant(ref, epoch, seq=seq)
-        grant.released = False
+        grant.released = False  # a re-entry granted while a release was in flight holds again
         state.holders[holder] = grant
         if state.best is None or epoch > state.best.epoch:
             state.best = grant

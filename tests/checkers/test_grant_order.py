@@ -95,6 +95,14 @@ def test_a_re_entry_keeps_its_grant_and_some_grants_without_grant_seq_are_named(
     assert result.grant_coverage[0].startswith("1 of 3 grants carried no grant_seq")
 
 
+def test_the_same_epoch_under_another_grant_seq_is_a_new_grant_not_a_re_entry() -> None:
+    history = HistoryBuilder()
+    waiting_grants(history, [("w1", 1, 5, 1)])
+    waiting_grants(history, [("w1", 1, 5, 2)])
+    history.write("w1", 1, "a", 5).read("w3", 3, [("a", 5)])
+    assert judged(history).anomaly_counts == {"epoch-reuse": 1, "grant-regression": 1}
+
+
 @pytest.mark.parametrize("bad", [-1, "3", 1.5])
 def test_a_malformed_grant_seq_is_refused_naming_the_line(bad: object) -> None:
     history = HistoryBuilder()
