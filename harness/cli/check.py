@@ -10,13 +10,13 @@ as JSON on stdout (``results.json``'s shape). Exit code 0 valid, 1 invalid, 2 un
 
 from __future__ import annotations
 
+import re
 import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import click
-import orjson
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
@@ -26,9 +26,22 @@ from checkers.explain import describe_fault, seconds
 from checkers.registry import REGISTRY
 from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, cli
 from harness.cli.units import Duration
-from harness.history import HistoryError, InventoryError, Sink, load_inventory, read_history
+from harness.history import (
+    HistoryError,
+    InventoryError,
+    Sink,
+    json_bytes,
+    load_inventory,
+    read_history,
+)
 
-__all__ = ["CheckError", "check_command", "exit_code", "render_result"]
+__all__ = [
+    "CheckError",
+    "check_command",
+    "exit_code",
+    "parse_evidence",
+    "render_result",
+]
 
 _SHOWN_IN_FULL = 2
 _VERDICTS = {
@@ -42,6 +55,15 @@ class CheckError(click.ClickException):
     """Bad input to ``check``: exits 3 under any click invocation."""
 
     exit_code = EXIT_ERROR
+
+
+def parse_evidence(text: str) -> int:
+    """``--max-evidence``: a whole number ``>= 0`` (0 keeps the counts and no evidence)."""
+    if not re.fullmatch(r"\s*[0-9]+\s*", text):
+        raise CheckError(
+            f"--max-evidence {text!r} is not a whole number >= 0: write it as 0, 5, 100"
+        )
+    return int(text)
 
 
 def exit_code(result: CheckResult) -> int:
@@ -78,10 +100,10 @@ _HELP = "\n\n".join(
 )
 @click.option(
     "--max-evidence",
-    type=click.IntRange(min=1),
-    default=100,
+    callback=lambda _ctx, _param, text: parse_evidence(text),
+    default="100",
     show_default=True,
-    help="Evidence kept per anomaly name (all are counted).",
+    help="Evidence kept per anomaly name (all are counted; 0 keeps counts only).",
 )
 def check_command(
     history: Path, as_json: bool, inventory: Path | None, ttl: float | None, max_evidence: int
@@ -108,7 +130,7 @@ def check_command(
     except (RecursionError, MemoryError) as problem:
         raise CheckError(f"{history}: input too deeply nested or too large ({problem!r})") from None
     if as_json:
-        click.echo(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode())
+        click.echo(json_bytes(result.to_json(), indent=True).decode())
     else:
         render_result(Console(highlight=False), result, history)
     click.get_current_context().exit(exit_code(result))
@@ -158,6 +180,8 @@ def render_result(
         for verdict in result.sinks.values():
             for note in verdict.coverage:
                 console.print(Text.assemble(("coverage: ", "cyan"), f"{verdict.name}: {note}"))
+    for note in result.grant_coverage:
+        console.print(Text.assemble(("coverage: ", "cyan"), f"grants: {note}"))
     for reason in result.unknown_reasons:
         console.print(Text.assemble(("unknown: ", "yellow"), reason))
 

@@ -54,6 +54,15 @@ BUG_SWITCHES: Final = switch_table(
         ("grant-regression", "epoch-reuse"),
     ),
     BugSwitch(
+        "token-before-lease",
+        "the lock service draws a request's epoch when it arrives, before the lease is won: "
+        "two waiting holders may win in the other order, the later lease with the lower epoch",
+        # Holders paused past their lease let the lease expire with others waiting, who then
+        # race for it; the fence keeps the superseded holder writing.
+        PAUSE_PAST_LEASE,
+        ("stale-holder-accepted", "current-holder-refused", "grant-regression"),
+    ),
+    BugSwitch(
         "store-forgets",
         "the store keeps its highest-seen epochs in memory only (its log is durable)",
         Exposure(faults=("restart-while-paused",)),
@@ -226,6 +235,8 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
         argv += ["--lock-delay", repr(self._lock_delay(config))]
         if "epoch-in-memory" in config.bugs:
             argv += ["--bug", lock_server.EPOCH_IN_MEMORY]
+        if "token-before-lease" in config.bugs:
+            argv += ["--bug", lock_server.TOKEN_BEFORE_LEASE]
         return self._launch(node, lock_server, data, _LOCK_DAEMON, argv, self.ports.lock)
 
     def _start_store(self, node: Node, config: SystemConfig) -> Daemon:

@@ -159,6 +159,46 @@ def test_missing_files_and_bad_options_exit_3_with_the_fix(tmp_path: Path) -> No
     assert "use one of lock-delay, idempotent, proxy, none" in err
 
 
+def test_integers_beyond_64_bits_are_written_exactly_by_json_output(tmp_path: Path) -> None:
+    huge = 2**64 + 1
+    text = (EXAMPLES / "stale-write.jsonl").read_text()
+    history = tmp_path / "history.jsonl"
+    history.write_text(text.replace('"epoch":8', f'"epoch":{huge}'))
+    code, out, err = run(str(history), "--json")
+    assert (code, err) == (EXIT_INVALID, "")
+    assert str(huge) in out
+    (evidence,) = json.loads(out)["anomalies"]["stale-write"]
+    assert huge in [op["epoch"] for op in evidence["ops"]]
+
+
+def test_max_evidence_zero_counts_every_anomaly_and_keeps_no_evidence() -> None:
+    code, out, err = run(str(EXAMPLES / "stale-write.jsonl"), "--json", "--max-evidence", "0")
+    assert (code, err) == (EXIT_INVALID, "")
+    result = json.loads(out)
+    assert (result["anomaly_counts"], result["anomalies"]) == (
+        {"stale-write": 1},
+        {"stale-write": []},
+    )
+    code, out, _ = run(str(EXAMPLES / "stale-write.jsonl"), "--max-evidence", "0")
+    assert code == EXIT_INVALID
+    assert "stale-write" in out
+    for bad in ("-1", "many"):
+        code, _, err = run(str(EXAMPLES / "stale-write.jsonl"), "--max-evidence", bad)
+        assert code == EXIT_ERROR
+        assert err.strip().splitlines() == [
+            f"Error: --max-evidence {bad!r} is not a whole number >= 0: write it as 0, 5, 100"
+        ]
+
+
+def test_grants_without_grant_seq_say_so_in_the_coverage() -> None:
+    code, out, _ = run(str(EXAMPLES / "valid.jsonl"))
+    assert code == EXIT_VALID
+    flat = " ".join(out.split())
+    assert "coverage: grants: grant order not observable: the lock service reports no" in flat
+    code, out, _ = run(str(EXAMPLES / "valid.jsonl"), "--json")
+    assert json.loads(out)["grants"]["grant_seq_observable"] is False
+
+
 def test_check_file_agrees_with_the_command() -> None:
     result = check_file(EXAMPLES / "stale-write.jsonl")
     assert result.valid is False

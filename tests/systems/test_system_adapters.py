@@ -48,6 +48,7 @@ _MISTAKES = {
     "unfenced-path",
     "long-ttl-no-fence",
     "short-lock-delay",
+    "token-before-lease",
 }
 
 
