@@ -690,6 +690,29 @@ def _spec(data: ReportData) -> str:
     return _section("spec", "Test", "".join(parts))
 
 
+def _replay_note(data: ReportData) -> str:
+    """For a replay: what it replayed, whether it reproduced, and the windows that landed
+    otherwise when it did not (so a replay that came out differently says why)."""
+    replayed = data.summary.run.read_replay()
+    if replayed is None:
+        return ""
+    head = (
+        f"Replay of <code>{_e(replayed.get('of', '?'))}</code>: original "
+        f"{_e(replayed.get('original', '?'))}, this run {_e(replayed.get('again', '?'))}"
+    )
+    if replayed.get("reproduced"):
+        return f'<p class="replay" id="replay">{head}: reproduced.</p>'
+    why = [str(w) for w in replayed.get("differences") or []]
+    items = "".join(f"<li>{_e(w)}</li>" for w in why) or (
+        "<li>every window landed as the first time: the holders' timing differed (a real "
+        "cluster is not deterministic); try --pin or several replays</li>"
+    )
+    return (
+        f'<div class="replay" id="replay"><p>{head}: not reproduced. Why it may not:</p>'
+        f"<ul>{items}</ul></div>"
+    )
+
+
 def _logs(data: ReportData) -> str:
     """Links to each node's logs (the run folder's ``logs/NODE/``), relative to the report."""
     folder = data.summary.run.path / "logs"
@@ -744,7 +767,8 @@ def render_report(data: ReportData) -> str:
         f'<span class="run-meta">{_e(summary.stamp)} · {_e(started)}</span></div>'
         f"<nav>{nav}</nav></header>"
         '<main id="main">'
-        f'<section class="card summary" id="summary">{_verdict(data)}</section>'
+        f'<section class="card summary" id="summary">{_verdict(data)}{_replay_note(data)}'
+        "</section>"
         f"{_anomalies(data)}{_timeline(data)}{_epochs()}{_performance()}"
         f"{_inventory(data)}{_coverage(data)}{_counts(data)}{_logs(data)}{_spec(data)}"
         "</main>"

@@ -124,6 +124,11 @@ class RunDir:
         return self.path / "test.json"
 
     @property
+    def replay(self) -> Path:
+        """For a replay: what it replayed, whether it reproduced and why it may not have."""
+        return self.path / "replay.json"
+
+    @property
     def history(self) -> Path:
         """The history, JSON Lines, streamed during the run."""
         return self.path / "history.jsonl"
@@ -154,6 +159,14 @@ class RunDir:
             return None
         data: dict[str, Any] = json.loads(self.results.read_text())
         return data
+
+    def read_replay(self) -> dict[str, Any] | None:
+        """The decoded ``replay.json`` of a replay, or ``None`` (not a replay, or unreadable)."""
+        try:
+            data = json.loads(self.replay.read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
 
     def write_json(self, path: Path, data: Any) -> None:
         """Write ``data`` as indented JSON atomically (write, then rename)."""
