@@ -22,6 +22,7 @@ from rich.table import Table
 from rich.text import Text
 
 from checkers import Anomaly, CheckResult, check
+from checkers.coverage import CoverageTap
 from checkers.explain import describe_fault, seconds
 from checkers.registry import REGISTRY
 from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, cli
@@ -119,9 +120,14 @@ def check_command(
         except InventoryError as problem:
             raise CheckError(str(problem)) from None
     source = sys.stdin.buffer if stdin else history
+    # The coverage is counted on the checker's one pass (standard input cannot be read twice).
+    tap = CoverageTap(sinks=sinks or (), lease_ttl=ttl)
     try:
         result = check(
-            read_history(source), inventory=sinks, lease_ttl=ttl, max_evidence=max_evidence
+            tap.events(read_history(source)),
+            inventory=sinks,
+            lease_ttl=ttl,
+            max_evidence=max_evidence,
         )
     except HistoryError as problem:
         raise CheckError(f"{history}: {_one_line(str(problem))}") from None
@@ -129,10 +135,12 @@ def check_command(
         raise CheckError(f"cannot read {history}: {problem.strerror}") from None
     except (RecursionError, MemoryError) as problem:
         raise CheckError(f"{history}: input too deeply nested or too large ({problem!r})") from None
+    coverage = tap.coverage()
     if as_json:
-        click.echo(json_bytes(result.to_json(), indent=True).decode())
+        data = {**result.to_json(), "coverage": coverage.to_json()}
+        click.echo(json_bytes(data, indent=True).decode())
     else:
-        render_result(Console(highlight=False), result, history)
+        render_result(Console(highlight=False), result, history, coverage.gaps())
     click.get_current_context().exit(exit_code(result))
 
 

@@ -23,9 +23,9 @@ from typing import Final
 
 from rich.console import Console
 
-from checkers import CheckResult, check_file
+from checkers import CheckResult, check
 from checkers.check import FINAL_READ_ADVICE
-from checkers.coverage import coverage_of
+from checkers.coverage import CoverageTap
 from harness.history import HistoryWriter, read_history
 from harness.node import Daemon, Node
 from harness.node.docker.cluster import Cluster, ClusterError, NodeSpec, new_run_id
@@ -296,7 +296,11 @@ def check_run(
     """
     record = record if record is not None else RunRecord.from_json(run_dir.read_test())
     sinks = record.sinks
-    result = check_file(run_dir.history, inventory=sinks, lease_ttl=record.lease_ttl)
+    # One read of the history gives the verdict and the coverage.
+    tap = CoverageTap(sinks=sinks, lease_ttl=record.lease_ttl, roles=record.roles)
+    result = check(
+        tap.events(read_history(run_dir.history)), inventory=sinks, lease_ttl=record.lease_ttl
+    )
     cut_short = None
     if record.interrupted is not None:
         cut_short = f"the run was {record.interrupted.describe()}"
@@ -305,12 +309,7 @@ def check_run(
     if cut_short is not None:
         result = replace(result, unknown_reasons=_cut_short_reasons(cut_short, result))
     data = result.to_json()
-    data["coverage"] = coverage_of(
-        read_history(run_dir.history),
-        sinks=sinks,
-        lease_ttl=record.lease_ttl,
-        roles=record.roles,
-    ).to_json()
+    data["coverage"] = tap.coverage().to_json()
     if record.interrupted is not None:
         data["interrupted"] = record.interrupted.to_json()
     if record.error:

@@ -312,3 +312,17 @@ def test_the_bundled_cross_key_example_is_caught_by_seq_and_unobservable_without
     code, out, _ = run(str(unsequenced))
     assert code == EXIT_VALID
     assert "coverage: store: cross-key staleness not observable" in " ".join(out.split())
+
+
+def test_check_shows_the_coverage_counted_on_its_one_pass() -> None:
+    code, out, _ = run(str(EXAMPLES / "stale-write.jsonl"), "--json", "--ttl", "2s")
+    coverage = orjson.loads(out)["coverage"]
+    assert coverage["stale_attempts"] >= 1 and coverage["epochs_granted"] == 3
+    assert coverage["stops_past_lease"] == {"pause": 1}
+    # Standard input is read once too, and gets the same coverage.
+    piped = CliRunner().invoke(
+        cli,
+        ["check", "-", "--json", "--ttl", "2s"],
+        input=(EXAMPLES / "stale-write.jsonl").read_bytes(),
+    )
+    assert orjson.loads(piped.stdout)["coverage"] == coverage
