@@ -199,6 +199,28 @@ def test_a_spanning_write_shows_every_key_it_wrote(
     assert _console_errors(browser) == []
 
 
+def test_many_stale_writes_keep_their_labels_legible(
+    browser: Any, store_root: Path, tmp_path: Path
+) -> None:
+    """40 stale writes on one plot: labels take free spots and never overlap; those with no
+    room are counted in one "+N more" note instead of piling up."""
+    from tests.support.shapes import falling_writes
+
+    run = new_run_dir("reference-pause", store_root, datetime(2024, 5, 1, 12, 0, tzinfo=UTC))
+    write_spec(run, bugs=[], seed=11, workers=3, when=datetime(2024, 5, 1, 12, 0, tzinfo=UTC))
+    with HistoryWriter(run.history) as history:
+        for event in falling_writes(40):
+            event.pop("index")
+            history.append(**event)
+    check_run(run)
+    _open(browser, write_report(run))
+    assert _console_errors(browser) == []
+    stats = _stats(browser)
+    assert stats["staleMarked"] >= 39
+    assert 0 < stats.get("staleLabelsHidden", 0) < stats["staleMarked"]
+    _screenshot(browser, tmp_path / "many-stale-epochs.png", "epochs")
+
+
 def test_a_large_history_is_aggregated_and_stays_interactive(
     browser: Any, make_run: RunFactory, tmp_path: Path
 ) -> None:

@@ -733,19 +733,48 @@
     out.sort((a, b) => (D.ops.sinks[a.sink] + a.lock).localeCompare(D.ops.sinks[b.sink] + b.lock));
     return out;
   }
-  // "stale: w2-15 (epoch 7)" beside the ring, on whichever side has room, on a white patch.
-  function staleLabel(ctx, w, i, x, y) {
+  // "stale: w2-15 (epoch 7)" beside the ring, on a white patch, in the first spot near it that
+  // no earlier label took (right or left, above or below, then further out); a label with no
+  // free spot is left out and counted, so many stale writes never pile into an unreadable heap.
+  function staleLabel(ctx, w, i, x, y, placed, bottom) {
     const text = "stale: " + (C.id[i] || "write") + " (epoch " + C.ep[i] + ")";
     ctx.font = "bold " + FONT;
     const width = ctx.measureText(text).width;
-    const left = x + 12 + width > w - MR ? x - 12 - width : x + 12;
-    const top = y - 20 < 2 ? y + 6 : y - 20;
+    const spots = [];
+    for (let step = 0; step < 6; step++) {
+      for (const dy of [-20 - 16 * step, 6 + 16 * step]) {
+        for (const left of [x + 12, x - 12 - width]) spots.push([left, y + dy]);
+      }
+    }
+    const free = spots.find(([left, top]) => left >= ML && left + width <= w - MR && top >= 2 &&
+      top + 15 <= bottom && placed.every((r) => left + width + 3 < r[0] || left - 3 > r[2] ||
+        top + 15 < r[1] || top > r[3]));
+    if (!free) {
+      ctx.font = FONT;
+      return false;
+    }
+    const [left, top] = free;
+    placed.push([left - 3, top - 1, left + width + 3, top + 14]);
     ctx.fillStyle = "rgba(255, 255, 255, .85)";
     ctx.fillRect(left - 3, top - 1, width + 6, 15);
     ctx.fillStyle = STALE;
     ctx.textAlign = "left";
     ctx.textBaseline = "top";
     ctx.fillText(text, left, top);
+    ctx.font = FONT;
+    return true;
+  }
+  const hiddenByPlot = new Map();
+  function hiddenLabels(ctx, w, top, count) {
+    hiddenByPlot.set(ctx.canvas, count);
+    stats.staleLabelsHidden = Array.from(hiddenByPlot.values()).reduce((a, b) => a + b, 0);
+    if (!count) return;
+    const text = "+" + count + " more stale write" + (count === 1 ? "" : "s") + " (zoom in)";
+    ctx.font = "bold " + FONT;
+    ctx.fillStyle = STALE;
+    ctx.textAlign = "right";
+    ctx.textBaseline = "top";
+    ctx.fillText(text, w - MR - 4, top + 2);
     ctx.font = FONT;
   }
   function epochPlot(g, holder) {
@@ -868,6 +897,8 @@
           if (C.a[i] === 2) ctx.stroke(); else ctx.fill();
           stats.epochPoints++;
         }
+        const placed = [];
+        let hidden = 0;
         for (const [i, x, y] of rings) {
           const kind = loud(i) ? mark.get(i) : null;
           const radius = kind === "stale" ? 8 : 6.5;
@@ -886,8 +917,14 @@
             ctx.stroke();
           }
           ctx.lineWidth = 1;
-          if (kind === "stale") staleLabel(ctx, w, i, x, y);
         }
+        // Labels after every ring, so no ring covers one; the corner note's place is kept.
+        placed.push([w - MR - 230, top, w - MR, top + 18]);
+        for (const [i, x, y] of rings) {
+          const stale = loud(i) && mark.get(i) === "stale";
+          if (stale && !staleLabel(ctx, w, i, x, y, placed, bottom)) hidden++;
+        }
+        hiddenLabels(ctx, w, top, hidden);
         ctx.restore();
         drawSelectionGuides(ctx, w, top, bottom);
       },
