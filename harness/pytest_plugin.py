@@ -183,21 +183,13 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
-def _engine_problem() -> str | None:
-    from harness.node.docker.engine import EngineError, engine
-
-    try:
-        engine()
-    except EngineError as problem:
-        return str(problem)
-    return None
-
-
 @pytest.fixture
 def fencecheck(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> RunSpec:
     """Carries out fencecheck specs on a real cluster; skips the test, with the doctor's reason,
     when no Docker engine answers."""
-    problem = _engine_problem()
+    from harness.node.docker.engine import engine_problem
+
+    problem = engine_problem()
     if problem is not None:
         pytest.skip(f"fencecheck: no Docker engine: {problem}")
     chosen = request.config.getoption("--fencecheck-store")

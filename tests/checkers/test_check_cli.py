@@ -316,6 +316,7 @@ def test_the_bundled_cross_key_example_is_caught_by_seq_and_unobservable_without
 
 def test_check_shows_the_coverage_counted_on_its_one_pass() -> None:
     code, out, _ = run(str(EXAMPLES / "stale-write.jsonl"), "--json", "--ttl", "2s")
+    assert code == EXIT_INVALID
     coverage = orjson.loads(out)["coverage"]
     assert coverage["stale_attempts"] >= 1 and coverage["epochs_granted"] == 3
     assert coverage["stops_past_lease"] == {"pause": 1}

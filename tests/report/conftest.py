@@ -259,6 +259,15 @@ def check_run(run: RunDir) -> CheckResult:
     return run_check(run)
 
 
+def weakened(outcome: RunOutcome, gap: str) -> RunOutcome:
+    """``outcome`` with its coverage naming ``gap``: a valid run that tested less than it
+    claims ("VALID, but weak"), as --strict must refuse."""
+    results = outcome.run_dir.read_results() or {}
+    results["coverage"]["gaps"] = [gap]
+    outcome.run_dir.write_json(outcome.run_dir.results, results)
+    return outcome
+
+
 @pytest.fixture
 def store_root(tmp_path: Path) -> Path:
     """An empty store directory."""

@@ -12,6 +12,7 @@ import harness.cli.run as run_module
 from harness.cli import EXIT_UNKNOWN, EXIT_VALID, main
 from harness.run.runner import RunOutcome
 from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
+from tests.report.conftest import weakened
 
 _GAP = "no holder was stopped past its lease while holding it"
 
@@ -21,11 +22,7 @@ def weak_run(monkeypatch: pytest.MonkeyPatch, fake_runner: Callable[[RunSpec], R
     """``run`` carries out a fake valid run whose coverage names one gap."""
 
     def run_test(spec: RunSpec, **_: object) -> RunOutcome:
-        outcome = fake_runner(spec)
-        results = outcome.run_dir.read_results() or {}
-        results["coverage"]["gaps"] = [_GAP]
-        outcome.run_dir.write_json(outcome.run_dir.results, results)
-        return outcome
+        return weakened(fake_runner(spec), _GAP)
 
     monkeypatch.setattr(run_module, "run_test", run_test)
 

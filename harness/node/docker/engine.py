@@ -13,7 +13,7 @@ import docker
 import docker.errors
 import requests.exceptions
 
-__all__ = ["EngineError", "engine"]
+__all__ = ["EngineError", "engine", "engine_problem"]
 
 # Parallel create/start/exec from many threads: the default pool of 10 connections would make
 # threads queue behind one another.
@@ -46,3 +46,13 @@ def engine() -> docker.DockerClient:
         ) from problem
     client.api.timeout = _API_TIMEOUT_S
     return client
+
+
+def engine_problem() -> str | None:
+    """Why no engine answers (the fix included), or ``None`` when one does: for callers that
+    skip rather than fail (the test suite, the pytest plugin)."""
+    try:
+        engine()
+    except EngineError as problem:
+        return str(problem)
+    return None
