@@ -38,3 +38,18 @@ def test_strict_turns_a_weak_run_into_exit_2(
     out = capsys.readouterr()
     assert f"VALID, but weak: {_GAP}" in " ".join(out.out.split())
     assert ("--strict: valid but weak, exit 2" in out.err) is bool(flags)
+
+
+@pytest.mark.docker
+def test_a_real_run_without_faults_is_weak_and_strict_exits_2(tmp_path: Path) -> None:
+    """On a real cluster: no faults, so no holder is stopped past its lease and no stale write
+    is attempted; --strict refuses the pass."""
+    from tests.support.cli import fencecheck
+
+    done = fencecheck(
+        "run", "--nemesis", "none", "--time-limit", "8", "--strict", "--no-progress",
+        "--store", str(tmp_path / "store"),
+    )  # fmt: skip
+    assert done.returncode == EXIT_UNKNOWN, done.stdout[-2000:] + done.stderr[-2000:]
+    assert "VALID, but weak" in " ".join(done.stdout.split())
+    assert "--strict: valid but weak, exit 2" in done.stderr
