@@ -44,6 +44,7 @@ __all__ = [
     "log",
     "number",
     "parse_address",
+    "read_secret",
     "serve",
     "text",
     "use_secret",
@@ -69,11 +70,21 @@ def use_secret(path: str | None) -> str | None:
     ``--secret-file``) leaves authentication off, for programs run by hand or in tests."""
     if path is None:
         return None
+    token = read_secret(path)
+    _Credential.token = token
+    return token
+
+
+def read_secret(path: str) -> str:
+    """The run's secret in the file ``path`` (a node's copy); ``ValueError`` when it is empty.
+
+    Holder clients of systems with their own authentication (a password, a digest) read it here
+    from the ``secret_file`` of their config: the secret itself is never in a config, which
+    shows on the agent's command line."""
     with open(path, encoding="ascii") as file:
         token = file.read().strip()
     if not token:
         raise ValueError(f"secret file {path} is empty")
-    _Credential.token = token
     return token
 
 

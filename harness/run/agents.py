@@ -23,6 +23,7 @@ __all__ = [
     "AGENT_PORT",
     "AgentSet",
     "Endpoint",
+    "client_path",
     "deploy_system",
     "start_agents",
     "stop_agents",
@@ -78,10 +79,10 @@ def start_agents(
     With ``secret`` (the run's secret and the file every node keeps it in) the agents refuse
     requests without it, and their clients send it to the system's services."""
     workers = nodes_with_role(nodes, "worker")
-    client_path = f"{install_dir}/{_CLIENT_FILE}"
+    module_path = client_path(install_dir)
     files = {
         f"{install_dir}/agent.py": deploy.source_of(agent),
-        client_path: deploy.source_of(client.module),
+        module_path: deploy.source_of(client.module),
         **deploy.nodeside_files(install_dir),
     }
     known = [flaw for flaw in flaws if flaw in agent.HOLDER_FLAWS]
@@ -89,12 +90,17 @@ def start_agents(
 
     def start(node: Node) -> Daemon:
         deploy.install(node, files)
-        argv = _argv(install_dir, node, port, client_path, config, secret[1] if secret else None)
+        argv = _argv(install_dir, node, port, module_path, config, secret[1] if secret else None)
         return deploy.start_and_wait(node, AGENT_DAEMON, argv, deploy.Pings(port, ready_timeout))
 
     deploy.on_each(workers, start)
     endpoints = {node.name: Endpoint(node.ip, port) for node in workers}
     return AgentSet(endpoints, port, ready_timeout, secret[0] if secret else None)
+
+
+def client_path(install_dir: str = deploy.INSTALL_DIR) -> str:
+    """Where the system's holder client module is on a worker (beside the agent)."""
+    return f"{install_dir}/{_CLIENT_FILE}"
 
 
 def stop_agents(nodes: Mapping[str, Node]) -> None:

@@ -8,7 +8,10 @@ sets the system up, starts the harness's agents, and checks through them, in ord
 3. a write with an older epoch is refused as stale by every fenced sink;
 4. a fenced read raises the sink's mark (an older epoch's write is refused after it);
 5. every unfenced sink really accepts a stale write (so the inventory is honest);
-6. where the system can restart its daemons (:class:`systems.Restarts`): after a kill and restart
+6. a client without the run's secret is refused: the system's own holder client, run on a
+   worker (inside the run's network) with another secret in place of the run's, is granted no
+   lock and lands no write on any sink, and the run's secret is nowhere in the client's config;
+7. where the system can restart its daemons (:class:`systems.Restarts`): after a kill and restart
    of each, marks are kept (a stale write is still refused) and epochs are kept (the next grant
    is higher than every earlier one);
 7. where the holder client reports ``grant_seq`` (the lock service's own order of grants), every
@@ -21,6 +24,8 @@ agent unchecked (``check_lease: false``), as a holder that outlived its lease wo
 from __future__ import annotations
 
 import itertools
+import json
+import secrets
 import signal
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -33,14 +38,16 @@ from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.images import system_image
 from harness.nodeside.client import STALE
 from harness.nodeside.wire import NotDelivered, call
-from harness.run.agents import AgentSet, deploy_system, stop_agents
+from harness.run.agents import AgentSet, client_path, deploy_system, stop_agents
 from systems import (
     AdapterError,
+    Deployment,
     ProcessTarget,
     Restarts,
     Sink,
     System,
     SystemConfig,
+    deploy,
     packages_of,
     topology,
 )
@@ -50,6 +57,39 @@ __all__ = ["ContractItem", "ContractReport", "check_adapter", "check_deployed"]
 _TTL: Final = 5.0  # long enough that no lease lapses during the battery
 _CALL_TIMEOUT: Final = 20.0
 _GONE_WAIT: Final = 10.0
+_OUTSIDER_EPOCH: Final = 10**12  # above any epoch of the battery: a fenced sink would take it
+_OUTSIDER_SECRET: Final = f"{deploy.INSTALL_DIR}/outsider-secret"
+# Runs on a worker, as a process of another run would: the system's holder client, loaded as the
+# agent loads it, with no wire credential and the secret file swapped; each attempt's outcome.
+_OUTSIDER: Final = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+from agent import load_client
+from harness.nodeside.client import Accepted, Grant, Refused
+client_file, config, lock, sinks, epoch = sys.argv[2], json.loads(sys.argv[3]), sys.argv[4], \
+    json.loads(sys.argv[5]), int(sys.argv[6])
+def outcome(attempt, success, word):
+    try:
+        result = attempt()
+    except Exception as problem:
+        return f"{type(problem).__name__}: {problem}"[:200]
+    if isinstance(result, success):
+        return word
+    return result.reason if isinstance(result, Refused) else repr(result)[:200]
+answers = {}
+client = None
+def connect():
+    global client
+    client = load_client(client_file, config)
+    return client
+answers["connect"] = outcome(connect, object, "connected")
+if client is not None:
+    answers["acquire"] = outcome(lambda: client.acquire(lock, 5.0, 1.0), Grant, "granted")
+    for sink in sinks:
+        write = lambda: client.write(lock, sink, "k-outsider", f"outsider-{sink}", epoch, None)
+        answers[f"write {sink}"] = outcome(write, Accepted, "accepted")
+print(json.dumps(answers))
+"""
 
 
 @dataclass(frozen=True, slots=True)
@@ -133,12 +173,15 @@ class _Battery:
         system: System,
         nodes: Mapping[str, Node],
         agents: _Agents,
-        targets: Sequence[ProcessTarget],
+        deployment: Deployment,
+        secret: tuple[str, str] | None,
     ) -> None:
         self.system = system
         self.nodes = nodes
         self.agents = agents
-        self.targets = targets
+        self.deployment = deployment
+        self.secret = secret
+        self.targets: Sequence[ProcessTarget] = deployment.targets
         self.inventory: Sequence[Sink] = system.inventory(SystemConfig(lease_ttl=_TTL))
         self.items: list[ContractItem] = []
         self.granted: list[int] = []
@@ -274,6 +317,68 @@ class _Battery:
             "a sink that refuses stale epochs is fenced: declare it fenced=True in inventory()",
         )
 
+    def outsider_refused(self, worker: str) -> None:
+        """Item 6: the holder client of another run (another secret) on ``worker`` achieves
+        nothing; the run's agent then reads every sink and finds none of its writes."""
+        lock = "check-outsider"
+        problems = []
+        config = self.deployment.client.config
+        if self.secret is None:
+            problems.append("the battery ran without a run secret")
+        else:
+            token, secret_file = self.secret
+            if token in json.dumps(config):
+                problems.append(
+                    "the run's secret is in the client's config, which shows on the agent's "
+                    "command line"
+                )
+            answers = self._outsider(worker, _swapped(config, secret_file, _OUTSIDER_SECRET), lock)
+            for attempt, answer in answers.items():
+                if answer in ("granted", "accepted"):
+                    problems.append(f"the outsider's {attempt} was {answer}")
+            for sink in self.inventory:
+                read = self.agents.ask(
+                    worker, {"op": "read", "sink": sink.name, "key": "k-outsider"}
+                )
+                if any(
+                    str(e.get("id", "")).startswith("outsider") for e in read.get("entries", ())
+                ):
+                    problems.append(f"{sink.name} holds the outsider's write")
+            detail = "; ".join(f"{attempt}: {answer}" for attempt, answer in answers.items())
+        self.note(
+            "a client without the run's secret is refused",
+            problems,
+            "every port of the system must refuse a client without the run's secret: start its "
+            "daemons with SystemConfig.secret_file (--secret-file for wire servers, or the "
+            "system's own authentication with the secret as password) and let the holder client "
+            "read the secret from that file, named in its config (never the secret itself)",
+            detail if self.secret is not None else "",
+        )
+
+    def _outsider(self, worker: str, config: Any, lock: str) -> dict[str, str]:
+        """Run the outsider (:data:`_OUTSIDER`) on ``worker``: each attempt and its outcome."""
+        node = self.nodes[worker]
+        node.put_file(_OUTSIDER_SECRET, secrets.token_hex(32).encode(), 0o600)
+        argv = [
+            "python3",
+            "-c",
+            _OUTSIDER,
+            deploy.INSTALL_DIR,
+            client_path(),
+            json.dumps({**config, "node": worker}),
+            lock,
+            json.dumps([sink.name for sink in self.inventory]),
+            str(_OUTSIDER_EPOCH),
+        ]
+        try:
+            result = node.run(argv, timeout=6 * _CALL_TIMEOUT)
+            answers = json.loads(result.stdout.strip().splitlines()[-1]) if result.ok else None
+        except (NodeError, ValueError, IndexError) as problem:
+            return {"run": f"the outsider could not be run on {worker}: {problem}"}
+        if not isinstance(answers, dict):
+            return {"run": f"the outsider failed on {worker}: {result.stderr.strip()[-300:]}"}
+        return {str(attempt): str(answer) for attempt, answer in answers.items()}
+
     def restarts_keep_state(self, lock: str, worker: str, stale: int) -> None:
         if not isinstance(self.system, Restarts):
             self.items.append(
@@ -319,6 +424,17 @@ class _Battery:
             )
 
 
+def _swapped(value: Any, old: str, new: str) -> Any:
+    """``value`` (a client config) with every string ``old`` replaced by ``new``."""
+    if value == old:
+        return new
+    if isinstance(value, dict):
+        return {key: _swapped(item, old, new) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_swapped(item, old, new) for item in value]
+    return value
+
+
 def _kill(node: Node, name: str) -> None:
     daemon = node.daemon(name)
     node.signal(daemon, signal.SIGKILL)
@@ -339,7 +455,8 @@ def check_deployed(system: System, nodes: Mapping[str, Node]) -> ContractReport:
     config = SystemConfig(lease_ttl=_TTL)
     deployment, agents = deploy_system(system, nodes, config)
     try:
-        battery = _Battery(system, nodes, _Agents(agents), deployment.targets)
+        secret = None if agents.token is None else (agents.token, deploy.SECRET_FILE)
+        battery = _Battery(system, nodes, _Agents(agents), deployment, secret)
         _run(battery)
         report.items = battery.items
     finally:
@@ -371,6 +488,7 @@ def _run(battery: _Battery) -> None:
     battery.agents.release(worker, lock)
     battery.fenced_read_raises_mark(worker)
     battery.unfenced_accepts_stale(lock, worker, stale)
+    battery.outsider_refused(worker)
     battery.restarts_keep_state(lock, worker, stale)
     battery.grant_seq_rises()
 

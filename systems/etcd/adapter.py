@@ -220,13 +220,16 @@ class EtcdSystem(PackagesBeside, SwitchTable):
             cluster = ",".join(f"{m.name}=http://{m.ip}:{self.ports.etcd_peer}" for m in members)
             token = f"fencecheck-{'-'.join(m.ip for m in members)}"
 
+            workers = nodes_with_role(nodes, "worker")
+
             def start(node: Node) -> Daemon:
                 if node.role == "store":
-                    return self._start_postgres(node, config)
+                    return self._start_postgres(node, config, workers)
                 return self._start_member(node, cluster, token)
 
             deploy.on_each([*members, store], start)
-        workers = nodes_with_role(nodes, "worker")
+            if config.secret_file:
+                self._enable_auth(members[0], config.secret_file)
         client = {
             "etcd": {w.name: self._endpoints(nodes, w.name) for w in workers},
             "postgres": {
@@ -235,6 +238,7 @@ class EtcdSystem(PackagesBeside, SwitchTable):
                 "user": "postgres",
                 "dbname": "postgres",
             },
+            "secret_file": config.secret_file,
             "timeout": self.client_timeout,
             "lock_delay": config.lock_delay,
             "bugs": sorted(config.bugs - {PG_ASYNC_COMMIT}),
@@ -276,6 +280,28 @@ class EtcdSystem(PackagesBeside, SwitchTable):
         # A new cluster is ready when it has a leader; that takes the other members too.
         return deploy.start_and_wait(node, ETCD_DAEMON, argv, self._etcd_ready("health"))
 
+    def _enable_auth(self, member: Node, secret_file: str) -> None:
+        """Turn etcd's authentication on: user :data:`~systems.etcd.holder.USER` (etcd's root,
+        with the root role) whose password is the run's secret. From then on every key request
+        without its token is refused, so nothing outside the run can take a lock or write a
+        sink; asked through the gateway, so the secret shows on no command line."""
+        secret = member.get_file(secret_file).decode().strip()
+        url = f"http://{member.ip}:{self.ports.etcd_client}/v3/auth"
+        steps: tuple[tuple[str, dict[str, str]], ...] = (
+            ("user/add", {"name": holder.USER, "password": secret}),
+            ("role/add", {"name": holder.USER}),
+            ("user/grant", {"user": holder.USER, "role": holder.USER}),
+            ("enable", {}),
+        )
+        for step, body in steps:
+            try:
+                _post(f"{url}/{step}", body, timeout=self.ready_timeout)
+            except (OSError, ValueError) as problem:
+                raise AdapterError(
+                    f"turning etcd's authentication on through {member.name} failed at {step}: "
+                    f"{problem}"
+                ) from None
+
     def _etcd_ready(self, command: str) -> CommandSucceeds:
         local = f"--endpoints=http://127.0.0.1:{self.ports.etcd_client}"
         argv = ["etcdctl", local, "--command-timeout=1s", "endpoint", command]
@@ -286,16 +312,37 @@ class EtcdSystem(PackagesBeside, SwitchTable):
         argv += ["-p", str(self.ports.postgres)]
         return CommandSucceeds(argv, timeout=self.ready_timeout, interval=0.2)
 
-    def _start_postgres(self, node: Node, config: SystemConfig) -> Daemon:
+    def _start_postgres(self, node: Node, config: SystemConfig, workers: list[Node]) -> Daemon:
+        """initdb and start PostgreSQL; with the run's secret, only the run may log in.
+
+        The superuser's password is the secret (scram-sha-256; handed to initdb in a file only
+        the ``postgres`` OS user reads, removed at once, never on a command line), and ``pg_hba`` lets TCP logins in from the workers'
+        addresses only. The adapter itself talks over the data directory's socket, as the
+        ``postgres`` OS user (peer).
+        """
         data = f"{self.data_dir}/postgres"
         deploy.fresh_dir(node, data)
         node.run(["chown", "postgres:postgres", data], check=True)
-        initdb = [*_AS_POSTGRES, f"{_PG_BIN}/initdb", "-D", data, "--auth=trust", "--no-sync"]
-        result = node.run(initdb, timeout=self.ready_timeout)
+        initdb = [*_AS_POSTGRES, f"{_PG_BIN}/initdb", "-D", data, "--no-sync"]
+        secret = node.get_file(config.secret_file) if config.secret_file else None
+        password = f"{self.data_dir}/postgres-password"
+        if secret is None:
+            initdb.append("--auth=trust")
+        else:
+            node.put_file(password, secret, 0o600)
+            node.run(["chown", "postgres", password], check=True)
+            initdb += ["--auth-local=peer", "--auth-host=scram-sha-256", f"--pwfile={password}"]
+        try:
+            result = node.run(initdb, timeout=self.ready_timeout)
+        finally:
+            node.run(["rm", "-f", password])
         if not result.ok:
             raise AdapterError(f"initdb on {node.name} failed: {result.stderr or result.stdout}")
-        hba = shlex.quote(f"{data}/pg_hba.conf")
-        node.run(f"echo 'host all all 0.0.0.0/0 trust' >> {hba}", check=True)
+        method = "trust" if secret is None else "scram-sha-256"
+        hba = "".join(f"host postgres postgres {w.ip}/32 {method}\n" for w in workers)
+        node.run(
+            ["sh", "-c", f"cat >> {shlex.quote(data)}/pg_hba.conf"], check=True, stdin=hba.encode()
+        )
         argv = [
             *_AS_POSTGRES,
             f"{_PG_BIN}/postgres",
@@ -313,7 +360,7 @@ class EtcdSystem(PackagesBeside, SwitchTable):
         if PG_ASYNC_COMMIT in config.bugs:
             argv += ["-c", "synchronous_commit=off"]
         daemon = deploy.start_and_wait(node, POSTGRES_DAEMON, argv, self._pg_ready())
-        psql = ["psql", "-h", "127.0.0.1", "-p", str(self.ports.postgres), "-U", "postgres"]
+        psql = [*_AS_POSTGRES, "psql", "-h", data, "-p", str(self.ports.postgres), "-U", "postgres"]
         result = node.run([*psql, "-v", "ON_ERROR_STOP=1", "-q", "-c", _SCHEMA])
         if not result.ok:
             raise AdapterError(f"creating the schema on {node.name} failed: {result.stderr}")

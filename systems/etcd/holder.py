@@ -33,7 +33,9 @@ Sinks:
 
 Configuration (the ``client`` object of the deployment): ``etcd`` (worker name -> the members'
 client URLs, the one that worker's holder is pinned to first, see :class:`Gateway`),
-``postgres`` (``host``, ``port``, ``user``, ``dbname``), ``timeout`` (seconds per request),
+``postgres`` (``host``, ``port``, ``user``, ``dbname``), ``secret_file`` (the run's secret on the
+node: the password of etcd's :data:`USER` and of PostgreSQL's ``user``; none, no authentication),
+``timeout`` (seconds per request),
 ``lock_delay`` (seconds a new holder waits after its grant, 0 for none), ``bugs`` (the
 holder-side bug switches of :mod:`systems.etcd.adapter` that are on).
 """
@@ -54,6 +56,7 @@ from collections.abc import Callable
 from typing import Any, Final, NamedTuple, TypeVar
 
 from harness.nodeside import client as api
+from harness.nodeside import wire
 
 __all__ = [
     "CHECK_THEN_WRITE",
@@ -66,6 +69,7 @@ __all__ = [
     "PG_CHECK_THEN_ACT",
     "POSTGRES",
     "SHARED_LEASE",
+    "USER",
     "Client",
     "EtcdError",
     "Gateway",
@@ -83,6 +87,8 @@ IGNORE_EXPIRED_REFRESH: Final = "ignore-expired-refresh"
 SHARED_LEASE: Final = "shared-lease"
 PG_CHECK_THEN_ACT: Final = "pg-check-then-act"
 
+USER: Final = "root"
+"""The etcd user the holders (and the adapter) log in as, with the run's secret as password."""
 LOCK_PREFIX: Final = "/fencecheck/lock/"
 _FENCE_PREFIX: Final = "/fencecheck/fence/"
 _DATA_PREFIX: Final = "/fencecheck/data/"
@@ -91,6 +97,7 @@ _POLL: Final = 0.1  # seconds between looks at the lock's queue while waiting
 # gRPC codes etcd answers with that certainly changed nothing (the rest may have been applied).
 _DEFINITE_CODES: Final = frozenset({3, 5, 9})  # InvalidArgument, NotFound, FailedPrecondition
 _LEASE_EXISTS: Final = 9
+_INVALID_TOKEN: Final = 16  # Unauthenticated: "invalid auth token", refused before applying
 _STATEMENT_TIMEOUT_MS: Final = 10_000
 _PLAIN: Final = frozenset({ETCD_PUT, ETCD_DELAYED})  # unfenced: written by a plain put
 _SINKS: Final = frozenset({ETCD_TXN, *_PLAIN})  # the sinks kept in etcd
@@ -147,11 +154,18 @@ class Gateway:
     Requests go to the first of ``urls`` (the member this holder is pinned to); only a member
     that refuses the connection outright (killed) makes it try the next, as etcd's own client
     fails over. A member that is paused or cut off is waited for until ``timeout``.
+
+    With a ``password`` (the run's secret) the gateway logs in as :data:`USER` on each member it
+    talks to and sends the token with every request; a token etcd no longer knows (the member
+    restarted, or it sat unused past etcd's token TTL) is refused before anything is applied, so
+    the gateway logs in again and sends the request once more.
     """
 
-    def __init__(self, urls: list[str], timeout: float) -> None:
+    def __init__(self, urls: list[str], timeout: float, password: str | None = None) -> None:
         self._urls = [url.rstrip("/") for url in urls]
         self._timeout = timeout
+        self._password = password
+        self._tokens: dict[str, str] = {}  # member URL -> its auth token
 
     def call(self, path: str, body: dict[str, Any]) -> dict[str, Any]:
         """One request; raises :class:`NotSent` (no member took it), :class:`EtcdError`, or
@@ -160,13 +174,35 @@ class Gateway:
         refused = []
         for url in self._urls:
             try:
-                return self._post(url + path, data)
+                return self._authenticated(url, path, data)
             except NotSent as problem:
                 refused.append(f"{url}: {problem}")
         raise NotSent("; ".join(refused))
 
-    def _post(self, url: str, data: bytes) -> dict[str, Any]:
+    def _authenticated(self, url: str, path: str, data: bytes) -> dict[str, Any]:
+        if self._password is None:
+            return self._post(url + path, data)
+        try:
+            return self._post(url + path, data, self._token(url))
+        except EtcdError as problem:
+            if problem.code != _INVALID_TOKEN:
+                raise
+        self._tokens.pop(url, None)
+        return self._post(url + path, data, self._token(url))
+
+    def _token(self, url: str) -> str:
+        """The auth token of member ``url``, logging in when there is none yet."""
+        token = self._tokens.get(url)
+        if token is None:
+            login = json.dumps({"name": USER, "password": self._password}).encode()
+            token = str(self._post(url + "/v3/auth/authenticate", login)["token"])
+            self._tokens[url] = token
+        return token
+
+    def _post(self, url: str, data: bytes, token: str | None = None) -> dict[str, Any]:
         headers = {"Content-Type": "application/json"}
+        if token is not None:
+            headers["Authorization"] = token
         request = urllib.request.Request(url, data=data, headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=self._timeout) as reply:
@@ -283,8 +319,13 @@ class Client:
         self._node = str(config.get("node", "?"))
         self._timeout = float(config.get("timeout", 10.0))
         # Each holder talks to one member, as an etcd client pinned to one endpoint does.
-        self._etcd = Gateway([str(url) for url in config["etcd"][self._node]], self._timeout)
+        secret_file = config.get("secret_file")
+        secret = wire.read_secret(str(secret_file)) if secret_file else None
+        urls = [str(url) for url in config["etcd"][self._node]]
+        self._etcd = Gateway(urls, self._timeout, secret)
         self._postgres: dict[str, Any] = dict(config.get("postgres", {}))
+        if secret is not None:
+            self._postgres["password"] = secret
         self._bugs = frozenset(str(bug) for bug in config.get("bugs", ()))
         self._lock_delay = float(config.get("lock_delay", 0.0))
         self._state = threading.Lock()

@@ -46,6 +46,7 @@ from collections.abc import Callable
 from typing import Any
 
 from harness.nodeside import client as api
+from harness.nodeside import wire
 
 __all__ = ["Client"]
 
@@ -149,7 +150,7 @@ class Client:
         unchecked = UNCHECKED_RELEASE in bugs
         timeout = float(config.get("timeout", 10.0))
         secret_file = config.get("secret_file")
-        password = _read(str(secret_file)) if secret_file else None
+        password = wire.read_secret(str(secret_file)) if secret_file else None
         sockets = {"socket_timeout": timeout, "socket_connect_timeout": min(timeout, 2.0)}
         sentinel = redis.sentinel.Sentinel(
             [(str(host), int(port)) for host, port in config["sentinels"]],
@@ -330,9 +331,3 @@ def _entry(item: str) -> api.Entry:
     """``id epoch [seq]`` as an entry of a read."""
     fields = item.split()
     return api.Entry(fields[0], int(fields[1]), int(fields[2]) if len(fields) > 2 else None)
-
-
-def _read(path: str) -> str:
-    """The run's secret from its file on the node: the server's ``requirepass``."""
-    with open(path, encoding="ascii") as file:
-        return file.read().strip()

@@ -101,7 +101,7 @@ class Client:
         hosts = config["hosts"]
         listed = str(hosts[self._owner] if isinstance(hosts, dict) else hosts).split(",")
         secret_file = config.get("secret_file")
-        credentials = digest_credentials(_read(str(secret_file))) if secret_file else {}
+        credentials = digest_credentials(wire.read_secret(str(secret_file))) if secret_file else {}
 
         def session(order: list[str]) -> Any:
             # Reconnect for ever: the holder outlives any fault; hosts tried in the given order.
@@ -381,9 +381,3 @@ def digest_credentials(secret: str) -> dict[str, Any]:
         "auth_data": [("digest", f"{ACL_USER}:{secret}")],
         "default_acl": [make_digest_acl(ACL_USER, secret, all=True)],
     }
-
-
-def _read(path: str) -> str:
-    """The run's secret from its file on the node."""
-    with open(path, encoding="utf-8") as file:
-        return file.read().strip()

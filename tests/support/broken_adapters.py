@@ -13,7 +13,12 @@ from harness.node import Node
 from systems.base import Deployment, SystemConfig
 from systems.reference import ReferenceSystem
 
-__all__ = ["LockForgetsEpochs", "StoreIgnoresEpochs", "UnfencedSinkClaimedFenced"]
+__all__ = [
+    "LockForgetsEpochs",
+    "OpenToOutsiders",
+    "StoreIgnoresEpochs",
+    "UnfencedSinkClaimedFenced",
+]
 
 
 class _AlwaysBroken(ReferenceSystem):
@@ -42,3 +47,11 @@ class UnfencedSinkClaimedFenced(_AlwaysBroken):
     """Its bulk path ``store-batch`` checks no epochs, though the inventory says fenced."""
 
     mistake = "unfenced-path"
+
+
+class OpenToOutsiders(ReferenceSystem):
+    """Its servers ignore the run's secret: anyone who reaches their ports may use them."""
+
+    def setup(self, nodes: Mapping[str, Node], config: SystemConfig) -> Deployment:
+        """Set up as if no secret had been installed."""
+        return super().setup(nodes, replace(config, secret_file=None))

@@ -12,6 +12,7 @@ from harness.run.contract import ContractReport, check_adapter
 from systems import System
 from tests.support.broken_adapters import (
     LockForgetsEpochs,
+    OpenToOutsiders,
     StoreIgnoresEpochs,
     UnfencedSinkClaimedFenced,
 )
@@ -60,8 +61,19 @@ def test_a_system_passes_through_the_command_line(
             "store-batch answered accepted to stale epoch",
             "declare it fenced=False",
         ),
+        (
+            OpenToOutsiders(),
+            "a client without the run's secret is refused",
+            "the outsider's write store was accepted",
+            "never the secret itself",
+        ),
     ],
-    ids=["store-ignores-epochs", "lock-forgets-epochs", "unfenced-sink-claimed-fenced"],
+    ids=[
+        "store-ignores-epochs",
+        "lock-forgets-epochs",
+        "unfenced-sink-claimed-fenced",
+        "open-to-outsiders",
+    ],
 )
 def test_a_broken_adapter_fails_the_item_it_breaks_with_the_fix(
     node_image: str, adapter: System, item: str, seen: str, fix: str

@@ -14,9 +14,14 @@ from __future__ import annotations
 import base64
 import contextlib
 import itertools
+import json
 import signal
+import socket
+import struct
 import threading
 import time
+import urllib.error
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import replace
 from typing import Any
@@ -189,10 +194,11 @@ def test_a_correct_holder_waits_for_the_lock(running: Running) -> None:
     assert second["epoch"] > first["epoch"]
 
 
-def first_in_queue(cluster: Cluster, lock: str) -> str | None:
+def first_in_queue(running: Running, lock: str) -> str | None:
     """The worker whose key is first in ``lock``'s queue (the holder, or the next one once the
-    holder's lease ran out), asked of etcd from the controller."""
-    gateway = Gateway([f"http://{cluster.nodes['e1'].ip}:2379"], 5.0)
+    holder's lease ran out), asked of etcd from the controller (with the run's secret)."""
+    cluster, _, _, started = running
+    gateway = Gateway([f"http://{cluster.nodes['e1'].ip}:2379"], 5.0, started.token)
     prefix = f"{LOCK_PREFIX}{lock}/"
     kvs = gateway.range(prefix, True, sort_target="CREATE", sort_order="ASCEND", limit=1)
     return base64.b64decode(kvs[0]["value"]).decode() if kvs else None
@@ -224,7 +230,7 @@ def write_after_the_next_holder(running: Running, bugs: tuple[str, ...]) -> list
         w1.signal(w1.daemon("agent"), signal.SIGSTOP)
         try:
             w2.start()
-            wait_until(lambda: first_in_queue(cluster, lock) == "w2", "w1's lease to run out")
+            wait_until(lambda: first_in_queue(running, lock) == "w2", "w1's lease to run out")
         finally:
             w1.signal(w1.daemon("agent"), signal.SIGCONT)
         in_flight.join(timeout=60)
@@ -359,3 +365,51 @@ def test_pausing_a_holders_member_stalls_that_holder_only(running: Running) -> N
         node.signal(node.daemon(ETCD_DAEMON), signal.SIGCONT)
     assert stalled["ok"] is False and stalled.get("info") is True  # no answer: unknown
     assert other["ok"] is True
+
+
+def postgres_login(host: str, port: int) -> bytes:
+    """PostgreSQL's first answer to a login as ``postgres`` offering no password: ``R`` and 0
+    for a login let in (trust), ``R`` and 10 for a password asked (SCRAM), ``E`` for refused."""
+    params = b"user\0postgres\0database\0postgres\0\0"
+    body = struct.pack("!I", 3 << 16) + params  # protocol 3.0
+    with socket.create_connection((host, port), 10) as connection:
+        connection.sendall(struct.pack("!I", len(body) + 4) + body)
+        answer = connection.makefile("rb")
+        kind = answer.read(1)
+        (length,) = struct.unpack("!I", answer.read(4))
+        return kind + answer.read(length - 4)
+
+
+def test_an_outsider_can_neither_write_etcd_nor_log_into_postgresql(running: Running) -> None:
+    """The attack of issue 22: from the host (outside the run) a forged put under a sink's keys
+    and a password-less login as PostgreSQL's superuser; from a worker (inside the run's
+    network, without the secret) a login without the password and one with a wrong one."""
+    cluster, _, _, started = running
+    e1, s1, w1 = cluster.nodes["e1"], cluster.nodes["s1"], cluster.nodes["w1"]
+    forged = []
+    for sink in ("etcd-txn", "etcd-put"):
+        key = base64.b64encode(f"/fencecheck/data/{sink}/L0-k0/evil".encode()).decode()
+        value = base64.b64encode(b'{"id": "evil", "epoch": 1, "prev": null}').decode()
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(
+                urllib.request.Request(
+                    f"http://{e1.ip}:2379/v3/kv/put",
+                    data=json.dumps({"key": key, "value": value}).encode(),
+                    method="POST",
+                ),
+                timeout=10,
+            )
+        forged.append(json.loads(refused.value.read()))
+    assert [answer["message"] for answer in forged] == ["etcdserver: user name is empty"] * 2
+    login = postgres_login(s1.ip, 5432)
+    assert login[:1] == b"E" and b"no pg_hba.conf entry" in login, login
+    insert = "INSERT INTO log (key, id, epoch, lock) VALUES ('L0-k0', 'evil', 1, 'L0')"
+    psql = ["psql", "-h", s1.ip, "-U", "postgres", "-w", "-c", insert]
+    blank = w1.run(psql)
+    assert not blank.ok and "no password supplied" in blank.stderr, blank
+    wrong = w1.run(psql, env={"PGPASSWORD": "not-the-run-secret"})
+    assert not wrong.ok and "password authentication failed" in wrong.stderr, wrong
+    # The run itself, with the secret, goes on: nothing forged is in any sink.
+    for sink in ("etcd-txn", "etcd-put", "postgres"):
+        read = ask(started, "w1", {"op": "read", "sink": sink, "key": "L0-k0"})
+        assert read["ok"] is True and read["entries"] == [], read
