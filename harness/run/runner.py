@@ -14,7 +14,7 @@ import queue
 import shlex
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -76,7 +76,14 @@ from systems import (
     topology,
 )
 from systems.holder_flaws import REACQUIRE_NO_REREAD, RETRY_ON_REJECT
-from workloads import HolderFlaws, Workload, WorkloadOptions, get_workload
+from workloads import (
+    HolderFlaws,
+    Workload,
+    WorkloadOptions,
+    final_read_count,
+    final_reads,
+    get_workload,
+)
 
 __all__ = [
     "Interrupted",
@@ -152,6 +159,9 @@ def run_test(
             "writes to the inventory's first fenced sink; use --workload sinks"
         )
     _check_spanning(spec, system, inventory)
+    too_much = spec.final_reads_problem(len(workload.final_read_sinks(_options(spec, inventory))))
+    if too_much is not None:
+        raise RunError(too_much)
     roles = {node.name: node.role for node in nodes}
     ttl = lease_ttl_of(system, config)
     fixed = schedule is not None
@@ -521,11 +531,17 @@ def _exercise(
                 state.enter("the final reads")
                 # Let expired leases lapse and restarted processes settle before the final reads.
                 time.sleep(lease_ttl)
-                reads = workload.final_reads(options)
-                readers = _final_readers(agents, lease_ttl, recorder, spec, op_timeout, len(reads))
+                readers = _final_readers(
+                    agents,
+                    lease_ttl,
+                    recorder,
+                    spec,
+                    op_timeout,
+                    final_read_count(workload, options),
+                )
                 for ops in readers:
                     resources.callback(ops.close)
-                _final_reads(readers, reads, recorder.stopped)
+                _final_reads(readers, final_reads(workload, options), recorder.stopped)
         except KeyboardInterrupt:
             pass
 
@@ -686,27 +702,43 @@ def _final_readers(
 
 
 def _final_reads(
-    readers: Sequence[HolderOps], reads: Sequence[tuple[str, str]], stop: threading.Event
+    readers: Sequence[HolderOps], reads: Iterable[tuple[str, str]], stop: threading.Event
 ) -> None:
     """Read every (sink, key) once after healing, the readers in parallel (each its own process
-    and connection); a failed read goes back to the queue for another reader, a few times each."""
-    pending: queue.SimpleQueue[tuple[str, str, int]] = queue.SimpleQueue()
-    for sink, key in reads:
-        pending.put((sink, key, 0))
+    and connection); a failed read goes back for another reader, a few times each.
+
+    ``reads`` is consumed as the readers go (a run may have a million), never held whole. A
+    stop signal ends them promptly: readers finish the read in hand and take no other.
+    """
+    source = iter(reads)
+    taking = threading.Lock()
+    again: queue.SimpleQueue[tuple[str, str, int]] = queue.SimpleQueue()
+    halt = threading.Event()
     tries = _FINAL_READ_TRIES * len({reader.node for reader in readers})
 
-    def read_from_queue(reader: HolderOps) -> None:
-        while not stop.is_set():
-            try:
-                sink, key, attempt = pending.get_nowait()
-            except queue.Empty:
+    def next_read() -> tuple[str, str, int] | None:
+        with contextlib.suppress(queue.Empty):
+            return again.get_nowait()
+        with taking:
+            item = next(source, None)
+        return None if item is None else (item[0], item[1], 0)
+
+    def read_all(reader: HolderOps) -> None:
+        while not (stop.is_set() or halt.is_set()):
+            item = next_read()
+            if item is None:
                 return
+            sink, key, attempt = item
             if not reader.read(sink, key).ok and attempt + 1 < tries:
-                pending.put((sink, key, attempt + 1))
+                again.put((sink, key, attempt + 1))
 
     with ThreadPoolExecutor(len(readers), thread_name_prefix="final-read") as pool:
-        for done in [pool.submit(read_from_queue, reader) for reader in readers]:
-            done.result()
+        try:
+            for done in [pool.submit(read_all, reader) for reader in readers]:
+                done.result()
+        except BaseException:
+            halt.set()  # a signal (or a reader's error): the others stop after the read in hand
+            raise
 
 
 def _collect_logs(system: System, nodes: Mapping[str, Node], run_dir: RunDir) -> None:
