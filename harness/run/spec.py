@@ -68,10 +68,13 @@ LIMITS: Final[dict[str, Limit]] = {
 """Bounds of the numeric spec fields (README "Limits"): beyond them a run hangs, exhausts memory
 or cannot mean anything (a lease longer than the run never lapses)."""
 
-MAX_FINAL_READS: Final = 1_000_000
-"""At most this many final reads (keys x locks x sinks read) in one run. Each is a request to a
-sink after healing (about a millisecond, many at once), so this bounds the final phase to minutes;
-within the per-option limits the product alone could reach 300 million."""
+MAX_FINAL_READS: Final = 300_000
+"""At most this many final reads (keys x locks x sinks read) in one run: every key of every
+lock of every sink read after healing. The checker keeps about 1.6 KB per key it saw read
+(bench/work_bound.py: 1,000,000 final reads peaked at 1.6 GB), and each read is one request
+(about 3,000 a second), so this keeps a run's last phases within a few hundred MB and a few
+minutes; within the per-option limits the product alone could reach 300 million. It admits every
+key count with one lock on a system of up to three sinks."""
 
 SPANNING_WORKLOADS: Final = ("append",)
 """The workloads that send writes spanning several keys (``--keys-per-write`` above 1)."""
