@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib.metadata import version
-from typing import Final
+from typing import Any, Final
 
 from rich.console import Console
 
@@ -31,7 +31,7 @@ from harness.node import Daemon, Node
 from harness.node.docker.cluster import Cluster, ClusterError, NodeSpec, new_run_id
 from harness.node.docker.engine import EngineError
 from harness.node.docker.images import ImageError, image_exists, system_image, system_tag
-from harness.node.interrupts import Interrupted, interrupts_deferred, interrupts_once
+from harness.node.interrupts import Interrupted, interrupts_deferred, interrupts_once, shielded
 from harness.node.ssh import HostsFile, SshCluster
 from harness.run.agent_link import AgentLink
 from harness.run.agents import AGENT_DAEMON, AgentSet, deploy_system, stop_agents
@@ -41,7 +41,14 @@ from harness.run.progress import RunProgress
 from harness.run.record import Interruption, NodeEntry, RunRecord
 from harness.run.recorder import Recorder
 from harness.run.spec import SpecError, TestSpec
-from harness.run.store import RunDir, StoreError, check_store, new_run_dir, why_unwritable
+from harness.run.store import (
+    RunDir,
+    StoreError,
+    check_store,
+    new_run_dir,
+    point_latest,
+    why_unwritable,
+)
 from nemeses import (
     DEFAULT_TTL_MULTIPLES,
     HOLDER_MEMBER,
@@ -87,10 +94,14 @@ from workloads import (
 
 __all__ = [
     "Interrupted",
+    "Judged",
     "RunError",
     "RunOutcome",
     "check_run",
+    "conclude_run",
+    "judge_run",
     "kill_restarter",
+    "note_late_signal",
     "run_test",
 ]
 
@@ -114,6 +125,10 @@ class RunOutcome:
     run_dir: RunDir
     result: CheckResult
     interrupted: bool
+    record: RunRecord
+    """The run's ``test.json``, as the runner left it."""
+    judged: Judged
+    """What the checker found, to conclude again if a signal comes while the report is written."""
     error: str | None = None
     """Why the run broke off (setup failed, the engine went away…); its history is still checked."""
 
@@ -173,7 +188,14 @@ def run_test(
         check_store(spec.store, spec.test_name)
     except StoreError as problem:
         raise RunError(str(problem)) from None
-    image = _image(system, console) if hosts is None else None
+    try:
+        image = _image(system, console) if hosts is None else None
+    except KeyboardInterrupt as stop:
+        name = stop.signal if isinstance(stop, Interrupted) else "SIGINT"
+        raise RunError(
+            f"interrupted by {name} during the image build: nothing "
+            "was run (the next run builds the images again)"
+        ) from None
     try:
         run_dir = new_run_dir(spec.test_name, spec.store)
     except OSError as problem:
@@ -196,6 +218,7 @@ def run_test(
         try:
             state.save()
             console.print(f"[bold]run[/] {spec.test_name}  seed {spec.seed}  → {run_dir.path}")
+            state.enter("cluster start")
             with HistoryWriter(run_dir.history) as writer:
                 recorder = Recorder(writer)
                 state.recorder = recorder
@@ -218,13 +241,14 @@ def run_test(
             pass
         except Exception as problem:  # kept and checked: whatever broke, the history stands
             state.fail(problem)
-        if interruption:
-            state.interrupted(interruption[0])
-            console.print("[yellow]interrupted: faults healed, cluster removed; checking[/]")
-        if state.recorder is not None and state.recorder.failure is not None:
-            state.fail(state.recorder.failure)
-        result = state.check()
-    return RunOutcome(run_dir, result, bool(interruption), record.error)
+        # From here the first signal (if none came yet) is recorded, never raised: the check
+        # runs on what was recorded and its results are written, whatever comes.
+        with shielded():
+            if state.recorder is not None and state.recorder.failure is not None:
+                state.fail(state.recorder.failure)
+            state.enter("the check")
+            judged, result = state.check()
+    return RunOutcome(run_dir, result, bool(interruption), record, judged, record.error)
 
 
 @dataclass
@@ -245,6 +269,7 @@ class _RunState:
         in is kept, since that is the one the results must name."""
         if not self.interruption:
             self.phase = phase
+            self.console.print(f"[dim]phase: {phase}[/]", highlight=False)
 
     def save(self) -> None:
         """Rewrite ``test.json``; a full disk is noted (the run stops), never raised."""
@@ -272,14 +297,33 @@ class _RunState:
         """Note which signal stopped the run, when, and in which phase."""
         self.record.interrupted = Interruption(signal.signal, signal.at.isoformat(), self.phase)
         self.save()
+        self.console.print(
+            f"[yellow]{self.record.interrupted.describe()}: faults healed, cluster removed; "
+            "checking what was recorded[/]"
+        )
 
-    def check(self) -> CheckResult:
-        """Check what was recorded; a results file that cannot be written is a run error."""
+    def check(self) -> tuple[Judged, CheckResult]:
+        """Check what was recorded and write the results, with the interruption if a signal
+        came (before or during the check); then point the store's ``latest`` at the run. A
+        results file that cannot be written is a run error (and ``latest`` stays where it was).
+        """
+        judged = judge_run(self.run_dir, self.record)
+        while True:
+            if self.interruption and self.record.interrupted is None:
+                self.interrupted(self.interruption[0])
+            try:
+                result = conclude_run(self.run_dir, self.record, judged)
+            except OSError as problem:
+                self.fail(problem)
+                return judged, conclude_run(self.run_dir, self.record, judged, write=False)
+            if not self.interruption or self.record.interrupted is not None:
+                break  # else a signal came while the results were written: write them again
         try:
-            return check_run(self.run_dir, self.record)
+            point_latest(self.run_dir)
         except OSError as problem:
             self.fail(problem)
-            return check_run(self.run_dir, self.record, write=False)
+            result = conclude_run(self.run_dir, self.record, judged)
+        return judged, result
 
 
 def _disk_problem(problem: OSError) -> str:
@@ -290,33 +334,52 @@ def _disk_problem(problem: OSError) -> str:
     )
 
 
-def check_run(
-    run_dir: RunDir, record: RunRecord | None = None, *, write: bool = True
-) -> CheckResult:
-    """Check a run directory's history with its inventory and TTL and write ``results.json``
-    (unless ``write`` is false); ``record`` is the run's, read from ``test.json`` when absent.
+@dataclass(frozen=True)
+class Judged:
+    """What the checker found in a run's history, before the run's own story (an interruption,
+    an error) is added to it: judged once, concluded again if a signal comes later."""
 
-    A run cut short (interrupted: which signal, when, in which phase; or broken off by an error)
-    says so first among the unknown reasons. The report and the store's index are the caller's
-    to write (:func:`harness.report.publish`).
-    """
-    record = record if record is not None else RunRecord.from_json(run_dir.read_test())
+    result: CheckResult
+    coverage: dict[str, Any]
+
+
+def judge_run(run_dir: RunDir, record: RunRecord) -> Judged:
+    """Check a run directory's history with its inventory and TTL, and measure its coverage."""
     sinks = record.sinks
     result = check_file(run_dir.history, inventory=sinks, lease_ttl=record.lease_ttl)
+    coverage = coverage_of(
+        read_history(run_dir.history),
+        sinks=sinks,
+        lease_ttl=record.lease_ttl,
+        roles=record.roles,
+    ).to_json()
+    return Judged(result, coverage)
+
+
+def conclude_run(
+    run_dir: RunDir, record: RunRecord, judged: Judged, *, write: bool = True
+) -> CheckResult:
+    """The run's verdict from what the checker found and how the run ended, written to
+    ``results.json`` unless ``write`` is false.
+
+    A run cut short (interrupted: which signal, when, in which phase; or broken off by an error)
+    says so first among the unknown reasons, and is never valid: it is unknown, or invalid when
+    what was recorded already shows an anomaly.
+    """
+    result = judged.result
     cut_short = None
     if record.interrupted is not None:
         cut_short = f"the run was {record.interrupted.describe()}"
     elif record.error:
         cut_short = f"the run broke off: {record.error}"
     if cut_short is not None:
-        result = replace(result, unknown_reasons=_cut_short_reasons(cut_short, result))
+        result = replace(
+            result,
+            valid="unknown" if result.valid is True else result.valid,
+            unknown_reasons=_cut_short_reasons(cut_short, result),
+        )
     data = result.to_json()
-    data["coverage"] = coverage_of(
-        read_history(run_dir.history),
-        sinks=sinks,
-        lease_ttl=record.lease_ttl,
-        roles=record.roles,
-    ).to_json()
+    data["coverage"] = judged.coverage
     if record.interrupted is not None:
         data["interrupted"] = record.interrupted.to_json()
     if record.error:
@@ -324,6 +387,29 @@ def check_run(
     if write:
         run_dir.write_json(run_dir.results, data)
     return result
+
+
+def check_run(
+    run_dir: RunDir, record: RunRecord | None = None, *, write: bool = True
+) -> CheckResult:
+    """Check a run directory's history and write ``results.json`` (unless ``write`` is false);
+    ``record`` is the run's, read from ``test.json`` when absent (:func:`judge_run`, then
+    :func:`conclude_run`). The report and the store's index are the caller's to write
+    (:func:`harness.report.publish`).
+    """
+    record = record if record is not None else RunRecord.from_json(run_dir.read_test())
+    return conclude_run(run_dir, record, judge_run(run_dir, record), write=write)
+
+
+def note_late_signal(outcome: RunOutcome, signal: Interrupted, phase: str) -> RunOutcome:
+    """A finished run interrupted afterwards (while its report was written): the signal goes
+    into ``test.json`` and ``results.json`` like any other, and the verdict is concluded again
+    (without checking the history again)."""
+    record = outcome.record
+    record.interrupted = Interruption(signal.signal, signal.at.isoformat(), phase)
+    outcome.run_dir.write_json(outcome.run_dir.test_json, record.to_json())
+    result = conclude_run(outcome.run_dir, record, outcome.judged)
+    return replace(outcome, result=result, interrupted=True)
 
 
 def _topology(spec: TestSpec, system: System, hosts: HostsFile | None) -> list[NodeSpec]:
@@ -457,12 +543,13 @@ def _exercise(
     lease_ttl = deployment.lease_ttl or config.lease_ttl
     interrupted = False
     # Everything the run holds is released here, last taken first: the agent links, then the
-    # logs are collected, the agents stopped and the system torn down, whatever happened.
-    with contextlib.ExitStack() as resources:
-        resources.callback(system.teardown, nodes)
-        resources.callback(_stop_agents_quietly, nodes)
-        resources.callback(_collect_logs, system, nodes, run_dir)
-        resources.callback(state.enter, "teardown")
+    # logs are collected, the agents stopped and the system torn down, whatever happened; a
+    # signal meanwhile is recorded and waits until all of it is done.
+    resources = contextlib.ExitStack()
+    resources.callback(system.teardown, nodes)
+    resources.callback(_stop_agents_quietly, nodes)
+    resources.callback(_collect_logs, system, nodes, run_dir)
+    try:
         try:
             processes = {target.role: target.daemon for target in deployment.targets}
             processes["worker"] = AGENT_DAEMON
@@ -544,6 +631,10 @@ def _exercise(
                 _final_reads(readers, final_reads(workload, options), recorder.stopped)
         except KeyboardInterrupt:
             pass
+    finally:
+        state.enter("teardown")
+        with interrupts_deferred():
+            resources.close()
 
 
 def _stop_agents_quietly(nodes: Mapping[str, Node]) -> None:
