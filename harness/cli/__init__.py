@@ -17,6 +17,7 @@ import threading
 import traceback
 
 import click
+from rich.console import Console
 
 from checkers.exit_codes import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 from harness.node.interrupts import STOP_SIGNALS, Interrupted, sigterm_interrupts
@@ -32,7 +33,21 @@ __all__ = [
 ]
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _ClosedPipe(Exception):
+    """Standard output's reader went away (not an OSError, which click would turn into exit 1)."""
+
+
+class _Commands(click.Group):
+    """The command group; a closed pipe in any command leaves it as :class:`_ClosedPipe`."""
+
+    def invoke(self, ctx: click.Context) -> object:
+        try:
+            return super().invoke(ctx)
+        except BrokenPipeError as problem:
+            raise _ClosedPipe from problem
+
+
+@click.group(cls=_Commands, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="fencecheck")
 def cli() -> None:
     """fencecheck: does every sink refuse a write with an epoch lower than one it accepted?"""
@@ -44,8 +59,15 @@ def _load_commands() -> None:
             importlib.import_module(f"{__name__}.{module.name}")
 
 
+def _pipe_closed_under_rich(_console: Console) -> None:
+    raise BrokenPipeError(errno.EPIPE, "the reader of standard output went away")
+
+
 def main(argv: list[str] | None = None) -> None:
     """Entry point of the ``fencecheck`` console script."""
+    # rich answers a closed pipe with SystemExit(1), which reads as "invalid" to a CI: let the
+    # error reach the command group, which ends every closed pipe the same way.
+    Console.on_broken_pipe = _pipe_closed_under_rich  # type: ignore[method-assign,assignment]
     _load_commands()
     try:
         code = cli.main(args=argv, prog_name="fencecheck", standalone_mode=False)
@@ -58,6 +80,8 @@ def main(argv: list[str] | None = None) -> None:
     except click.exceptions.Abort as stop:
         click.echo(f"{_stopped_by(stop.__context__)}: the command stopped", err=True)
         code = EXIT_ERROR
+    except _ClosedPipe:
+        code = _closed_pipe()
     except Exception as problem:  # the last resort: exit 1 would read as "invalid history" in CI
         code = _unexpected(problem)
     sys.exit(code if isinstance(code, int) else EXIT_VALID)
@@ -86,6 +110,19 @@ def run_as_program() -> None:
 def _stopped_by(stop: BaseException | None) -> str:
     """``interrupted by SIGTERM`` (Ctrl-C when the signal is not known)."""
     return f"interrupted by {stop.signal if isinstance(stop, Interrupted) else 'SIGINT'}"
+
+
+EXIT_CLOSED_PIPE = 128 + signal.SIGPIPE
+"""A reader that closed the pipe early (``fencecheck list | head -1``): quiet, and the code a
+program killed by SIGPIPE has, so that no CI reads the cut-short output as a verdict."""
+
+
+def _closed_pipe() -> int:
+    """End quietly after the reader of standard output went away."""
+    # Later writes (the interpreter's flush at exit) must not raise again and print a traceback.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.__stdout__.fileno() if sys.__stdout__ is not None else 1)
+    return EXIT_CLOSED_PIPE
 
 
 def _unexpected(problem: Exception) -> int:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import re
 import stat
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -101,7 +102,7 @@ def check_command(
         except InventoryError as problem:
             raise CheckError(str(problem)) from None
     lease_ttl = parse_duration(ttl) if ttl is not None else None
-    source = click.get_binary_stream("stdin") if stdin else history
+    source = sys.stdin.buffer if stdin else history
     try:
         result = check(
             read_history(source), inventory=sinks, lease_ttl=lease_ttl, max_evidence=max_evidence
@@ -150,7 +151,8 @@ def render_result(
             f"  {history}: {counts.events:,} events, {counts.accepted_writes:,} accepted writes, "
             f"{counts.successful_reads:,} reads, {counts.grants:,} grants, "
             f"{len(result.faults)} fault windows",
-        )
+        ),
+        soft_wrap=True,  # the history's path stays whole in an 80-column log
     )
     if result.anomaly_counts or result.expected_counts:
         console.print(_anomaly_table(result))
@@ -219,14 +221,22 @@ def _sink_table(result: CheckResult) -> Table:
         table.add_row(
             verdict.name,
             spec.describe() + ("" if verdict.declared else " (not declared)"),
-            str(verdict.valid).lower(),
+            _sink_word(verdict.valid, verdict.keys),
             f"{verdict.keys:,}",
             f"{verdict.accepted_writes:,}",
             "yes" if verdict.seq_observable else "no",
             ", ".join(f"{name} {number:,}" for name, number in sorted(found.items())),
-            "; ".join(verdict.reasons),
+            "; ".join(verdict.reasons) if verdict.keys else "",
         )
     return table
+
+
+def _sink_word(valid: object, keys: int) -> str:
+    """A sink's verdict as a word; a sink no write reached is "not written", not an "unknown"
+    beside a valid run."""
+    if keys == 0:
+        return "not written"
+    return {"True": "valid", "False": "INVALID"}.get(str(valid), "unknown")
 
 
 def _text(value: object) -> str:

@@ -144,16 +144,13 @@ def _table(results: Sequence[MatrixResult]) -> Table:
     )
     for column in columns:
         table.add_column(column)
-    table.add_column("report / problem", overflow="fold")
+    table.add_column("problem", overflow="fold")
     for position, result in enumerate(results, 1):
         number = result.entry.number or position
         spec = result.entry.spec
         verdict = result.verdict
         mismatch = result.mismatch
         mark = "[green]as expected[/]" if mismatch is None else "[bold red]UNEXPECTED[/]"
-        summary = result.summary
-        where = _near(summary.run.report) if summary is not None else ""
-        note = where if mismatch is None else f"{mismatch}\n{where}".strip()
         table.add_row(
             str(number),
             spec.system,
@@ -164,9 +161,19 @@ def _table(results: Sequence[MatrixResult]) -> Table:
             f"[{_VERDICT_STYLE.get(verdict, 'white')}]{verdict}[/]",
             str(result.entry.expect),
             mark,
-            escape(note),
+            escape(mismatch or ""),
         )
     return table
+
+
+def _report_lines(results: Sequence[MatrixResult]) -> list[str]:
+    """One line per run with its report, printed below the table: a path folded inside a table
+    cell cannot be copied from a log."""
+    return [
+        f"{result.entry.number or position}. {_near(result.summary.run.report)}"
+        for position, result in enumerate(results, 1)
+        if result.summary is not None
+    ]
 
 
 def _near(path: Path) -> str:
@@ -201,14 +208,15 @@ def _junit(results: Sequence[MatrixResult], path: Path) -> Path:
     cases = []
     for result in results:
         mismatch = result.mismatch
+        name = result.entry.case_name
         if result.summary is None:
-            cases.append(error_case(result.entry.label, mismatch or "crashed"))
+            cases.append(error_case(name, mismatch or "crashed"))
         elif mismatch is None:
-            cases.append(junit_case(result.summary, "pass"))
+            cases.append(junit_case(result.summary, "pass", name=name))
         elif result.exit_code == 1:
-            cases.append(junit_case(result.summary, "failure", mismatch))
+            cases.append(junit_case(result.summary, "failure", mismatch, name=name))
         else:
-            cases.append(junit_case(result.summary, "error", mismatch))
+            cases.append(junit_case(result.summary, "error", mismatch, name=name))
     return write_cases(cases, path)
 
 
@@ -275,6 +283,11 @@ def _entries(
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 @click.option("--no-progress", is_flag=True, help="No live display (CI logs).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first unexpected result.")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="A valid run that tested less than it claims (VALID, but weak) is a surprise, exit 2.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the runs and expectations; run nothing.")
 @click.option(
     "--shard",
@@ -305,6 +318,7 @@ def run_all(
     as_json: bool,
     no_progress: bool,
     fail_fast: bool,
+    strict: bool,
     dry_run: bool,
     shard: str | None,
     parallel: int,
@@ -323,6 +337,8 @@ def run_all(
     }
     overrides = {k: v for k, v in candidates.items() if v is not None}
     overrides["store"] = str(store)
+    if strict:
+        overrides["strict"] = True
     try:
         entries = _entries(matrix, systems, bug_sets, nemesis_sets, expect, overrides)
         if shard is not None:
@@ -351,6 +367,8 @@ def run_all(
     # CI logs are no terminal: rich would squeeze the table into 80 columns.
     wide = console if console.is_terminal else Console(stderr=True, width=_LOG_WIDTH)
     wide.print(_table(results))
+    for line in _report_lines(results):
+        wide.print(escape(line), soft_wrap=True, highlight=False)
     runs, as_expected, code = tally(results)
     style = "green" if as_expected == runs == len(entries) else "bold red"
     skipped = len(entries) - runs

@@ -17,6 +17,8 @@ from typing import Any, Final
 
 from harness.report.data import OUTCOMES, Anomaly, ReportData, SinkRow
 from harness.report.page import page
+from harness.run.spec import TestSpec
+from nemeses.schedule import DEFAULT_TTL_MULTIPLES
 
 __all__ = ["ANOMALY_MEANINGS", "render_report"]
 
@@ -112,6 +114,14 @@ _SPEC_ZERO: Final = {
     "op_timeout": "long enough to outlast every fault",
     "lock_delay": "none",
 }
+_SPEC_DEFAULTS: Final = TestSpec(seed=0).to_json()
+"""A field equal to its default is marked so: a reader tells what was asked from what was not."""
+_SPEC_EMPTY: Final = {
+    "fault_lengths": "the default table: "
+    + ", ".join(f"{m:g}" for m in DEFAULT_TTL_MULTIPLES)
+    + " × TTL",
+}
+"""What an empty list means for the fields where it means "the defaults", not "none"."""
 _SPEC_ELSEWHERE: Final = frozenset(
     ("inventory", "schedule", "versions", "command", "name", "test_name", "error", "store")
 )
@@ -665,8 +675,12 @@ def _spec(data: ReportData) -> str:
         unit = _SPEC_UNITS.get(key)
         if key in _SPEC_ZERO and value == 0:
             text = _SPEC_ZERO[key]
+        elif key in _SPEC_EMPTY and value == []:
+            text = _SPEC_EMPTY[key]
         elif unit and isinstance(value, int | float) and not isinstance(value, bool):
             text = f"{value:g} {unit}"
+        if key != "seed" and key in _SPEC_DEFAULTS and value == _SPEC_DEFAULTS[key]:
+            text += " (default)"
         rows.append((_e(_SPEC_LABELS.get(key, key.replace("_", " "))), _e(text)))
     parts = [_table(("", ""), rows, "spec")] if rows else []
     command = spec.get("command")

@@ -205,7 +205,7 @@ def run_test(
         spec=spec,
         run_id=run_id,
         started=datetime.now(UTC).isoformat(),
-        command=shlex.join(command or _rerun_command(spec)),
+        command=shlex.join(command or _rerun_command(spec, run_dir if fixed else None)),
         lease_ttl=ttl,
         schedule=schedule.to_json(),
         inventory=tuple(inventory),
@@ -217,7 +217,11 @@ def run_test(
         state.interruption = interruption
         try:
             state.save()
-            console.print(f"[bold]run[/] {spec.test_name}  seed {spec.seed}  → {run_dir.path}")
+            # soft_wrap: a path broken across lines of an 80-column log cannot be copied.
+            console.print(
+                f"[bold]run[/] {spec.test_name}  seed {spec.seed}  → {run_dir.path}",
+                soft_wrap=True,
+            )
             state.enter("cluster start")
             with HistoryWriter(run_dir.history) as writer:
                 recorder = Recorder(writer)
@@ -855,23 +859,35 @@ def _versions() -> dict[str, str]:
     return info
 
 
-def _rerun_command(spec: TestSpec) -> list[str]:
+def _rerun_command(spec: TestSpec, fixed_in: RunDir | None = None) -> list[str]:
+    """The command that runs ``spec`` again exactly: its seed and every field that differs from
+    the defaults. A run that played a fixed schedule (``fixed_in``: its own folder, where
+    ``test.json`` keeps the windows) is rerun by ``replay``, since a seed alone would draw
+    another schedule."""
+    if fixed_in is not None:
+        return ["fencecheck", "replay", str(fixed_in.path)]
     argv = ["fencecheck", "run", "--system", spec.system, "--workload", spec.workload]
     for bug in spec.bugs:
         argv += ["--bug", bug]
     argv += ["--nemesis", ",".join(spec.nemeses) or "none"]
-    argv += ["--target", ",".join(spec.targets), "--ttl", str(spec.ttl)]
+    argv += ["--target", ",".join(spec.targets), "--ttl", f"{spec.ttl:g}"]
     if spec.fault_lengths:
         argv += ["--fault-lengths", ",".join(f"{m:g}" for m in spec.fault_lengths)]
-    argv += ["--time-limit", str(spec.time_limit), "--workers", str(spec.workers)]
+    argv += ["--time-limit", f"{spec.time_limit:g}", "--workers", str(spec.workers)]
     argv += ["--keys", str(spec.keys), "--locks", str(spec.locks)]
-    if spec.writes_per_lease != _DEFAULTS.writes_per_lease:
-        argv += ["--writes-per-lease", str(spec.writes_per_lease)]
-    if spec.keys_per_write != _DEFAULTS.keys_per_write:
-        argv += ["--keys-per-write", str(spec.keys_per_write)]
-    argv += ["--work-ms", str(spec.work_ms), "--seed", str(spec.seed)]
-    if spec.rate:
-        argv += ["--rate", f"{spec.rate:g}"]
-    if spec.lock_delay:
-        argv += ["--lock-delay", str(spec.lock_delay)]
+    optional: tuple[tuple[str, object, object], ...] = (
+        ("--writes-per-lease", spec.writes_per_lease, _DEFAULTS.writes_per_lease),
+        ("--keys-per-write", spec.keys_per_write, _DEFAULTS.keys_per_write),
+        ("--work-ms", spec.work_ms, None),
+        ("--seed", spec.seed, None),
+        ("--rate", spec.rate, _DEFAULTS.rate),
+        ("--lock-delay", spec.lock_delay, _DEFAULTS.lock_delay),
+        ("--read-ratio", spec.read_ratio, _DEFAULTS.read_ratio),
+        ("--op-timeout", spec.op_timeout, _DEFAULTS.op_timeout),
+        ("--name", spec.name, _DEFAULTS.name),
+        ("--store", str(spec.store), str(_DEFAULTS.store)),
+    )
+    for option, value, default in optional:
+        if value != default:
+            argv += [option, f"{value:g}" if isinstance(value, float) else str(value)]
     return argv

@@ -92,13 +92,18 @@ def check_store(root: Path, test_name: str) -> None:
 
 
 def check_output_file(path: Path, option: str) -> None:
-    """Make sure ``path`` can be written later (its folder exists and is writable, it is not a
-    folder); raises :class:`StoreError` naming ``option``."""
+    """Make sure ``path`` can be written later (its folder is created when missing and is
+    writable, it is not a folder); raises :class:`StoreError` naming ``option``.
+
+    The folder is made here, as ``--store`` is: a CI job's ``--junit-xml reports/x.xml`` names a
+    folder nothing else creates.
+    """
     why = None
     if path.is_dir():
         why = "it is a folder"
     else:
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             _probe(path.parent, len(path.name))
         except OSError as problem:
             why = why_unwritable(problem)

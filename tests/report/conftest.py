@@ -17,9 +17,10 @@ from typing import Any
 
 import pytest
 
-from checkers import CheckResult, check_file
-from harness.history import HistoryWriter, Sink
+from checkers import CheckResult
+from harness.history import HistoryWriter
 from harness.run.runner import RunError, RunOutcome
+from harness.run.runner import check_run as run_check
 from harness.run.spec import TestSpec
 from harness.run.store import RunDir, new_run_dir
 from tests.support.simulation import recorded_words
@@ -253,15 +254,9 @@ RunFactory = Callable[..., RunDir]
 
 
 def check_run(run: RunDir) -> CheckResult:
-    """Judge ``run``'s history with the real checker and write ``results.json``."""
-    test = run.read_test()
-    inventory = {
-        entry["sink"]: Sink(entry["sink"], entry["fenced"], entry["mitigation"])
-        for entry in test["inventory"]
-    }
-    result = check_file(run.history, inventory=inventory, lease_ttl=test["lease_ttl"])
-    run.write_json(run.results, result.to_json())
-    return result
+    """Judge ``run``'s history as the runner does (the real checker, coverage included) and
+    write ``results.json``."""
+    return run_check(run)
 
 
 @pytest.fixture
