@@ -17,9 +17,7 @@ _GAP = "no holder was stopped past its lease while holding it"
 
 
 @pytest.fixture
-def weak_run(
-    monkeypatch: pytest.MonkeyPatch, fake_runner: Callable[[RunSpec], RunOutcome]
-) -> None:
+def weak_run(monkeypatch: pytest.MonkeyPatch, fake_runner: Callable[[RunSpec], RunOutcome]) -> None:
     """``run`` carries out a fake valid run whose coverage names one gap."""
 
     def run_test(spec: RunSpec, **_: object) -> RunOutcome:
