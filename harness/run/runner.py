@@ -146,7 +146,8 @@ def run_test(
     """Carry out ``spec`` on a fresh Docker cluster (or on ``hosts``) and return the checked
     outcome. ``schedule`` (a replay's or a shrink candidate's) is played instead of the seed's.
 
-    Raises :class:`RunError` for a spec that cannot run (nothing is started then). Once the run
+    Raises :class:`RunError` for a spec that cannot run (nothing is started then), and for a run
+    whose folder was deleted under it (nothing is left to check). Otherwise, once the run
     directory exists, failures, interruptions and a full disk still end in a checked history.
     """
     console = console or Console(stderr=True)
@@ -311,7 +312,19 @@ class _RunState:
         came (before or during the check); then point the store's ``latest`` at the run. A
         results file that cannot be written is a run error (and ``latest`` stays where it was).
         """
-        judged = judge_run(self.run_dir, self.record)
+        try:
+            judged = judge_run(self.run_dir, self.record)
+        except FileNotFoundError:
+            raise RunError(
+                f"the run folder {self.run_dir.path} was deleted while the run wrote to it, and "
+                "its history with it: nothing is left to check (faults healed, cluster "
+                "removed); leave the store in place while a run writes to it"
+            ) from None
+        except OSError as problem:
+            raise RunError(
+                f"cannot read the run's history {self.run_dir.history}: {why_unwritable(problem)}"
+                "; fix the store's permissions, then `fencecheck analyze` the run folder"
+            ) from None
         while True:
             if self.interruption and self.record.interrupted is None:
                 self.interrupted(self.interruption[0])
