@@ -131,6 +131,7 @@ def test_sighup_and_repeated_ctrl_c_heal_and_check(
     store = tmp_path / "store"
     run = _start(store, "--time-limit", "60", "--nemesis", "pause")
     killer.append(run)
+
     # store/latest moves to a run only once it is checked: watch the run in progress.
     def running() -> bool:
         return any(h.stat().st_size > 20_000 for h in store.glob("*/*/history.jsonl"))
