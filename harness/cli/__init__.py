@@ -78,7 +78,10 @@ def main(argv: list[str] | None = None) -> None:
         problem.show()
         code = EXIT_ERROR
     except click.exceptions.Abort as stop:
-        click.echo(f"{_stopped_by(stop.__context__)}: the command stopped", err=True)
+        # Click turns Ctrl-C (and our SIGTERM and SIGHUP) into Abort; a "no" to a prompt too.
+        interrupted = isinstance(stop.__context__, KeyboardInterrupt)
+        stopped = f"{_stopped_by(stop.__context__)}: the command stopped"
+        click.echo(stopped if interrupted else "aborted", err=True)
         code = EXIT_ERROR
     except _ClosedPipe:
         code = _closed_pipe()
