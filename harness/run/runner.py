@@ -108,6 +108,8 @@ __all__ = [
 _DEFAULTS: Final = TestSpec(seed=0)
 """The defaults a rerun command leaves out."""
 _FINAL_READ_TRIES: Final = 3
+_LOST_AFTER: Final = 3
+"""A final reader whose agent is unreachable this many times in a row stops: the agent is lost."""
 _READERS_PER_AGENT: Final = 8
 """Final reads run this many connections per agent at once (a run may have 100,000 keys)."""
 _READER_BASE: Final = 1_000_000
@@ -393,7 +395,17 @@ def conclude_run(
         result = replace(
             result,
             valid="unknown" if result.valid is True else result.valid,
-            unknown_reasons=_cut_short_reasons(cut_short, result),
+            unknown_reasons=_cut_short_reasons(
+                cut_short, result, ": the run ended before its final reads"
+            ),
+        )
+    elif record.lost:
+        lost = "; ".join(record.lost)
+        result = replace(
+            result,
+            unknown_reasons=_cut_short_reasons(
+                f"lost during the final reads: {lost}", result, ": the final reads were lost"
+            ),
         )
     data = result.to_json()
     data["coverage"] = judged.coverage
@@ -401,6 +413,8 @@ def conclude_run(
         data["interrupted"] = record.interrupted.to_json()
     if record.error:
         data["run_error"] = record.error
+    if record.lost:
+        data["lost"] = list(record.lost)
     if write:
         run_dir.write_json(run_dir.results, data)
     return result
@@ -468,11 +482,11 @@ def _nodes(
             yield connected.nodes
 
 
-def _cut_short_reasons(note: str, result: CheckResult) -> tuple[str, ...]:
-    """The unknown reasons of a run cut short: why first, and no advice to add a final read (the
-    workload has one; the run ended before it)."""
+def _cut_short_reasons(note: str, result: CheckResult, instead: str) -> tuple[str, ...]:
+    """The unknown reasons of a run that could not finish its final reads: why first, and
+    ``instead`` of the advice to add a final read (the workload has one; it could not run)."""
     reasons = [
-        reason.removesuffix(FINAL_READ_ADVICE) + ": the run ended before its final reads"
+        reason.removesuffix(FINAL_READ_ADVICE) + instead
         if reason.endswith(FINAL_READ_ADVICE)
         else reason
         for reason in result.unknown_reasons
@@ -645,7 +659,13 @@ def _exercise(
                 )
                 for ops in readers:
                     resources.callback(ops.close)
-                _final_reads(readers, final_reads(workload, options), recorder.stopped)
+                lost = _final_reads(readers, final_reads(workload, options), recorder.stopped)
+                if lost:
+                    state.record.lost = tuple(
+                        f"{node}'s agent ({error}; {unread:,} key(s) left unread)"
+                        for node, (error, unread) in sorted(lost.items())
+                    )
+                    state.save()
         except KeyboardInterrupt:
             pass
     finally:
@@ -811,18 +831,23 @@ def _final_readers(
 
 def _final_reads(
     readers: Sequence[HolderOps], reads: Iterable[tuple[str, str]], stop: threading.Event
-) -> None:
+) -> dict[str, tuple[str, int]]:
     """Read every (sink, key) once after healing, the readers in parallel (each its own process
     and connection); a failed read goes back for another reader, a few times each.
 
-    ``reads`` is consumed as the readers go (a run may have a million), never held whole. A
-    stop signal ends them promptly: readers finish the read in hand and take no other.
+    ``reads`` is consumed as the readers go (a run may have hundreds of thousands), never held
+    whole. A stop signal ends them promptly: readers finish the read in hand and take no other.
+    A reader whose agent is unreachable :data:`_LOST_AFTER` times in a row stops, so the reads
+    go to the agents that answer. Returns, when some keys were left unread, each lost agent's
+    node with its last error and the number of keys unread (empty when every key was read).
     """
     source = iter(reads)
     taking = threading.Lock()
     again: queue.SimpleQueue[tuple[str, str, int]] = queue.SimpleQueue()
     halt = threading.Event()
     tries = _FINAL_READ_TRIES * len({reader.node for reader in readers})
+    lost: dict[str, str] = {}
+    unread = [0]
 
     def next_read() -> tuple[str, str, int] | None:
         with contextlib.suppress(queue.Empty):
@@ -832,13 +857,26 @@ def _final_reads(
         return None if item is None else (item[0], item[1], 0)
 
     def read_all(reader: HolderOps) -> None:
+        failures = 0
         while not (stop.is_set() or halt.is_set()):
             item = next_read()
             if item is None:
                 return
             sink, key, attempt = item
-            if not reader.read(sink, key).ok and attempt + 1 < tries:
+            done = reader.read(sink, key)
+            if done.ok:
+                failures = 0
+                continue
+            if attempt + 1 < tries:
                 again.put((sink, key, attempt + 1))
+            else:
+                with taking:
+                    unread[0] += 1
+            failures = failures + 1 if (done.error or "").startswith("unreachable") else 0
+            if failures >= _LOST_AFTER:
+                with taking:
+                    lost[reader.node] = done.error or "unreachable"
+                return
 
     with ThreadPoolExecutor(len(readers), thread_name_prefix="final-read") as pool:
         try:
@@ -847,6 +885,11 @@ def _final_reads(
         except BaseException:
             halt.set()  # a signal (or a reader's error): the others stop after the read in hand
             raise
+    if stop.is_set():
+        return {}
+    # Keys no reader took (every reader's agent lost) or still waiting for another try.
+    left = unread[0] + sum(1 for _ in source) + again.qsize()
+    return {node: (error, left) for node, error in lost.items()} if left else {}
 
 
 def _collect_logs(system: System, nodes: Mapping[str, Node], run_dir: RunDir) -> None:
