@@ -31,7 +31,7 @@ from typing import Any, Final
 
 import docker.errors
 
-from harness.node.docker.engine import engine
+from harness.node.docker.engine import builder, engine
 
 __all__ = [
     "BASE_REPOSITORY",
@@ -260,7 +260,7 @@ def _build_base(tag: str, progress: Progress) -> None:
         ) as tar:
             assert tar.stdout is not None
             try:
-                engine().api.import_image_from_stream(
+                builder().api.import_image_from_stream(
                     tar.stdout,
                     repository=repository,
                     tag=version,
@@ -340,7 +340,7 @@ def _build_recipe(
     progress(f"building {tag} on {base}")
     output: list[str] = []
     try:
-        for chunk in engine().api.build(
+        for chunk in builder().api.build(
             path=str(context or RECIPES / recipe),
             tag=tag,
             buildargs={"BASE": base},
