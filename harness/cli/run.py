@@ -283,7 +283,7 @@ def _conclude(
         extra = {"interrupted": outcome.interrupted, "run_dir": str(outcome.run_dir.path)}
         if outcome.error is not None:
             extra["run_error"] = outcome.error
-        if outcome.record.lost:
+        if outcome.record is not None and outcome.record.lost:
             extra["lost"] = list(outcome.record.lost)
         click.echo(json.dumps({**data, **extra}, indent=2))
     else:

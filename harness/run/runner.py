@@ -127,12 +127,13 @@ class RunOutcome:
     run_dir: RunDir
     result: CheckResult
     interrupted: bool
-    record: RunRecord
-    """The run's ``test.json``, as the runner left it."""
-    judged: Judged
-    """What the checker found, to conclude again if a signal comes while the report is written."""
     error: str | None = None
     """Why the run broke off (setup failed, the engine went away…); its history is still checked."""
+    record: RunRecord | None = None
+    """The run's ``test.json``, as the runner left it (read back from it when absent)."""
+    judged: Judged | None = None
+    """What the checker found, to conclude again if a signal comes while the report is written
+    (judged again when absent)."""
 
 
 def run_test(
@@ -255,7 +256,7 @@ def run_test(
                 state.fail(state.recorder.failure)
             state.enter("the check")
             judged, result = state.check()
-    return RunOutcome(run_dir, result, bool(interruption), record, judged, record.error)
+    return RunOutcome(run_dir, result, bool(interruption), record.error, record, judged)
 
 
 @dataclass
@@ -436,11 +437,13 @@ def note_late_signal(outcome: RunOutcome, signal: Interrupted, phase: str) -> Ru
     """A finished run interrupted afterwards (while its report was written): the signal goes
     into ``test.json`` and ``results.json`` like any other, and the verdict is concluded again
     (without checking the history again)."""
-    record = outcome.record
+    run_dir = outcome.run_dir
+    record = outcome.record or RunRecord.from_json(run_dir.read_test())
+    judged = outcome.judged or judge_run(run_dir, record)
     record.interrupted = Interruption(signal.signal, signal.at.isoformat(), phase)
-    outcome.run_dir.write_json(outcome.run_dir.test_json, record.to_json())
-    result = conclude_run(outcome.run_dir, record, outcome.judged)
-    return replace(outcome, result=result, interrupted=True)
+    run_dir.write_json(run_dir.test_json, record.to_json())
+    result = conclude_run(run_dir, record, judged)
+    return replace(outcome, result=result, interrupted=True, record=record, judged=judged)
 
 
 def _topology(spec: TestSpec, system: System, hosts: HostsFile | None) -> list[NodeSpec]:
