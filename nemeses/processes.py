@@ -27,6 +27,7 @@ __all__ = [
     "Restarter",
     "continue_stopped",
     "is_gone",
+    "lost_daemons",
     "recorded_daemons",
     "restart",
     "running_daemons",
@@ -73,6 +74,18 @@ Restarter = Callable[[Node, "ProcessImage"], Daemon]
 def is_gone(state: str | None) -> bool:
     """True for the process state of a process that no longer runs (absent, zombie, dead)."""
     return state in _GONE_STATES
+
+
+def lost_daemons(node: Node) -> list[str]:
+    """The daemons that ran on ``node`` (they left a log in :data:`DAEMON_LOG_DIR`) and run no
+    more: what a node whose container stopped and was started again has lost."""
+    try:
+        listed = node.run(["ls", DAEMON_LOG_DIR], timeout=_SCAN_TIMEOUT_S)
+    except NodeError as problem:
+        raise NemesisError(f"{node.name}: cannot list its daemons' logs: {problem}") from None
+    logged = {name.removesuffix(".log") for name in listed.stdout.split() if name.endswith(".log")}
+    running = {entry["name"] for entry in _scan(node, "daemons", "")}
+    return sorted(logged - running)
 
 
 def recorded_daemons(node: Node, process: str | None) -> list[Daemon]:

@@ -20,7 +20,7 @@ import click
 from rich.console import Console
 
 from checkers.exit_codes import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
-from harness.node.interrupts import STOP_SIGNALS
+from harness.node.interrupts import STOP_SIGNALS, Interrupted, sigterm_interrupts
 
 __all__ = [
     "EXIT_ERROR",
@@ -77,8 +77,11 @@ def main(argv: list[str] | None = None) -> None:
         # Click's own usage errors exit 2, which here means "unknown"; errors must be 3.
         problem.show()
         code = EXIT_ERROR
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
+    except click.exceptions.Abort as stop:
+        # Click turns Ctrl-C (and our SIGTERM and SIGHUP) into Abort; a "no" to a prompt too.
+        interrupted = isinstance(stop.__context__, KeyboardInterrupt)
+        stopped = f"{_stopped_by(stop.__context__)}: the command stopped"
+        click.echo(stopped if interrupted else "aborted", err=True)
         code = EXIT_ERROR
     except _ClosedPipe:
         code = _closed_pipe()
@@ -94,11 +97,22 @@ def run_as_program() -> None:
     the interpreter shuts down would only turn its exit code into a death by signal.
     """
     try:
-        main()
+        # From here SIGTERM and SIGHUP stop the command the way Ctrl-C does (no death by signal
+        # without a word); a run installs its own rule while it runs (docs/design.md §8).
+        with sigterm_interrupts(ctrl_c=True):
+            main()
+    except KeyboardInterrupt as stop:  # while the commands' modules were still being imported
+        click.echo(f"{_stopped_by(stop)} while fencecheck started: nothing was run", err=True)
+        sys.exit(EXIT_ERROR)
     finally:
         if threading.current_thread() is threading.main_thread():
-            for stop in STOP_SIGNALS:
-                signal.signal(stop, signal.SIG_IGN)
+            for sig in STOP_SIGNALS:
+                signal.signal(sig, signal.SIG_IGN)
+
+
+def _stopped_by(stop: BaseException | None) -> str:
+    """``interrupted by SIGTERM`` (Ctrl-C when the signal is not known)."""
+    return f"interrupted by {stop.signal if isinstance(stop, Interrupted) else 'SIGINT'}"
 
 
 EXIT_CLOSED_PIPE = 128 + signal.SIGPIPE

@@ -29,7 +29,7 @@ from harness.node.docker.engine import EngineError
 from harness.node.interrupts import sigterm_interrupts
 from nemeses.kill import KillNemesis
 from nemeses.kinds import FaultKind, ManualCommand, ManualOption, node_names
-from nemeses.processes import ProcessImage, restart, running_daemons
+from nemeses.processes import ProcessImage, lost_daemons, restart, running_daemons
 from nemeses.protocol import Fault, Nemesis, NemesisError, start_f, stop_f
 from nemeses.recovery import heal_nodes
 from nemeses.registry import KINDS, fault_kind
@@ -111,16 +111,33 @@ def heal(run_id: str | None) -> None:
     """Undo every fault on the cluster: thaw, uncap, remove our rules, continue, restart."""
     # A node whose main process was killed (`kill --process sleep`) stopped: heal starts it.
     cluster = _attach(run_id, start_stopped=True)
-    for name in cluster.restarted:
-        click.echo(f"started node {name} again (its container had stopped)")
     ledger = _Ledger(cluster.run_id)
     frozen, killed = ledger.load()
+    errors: list[str] = []
+    for name in cluster.restarted:
+        click.echo(f"started node {name} again (its container had stopped)")
+        # The container's start brought its main process back; nothing else that ran in it
+        # survived, and relaunching the killed main process as a daemon would only add a copy.
+        killed.pop(name, None)
+        try:
+            gone = lost_daemons(cluster.nodes[name])
+        except NemesisError as problem:
+            errors.append(str(problem))
+            continue
+        if gone:
+            errors.append(
+                f"{name}: its container had stopped (its main process was killed), and "
+                f"{', '.join(gone)} did not survive it; remove the cluster with `fencecheck "
+                f"cluster down {cluster.run_id}` and start a new one (`fencecheck cluster up`)"
+            )
     report = heal_nodes(dict(cluster.nodes), frozen=frozen, killed=killed)
     for line in report.healed:
         click.echo(f"healed {line}")
-    if not report.ok:
-        raise click.ClickException("could not heal everything:\n  " + "\n  ".join(report.errors))
-    ledger.clear()
+    if report.ok:
+        ledger.clear()  # every fault undone; what a stopped container lost no retry brings back
+    errors += report.errors
+    if errors:
+        raise click.ClickException("could not heal everything:\n  " + "\n  ".join(errors))
     click.echo(f"cluster {cluster.run_id} is healed")
 
 

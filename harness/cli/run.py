@@ -16,11 +16,11 @@ from harness.cli import EXIT_ERROR, EXIT_UNKNOWN, EXIT_VALID, cli
 from harness.cli.check import exit_code, render_result
 from harness.cli.hosts import load_hosts_option
 from harness.cli.units import Duration
-from harness.node.interrupts import interrupts_once
+from harness.node.interrupts import interrupts_once, shielded
 from harness.report import publish
 from harness.run.exposure import ExposureError, exposing_faults, switches_of
 from harness.run.exposure import expose as exposed_spec
-from harness.run.runner import RunError, RunOutcome, check_run, run_test
+from harness.run.runner import RunError, RunOutcome, check_run, note_late_signal, run_test
 from harness.run.spec import SpecError, TestSpec, split_names, store_path
 from harness.run.store import (
     RunDir,
@@ -269,24 +269,33 @@ def run_command(
         )
     except (RunError, StoreError) as problem:
         raise click.ClickException(str(problem)) from None
-    # The run is over: a late Ctrl-C (one of several pressed) must not cut the report or the
-    # verdict short, so every signal from here on is only announced.
+    # The run is checked; its report is written next. A first signal now is recorded like any
+    # other (the verdict is concluded again and the report rewritten once) but never cuts the
+    # report short; after the report, every signal is only announced.
+    with interrupts_once() as late, shielded():
+        console.print("[dim]phase: the report[/]", highlight=False)
+        written = _publish(outcome, junit_xml, console)
+        if late and not outcome.interrupted:
+            console.print(f"[yellow]{late[0].signal} while the report was written: noted[/]")
+            outcome = note_late_signal(outcome, late[0], "the report")
+            written = _publish(outcome, junit_xml, console)
     with interrupts_once(already=True):
-        raise click.exceptions.Exit(_conclude(outcome, junit_xml, as_json, console, strict))
+        raise click.exceptions.Exit(_conclude(outcome, written, as_json, console, strict))
 
 
 def _conclude(
-    outcome: RunOutcome, junit_xml: Path | None, as_json: bool, console: Console, strict: bool
+    outcome: RunOutcome, written: bool, as_json: bool, console: Console, strict: bool
 ) -> int:
-    """Publish a finished run, print its verdict and return the exit code (``strict``: a valid
-    run with coverage gaps exits 2, saying so)."""
-    written = _publish(outcome, junit_xml, console)
+    """Print a published run's verdict and return the exit code (``written``: its report and
+    files are; ``strict``: a valid run with coverage gaps exits 2, saying so)."""
     coverage = _coverage(outcome.run_dir)
     if as_json:
         data = {**outcome.result.to_json(), "coverage": coverage}
         extra = {"interrupted": outcome.interrupted, "run_dir": str(outcome.run_dir.path)}
         if outcome.error is not None:
             extra["run_error"] = outcome.error
+        if outcome.record is not None and outcome.record.lost:
+            extra["lost"] = list(outcome.record.lost)
         click.echo(json.dumps({**data, **extra}, indent=2))
     else:
         render_result(

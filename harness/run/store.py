@@ -2,7 +2,7 @@
 
 Layout of a run directory: ``test.json`` (the full spec, seed, schedule, versions),
 ``history.jsonl`` (streamed during the run), ``results.json`` (the checker's verdict),
-``report.html``, ``logs/<node>/<file>``. ``store/latest`` links to the newest run.
+``report.html``, ``logs/<node>/<file>``. ``store/latest`` links to the newest checked run.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ __all__ = [
     "find_runs",
     "new_run_dir",
     "open_run_dir",
+    "point_latest",
     "unique_tmp",
     "why_unwritable",
 ]
@@ -175,23 +176,29 @@ class RunDir:
 
 
 def new_run_dir(test_name: str, root: Path = DEFAULT_STORE, now: datetime | None = None) -> RunDir:
-    """Create ``root/<test_name>/<timestamp>/`` with an empty history; point ``root/latest`` at
-    it."""
+    """Create ``root/<test_name>/<timestamp>/`` with an empty history (``root/latest`` moves
+    to it once it is checked: :func:`point_latest`)."""
     stamp = (now or datetime.now(UTC)).strftime(_STAMP_FORMAT)
     path = root / _SAFE.sub("_", test_name) / stamp
     path.mkdir(parents=True, exist_ok=False)
     (path / "logs").mkdir()
     # An empty history from the start: a run stopped at once is still a run that can be checked.
     RunDir(path).history.touch()
+    return RunDir(path)
+
+
+def point_latest(run: RunDir) -> None:
+    """Point the store's ``latest`` (two folders up) at ``run``, atomically: called once the run
+    is checked, so ``latest`` never names a run without results."""
+    root = run.path.parent.parent
     latest = root / "latest"
     tmp = unique_tmp(latest)
-    tmp.symlink_to(path.relative_to(root))
+    tmp.symlink_to(run.path.relative_to(root))
     try:
         os.replace(tmp, latest)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return RunDir(path)
 
 
 def open_run_dir(path: str | os.PathLike[str]) -> RunDir:

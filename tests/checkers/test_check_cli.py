@@ -270,9 +270,12 @@ def malformed_histories(draw: st.DrawFn) -> tuple[bytes, bool]:
         value = event.setdefault("value", {})
         name = draw(
             st.sampled_from(
-                ("epoch", "id", "lock", "sink", "key", "entries", "targets", "seq", "grant_seq")
-                + ("waited", "prev", "also", "restart", "mid_write", "applied", "scheduled")
-                + ("confirmed", "step_scheduled", "step_confirmed", "verb", "error", "read")
+                (
+                    *("epoch", "id", "lock", "sink", "key", "entries", "targets", "seq"),
+                    *("grant_seq", "waited", "prev", "also", "restart", "mid_write", "applied"),
+                    *("scheduled", "confirmed", "step_scheduled", "step_confirmed", "verb"),
+                    *("error", "read"),
+                )
             )
         )
         value[name] = draw(json_values)

@@ -22,7 +22,7 @@ from harness.history import HistoryWriter
 from harness.run.runner import RunError, RunOutcome
 from harness.run.runner import check_run as run_check
 from harness.run.spec import TestSpec
-from harness.run.store import RunDir, new_run_dir
+from harness.run.store import RunDir, new_run_dir, point_latest
 from tests.support.simulation import recorded_words
 
 MS = 1_000_000
@@ -234,7 +234,8 @@ def build_run(
     when: datetime | None = None,
     failed_fault: bool = False,
 ) -> RunDir:
-    """A run directory with ``test.json`` and ``history.jsonl`` (no results yet)."""
+    """A run directory with ``test.json`` and ``history.jsonl`` (no results yet), the store's
+    ``latest``."""
     bugs = [STALE_BUG] if stale else []
     when = when or datetime.now(UTC)
     run = new_run_dir("reference-pause", root, when)
@@ -247,6 +248,7 @@ def build_run(
     _rounds(sim, range(workers), rounds - rounds // 2)
     sim.final_reads(90, "w1")
     sim.close()
+    point_latest(run)  # as the runner does once a run is over
     return run
 
 

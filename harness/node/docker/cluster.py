@@ -28,7 +28,7 @@ from docker.models.containers import Container
 from docker.models.networks import Network
 
 from harness.node import NodeError
-from harness.node.docker.engine import engine
+from harness.node.docker.engine import EngineError, engine
 from harness.node.docker.images import node_image
 from harness.node.docker.node import DockerNode
 from harness.node.interrupts import interrupts_deferred
@@ -312,7 +312,13 @@ class Cluster:
         """
         self._close_nodes()
         with interrupts_deferred():
-            remove_run(self.run_id)
+            try:
+                remove_run(self.run_id)
+            except (docker.errors.DockerException, EngineError, ClusterError, OSError) as problem:
+                raise ClusterError(
+                    f"cluster {self.run_id} may be left on the engine ({problem}); once the "
+                    f"engine answers, remove it with `fencecheck cluster down {self.run_id}`"
+                ) from problem
         self.nodes = {}
 
     def _close_nodes(self) -> None:
