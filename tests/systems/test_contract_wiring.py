@@ -6,6 +6,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
@@ -198,7 +199,8 @@ def test_adapter_check_of_an_unknown_system_is_an_error_naming_the_installed_one
 
 def test_adapter_check_proves_grant_seq_only_where_the_client_reports_it() -> None:
     def judged(seqs: dict[str, list[object]]) -> list[tuple[bool, str]]:
-        battery = _Battery(ReferenceSystem(), {}, None, ())  # type: ignore[arg-type]
+        deployment = SimpleNamespace(targets=())  # the battery reads only its targets here
+        battery = _Battery(ReferenceSystem(), {}, None, deployment, None)  # type: ignore[arg-type]
         battery.grant_seqs = seqs
         battery.grant_seq_rises()
         return [(item.ok, item.detail) for item in battery.items]
