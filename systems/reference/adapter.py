@@ -259,7 +259,9 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
         files = {self._path(program): deploy.source_of(program)}
         deploy.install(node, {**files, **deploy.nodeside_files(self.install_dir)})
         deploy.fresh_dir(node, data)
-        return deploy.start_and_wait(node, name, argv, deploy.Pings(port, self.ready_timeout))
+        # Both servers answer for their own clock (every wire server does).
+        ready = deploy.Pings(port, self.ready_timeout)
+        return deploy.start_clocked(node, name, argv, ready, f"wire:{node.ip}:{port}")
 
     def teardown(self, nodes: Mapping[str, Node]) -> None:
         """SIGKILL the lock server and the store (their data stays for collection)."""
