@@ -18,8 +18,9 @@ package) by :func:`preloaded`, with a control file of its own. Measured on the n
 - Go programs (etcd) read the clock through the vDSO without libc: the preload changes nothing.
 
 :class:`ClockState` is the pure arithmetic (a process's fake clock as a line through one anchor);
-:func:`control_text` turns a state into the file's text. :func:`main` runs on the node (sent whole
-as ``python3 -c``): it writes the file at its own real time and reads the process's clock back.
+:func:`control_text` turns a state into the file's text. :func:`apply` runs on the node (this file
+is sent whole as ``python3 -c``): it changes the clock at the node's own real time and reads the
+process's clock back.
 Stdlib only, like all node-side code.
 """
 
@@ -40,9 +41,12 @@ __all__ = [
     "PRELOAD",
     "ClockState",
     "Preload",
+    "apply",
+    "changed",
     "control_file",
     "control_text",
     "main",
+    "preload_in",
     "preload_of",
     "preloaded",
 ]
@@ -148,12 +152,18 @@ def preload_of(argv: Sequence[str]) -> Preload | None:
     """The preload settings of a command line made by :func:`preloaded` (``None``: not one)."""
     if not argv or argv[0] != "env":
         return None
-    settings: dict[str, str] = {}
+    words = []
     for word in argv[1:]:
-        key, equals, value = word.partition("=")
-        if not equals:
+        if "=" not in word:
             break
-        settings[key] = value
+        words.append(word)
+    return preload_in(words)
+
+
+def preload_in(environment: Sequence[str]) -> Preload | None:
+    """The preload settings among ``KEY=VALUE`` words (a command line's or ``/proc/PID/environ``'s;
+    ``None``: the process is not under libfaketime with a control file)."""
+    settings = dict(word.partition("=")[::2] for word in environment if "=" in word)
     if _FILE_ENV not in settings:
         return None
     return Preload(settings[_FILE_ENV], settings.get(ASK_ENV, ""))
@@ -183,31 +193,59 @@ def _reading(ask: str) -> list[float]:
     return [(before + after) / 2, fake, after - before]
 
 
-def write(path: str, state: ClockState, ask: str) -> dict[str, Any]:
-    """Write ``state`` to the control file ``path`` now, then read the process's clock back (twice,
-    apart, for a rate): what the nemesis confirms against. Runs on the node, not preloaded."""
-    directory = os.path.dirname(path)
-    os.makedirs(directory, exist_ok=True)
+def changed(state: ClockState, change: str, amount: float, real: float) -> ClockState:
+    """``state`` after ``change`` at real time ``real``: ``step`` by ``amount`` seconds (signed),
+    ``rate`` to ``amount`` without a jump, or ``reset`` to the real clock."""
+    if change == "step":
+        return state.stepped(amount, real)
+    if change == "rate":
+        return state.at_rate(amount, real)
+    if change == "reset":
+        return ClockState()
+    raise ValueError(f"unknown clock change {change!r}; expected step, rate or reset")
+
+
+def apply(path: str, change: str, amount: float, ask: str) -> dict[str, Any]:
+    """Change the clock of the process whose control file is ``path`` now, then read its clock
+    back through ``ask`` (twice, apart, at a rate other than 1): what the nemesis confirms against.
+
+    Runs on the node, not preloaded, so that its own clock is the real one. The state lives beside
+    the control file (``PATH.state``), so every controller, a run's or a manual command's, changes
+    the clock from where it is.
+    """
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        with open(f"{path}.state") as saved:
+            before = ClockState.from_json(json.load(saved))
+    except FileNotFoundError:
+        before = ClockState()
     real = time.time()
-    text = control_text(state, real)
-    # A rename is atomic: the process never reads a half-written file.
-    staging = f"{path}.new"
-    with open(staging, "w") as out:
-        out.write(text)
-    os.replace(staging, path)
-    readings = [_reading(ask)]
-    if state.rate != 1.0:
+    after = changed(before, change, amount, real)
+    text = control_text(after, real)
+    # Renames are atomic: the process never reads a half-written file.
+    for target, content in ((path, text), (f"{path}.state", json.dumps(after.to_json()))):
+        with open(f"{target}.new", "w") as out:
+            out.write(content)
+        os.replace(f"{target}.new", target)
+    readings = [_reading(ask)] if ask else []
+    if ask and after.rate != 1.0:
         time.sleep(_RATE_GAP_S)
         readings.append(_reading(ask))
-    return {"written_at": real, "text": text, "readings": readings}
+    return {
+        "before": before.to_json(),
+        "after": after.to_json(),
+        "written_at": real,
+        "text": text,
+        "readings": readings,
+    }
 
 
 def main(argv: Sequence[str]) -> None:
-    """``write PATH STATE_JSON ASK``: :func:`write`, its result printed as JSON."""
-    if len(argv) != 4 or argv[0] != "write":
-        raise SystemExit("usage: clock.py write PATH STATE_JSON ASK")
-    _, path, state, ask = argv
-    print(json.dumps(write(path, ClockState.from_json(json.loads(state)), ask)))
+    """``PATH step|rate|reset AMOUNT ASK``: :func:`apply`, its result printed as JSON."""
+    if len(argv) != 4:
+        raise SystemExit("usage: clock.py PATH step|rate|reset AMOUNT ASK")
+    path, change, amount, ask = argv
+    print(json.dumps(apply(path, change, float(amount), ask)))
 
 
 if __name__ == "__main__":

@@ -152,6 +152,10 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
                 "pass --lock-delay (lock_delay in a spec), e.g. 3 x the lease TTL"
             )
 
+    def clock_roles(self) -> Mapping[str, str]:
+        """Both servers run under libfaketime (stdlib Python, which it reaches)."""
+        return {"lock": "", "store": ""}
+
     def spanning_sinks(self) -> tuple[str, ...]:
         """Every sink: the store appends a write's items to their keys under one lock and fsync."""
         return (store_server.STORE, store_server.BATCH, store_server.AUDIT)

@@ -63,6 +63,7 @@ def test_preload_settings_are_read_back_from_the_command_line() -> None:
     assert found == clock.Preload(f"{clock.CONTROL_DIR}/lock-server", "wire:10.0.0.2:7001")
     assert clock.preload_of(["python3", "server.py"]) is None
     assert clock.preload_of(["env", "A=1", "python3"]) is None
+    assert clock.preload_in(argv[1:6]) == found  # as /proc/PID/environ lists them
 
 
 @pytest.fixture
@@ -79,18 +80,22 @@ def server() -> Iterator[str]:
         thread.join()
 
 
-def test_the_writer_writes_the_file_and_reads_the_process_clock_back(
+def test_the_writer_changes_the_clock_from_where_it_is_and_reads_it_back(
     server: str, tmp_path: Path
 ) -> None:
-    path = tmp_path / "clock" / "agent"
-    done = clock.write(str(path), ClockState().stepped(3.0, 0.0), server)
-    assert path.read_text() == "+3.000000 x1" == done["text"]
+    path = str(tmp_path / "clock" / "agent")
+    done = clock.apply(path, "step", 3.0, server)
+    assert Path(path).read_text() == "+3.000000 x1" == done["text"]
     ((midpoint, seen, round_trip),) = done["readings"]
     # This server is not preloaded: its clock is the real one, read within the round trip.
     assert abs(seen - midpoint) <= round_trip
-    rate = clock.write(str(path), ClockState().at_rate(2.0, done["written_at"]), server)
+    rate = clock.apply(path, "rate", 2.0, server)
+    assert ClockState.from_json(rate["before"]).offset_at(0.0) == pytest.approx(3.0)
     assert len(rate["readings"]) == 2  # a rate is confirmed by its slope
     assert rate["text"].startswith("@") and rate["text"].endswith(" x2")
+    after = ClockState.from_json(clock.apply(path, "rate", 1.0, server)["after"])
+    assert after.rate == 1.0 and after.offset_at(0.0) == pytest.approx(3.0, abs=0.5)
+    assert clock.apply(path, "reset", 0.0, "")["text"] == "+0.000000 x1"
 
 
 def test_every_wire_server_answers_clock_without_the_secret() -> None:
