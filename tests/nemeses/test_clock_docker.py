@@ -87,5 +87,5 @@ def test_a_daemon_not_under_libfaketime_is_refused_by_name(node: DockerNode) -> 
     node.start_daemon("sleeper", ["sleep", "600"])
     nemesis = ClockStepNemesis()
     nemesis.setup({"w1": node})
-    with pytest.raises(NemesisError, match="sleeper .*cannot take clock faults"):
+    with pytest.raises(NemesisError, match=r"sleeper .*cannot take clock faults"):
         nemesis.invoke("start-clock-step", Fault("clock-step", ("w1",), {"process": "sleeper"}))
