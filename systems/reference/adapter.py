@@ -54,6 +54,13 @@ BUG_SWITCHES: Final = switch_table(
         ("grant-regression", "epoch-reuse"),
     ),
     BugSwitch(
+        lock_server.TIMESTAMP_TOKEN,
+        "the lock service makes each epoch its wall clock in milliseconds: a clock that steps "
+        "back gives a later grant a lower epoch (only a clock fault shows it)",
+        Exposure(faults=("clock-step",), targets=("lock",), ttl_multiples=(1.1, 3.0)),
+        ("grant-regression",),
+    ),
+    BugSwitch(
         "store-forgets",
         "the store keeps its highest-seen epochs in memory only (its log is durable)",
         Exposure(faults=("restart-while-paused",)),
@@ -228,8 +235,9 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
         data = f"{self.data_dir}/lock"
         argv = self._server(lock_server, node, self.ports.lock, data, config)
         argv += ["--lock-delay", repr(self._lock_delay(config))]
-        if "epoch-in-memory" in config.bugs:
-            argv += ["--bug", lock_server.EPOCH_IN_MEMORY]
+        for bug in (lock_server.EPOCH_IN_MEMORY, lock_server.TIMESTAMP_TOKEN):
+            if bug in config.bugs:
+                argv += ["--bug", bug]
         return self._launch(node, lock_server, data, _LOCK_DAEMON, argv, self.ports.lock)
 
     def _start_store(self, node: Node, config: SystemConfig) -> Daemon:

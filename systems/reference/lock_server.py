@@ -12,7 +12,9 @@ configuration:
   (its TTL plus the lock-delay): leases live in memory only, their epochs do not.
 
 The switch ``--bug epoch-in-memory`` keeps the counters in memory only, so a restart starts every
-lock at epoch 1 again.
+lock at epoch 1 again. The switch ``--bug timestamp-token`` makes each epoch the server's wall
+clock in milliseconds at the grant: it goes up while the clock does, and a clock that steps back
+gives a later grant a lower epoch (only a clock fault shows it).
 
 Protocol (one JSON object per line, see :mod:`harness.nodeside.wire`):
 ``{"op":"acquire","lock":L,"ttl":S,"wait":S,"owner":NAME}`` -> ``{"ok":true,"epoch":N,
@@ -35,9 +37,10 @@ from typing import Any
 
 from harness.nodeside import wire
 
-__all__ = ["EPOCH_IN_MEMORY", "LockService", "main"]
+__all__ = ["EPOCH_IN_MEMORY", "TIMESTAMP_TOKEN", "LockService", "main"]
 
 EPOCH_IN_MEMORY = "epoch-in-memory"
+TIMESTAMP_TOKEN = "timestamp-token"
 
 
 @dataclass(slots=True)
@@ -59,8 +62,11 @@ class _LockState:
 class LockService:
     """The lock table and its durable epoch counters; :meth:`handle` answers one request."""
 
-    def __init__(self, data_dir: Path, lock_delay: float, durable: bool) -> None:
+    def __init__(
+        self, data_dir: Path, lock_delay: float, durable: bool, timestamp_token: bool = False
+    ) -> None:
         self._cond = threading.Condition()
+        self._timestamp_token = timestamp_token
         self._locks: dict[str, _LockState] = {}
         self._lock_delay = lock_delay
         self._durable = durable
@@ -151,7 +157,8 @@ class LockService:
     def _grant(
         self, name: str, state: _LockState, ttl: float, owner: str, received: float
     ) -> dict[str, Any]:
-        granted = _LockState(epoch=state.epoch + 1, ttl=max(state.ttl, ttl))
+        epoch = int(time.time() * 1000) if self._timestamp_token else state.epoch + 1
+        granted = _LockState(epoch=epoch, ttl=max(state.ttl, ttl))
         if self._durable:
             self._save(name, granted)  # durable before anyone hears of it
         state.epoch, state.ttl = granted.epoch, granted.ttl
@@ -220,11 +227,18 @@ def main(argv: Sequence[str] | None = None) -> None:
         default=0.0,
         help="seconds a lock stays ungrantable after a lease expires without release",
     )
-    parser.add_argument("--bug", action="append", default=[], choices=[EPOCH_IN_MEMORY])
+    parser.add_argument(
+        "--bug", action="append", default=[], choices=[EPOCH_IN_MEMORY, TIMESTAMP_TOKEN]
+    )
     args = parser.parse_args(argv)
     if args.lock_delay < 0:
         parser.error("--lock-delay must be >= 0 seconds")
-    service = LockService(args.data_dir, args.lock_delay, durable=EPOCH_IN_MEMORY not in args.bug)
+    service = LockService(
+        args.data_dir,
+        args.lock_delay,
+        durable=EPOCH_IN_MEMORY not in args.bug,
+        timestamp_token=TIMESTAMP_TOKEN in args.bug,
+    )
     banner = (
         f"lock server, data {args.data_dir}, lock-delay {args.lock_delay:.3f}s, "
         f"bugs {sorted(args.bug) or 'none'}"
