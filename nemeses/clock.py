@@ -21,6 +21,7 @@ import json
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
+from harness.history import SAID
 from harness.node import Daemon, Node, NodeError
 from harness.nodeside import clock
 from harness.nodeside.clock import ClockState, Preload
@@ -75,7 +76,8 @@ class ClockNemesis(ProcessNemesis[tuple[Node, Daemon, Preload]]):
         clocks: dict[str, Any] = {}
         for facts in self.on_targets(fault, lambda node: self._on_node(node, fault, starting)):
             clocks.update(facts)
-        return {"clocks": clocks}
+        said = "; ".join(dict.fromkeys(_sentence(where, facts) for where, facts in clocks.items()))
+        return {"clocks": clocks, SAID: said}
 
     def _on_node(self, node: Node, fault: Fault, starting: bool) -> dict[str, Any]:
         if starting:
@@ -135,6 +137,21 @@ class ClockRateNemesis(ClockNemesis):
     def change(self, fault: Fault, starting: bool) -> tuple[str, float] | None:
         """The rate at the start, 1 at the stop; never a jump."""
         return ("rate", float(fault.params.get("rate", 2.0)) if starting else 1.0)
+
+
+def _sentence(where: str, facts: dict[str, Any]) -> str:
+    """What one change did, in words: ``"l1's clock jumped 3 s forward"``."""
+    whose = f"{where.partition(':')[0]}'s clock"
+    scheduled = facts.get("scheduled")
+    if scheduled is None:
+        return f"{whose} stayed where it was"
+    jump, rate, offset = scheduled["jump_s"], scheduled["rate"], scheduled["offset_s"]
+    if jump:
+        return f"{whose} jumped {abs(jump):g} s {'forward' if jump > 0 else 'back'}"
+    if rate != 1.0:
+        return f"{whose} began to run at {rate:g}x"
+    ahead = f"{abs(offset):.3g} s {'ahead' if offset > 0 else 'behind'}" if offset else "on time"
+    return f"{whose} ran at 1x again, {ahead}"
 
 
 def preload_of(node: Node, daemon: Daemon) -> Preload:

@@ -7,6 +7,7 @@ it imports nothing else of fencecheck's.
 from harness.history.events import (
     EVENT_TYPES,
     NEMESIS,
+    SAID,
     Event,
     EventType,
     HistoryError,
@@ -32,6 +33,7 @@ __all__ = [
     "EXPECTED_WHEN_UNGUARDED",
     "MITIGATIONS",
     "NEMESIS",
+    "SAID",
     "Event",
     "EventType",
     "HistoryError",
