@@ -17,7 +17,6 @@ Each start and stop records, per daemon, the scheduled and the confirmed clock.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
@@ -28,6 +27,7 @@ from harness.nodeside.clock import ClockState, Preload
 from nemeses._base import ProcessNemesis
 from nemeses.kinds import Draw, FaultKind, Leftovers, ManualCommand, ManualOption
 from nemeses.pause import process_params
+from nemeses.processes import run_script
 from nemeses.protocol import Fault, HealReport, NemesisError, fault_fs
 
 __all__ = [
@@ -177,17 +177,10 @@ def preload_of(node: Node, daemon: Daemon) -> Preload:
 
 def write_clock(node: Node, preload: Preload, change: str, amount: float) -> dict[str, Any]:
     """Run :func:`harness.nodeside.clock.apply` on ``node``; its result (or NemesisError)."""
-    argv = ["python3", "-c", _SOURCE, preload.control, change, repr(amount), preload.ask]
-    try:
-        result = node.run(argv, timeout=_WRITE_TIMEOUT_S)
-    except NodeError as problem:
-        raise NemesisError(f"{node.name}: cannot change the clock: {problem}") from None
-    if not result.ok:
-        raise NemesisError(
-            f"{node.name}: changing the clock of {preload.control} failed (exit "
-            f"{result.exit_code}): {result.stderr.strip()[-300:]}"
-        )
-    done: dict[str, Any] = json.loads(result.stdout)
+    args = [preload.control, change, repr(amount), preload.ask]
+    done: dict[str, Any] = run_script(
+        node, _SOURCE, args, f"change the clock of {preload.control}", _WRITE_TIMEOUT_S
+    )
     return done
 
 
