@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
-from typing import Final
 
 import pytest
 
@@ -15,32 +14,23 @@ from harness.node.docker.node import DockerNode
 from harness.nodeside import wire
 from nemeses.clock import ClockRateNemesis, ClockStepNemesis
 from nemeses.protocol import Fault, NemesisError
-from systems import deploy
+from tests.support.clocked import PORT, start_clocked_server
 
 pytestmark = pytest.mark.docker
-
-_PORT: Final = 7100
-_SERVER: Final = (
-    "import sys; sys.path.insert(0, '/opt/fencecheck'); from harness.nodeside import wire; "
-    f"wire.serve(sys.argv[1], {_PORT}, lambda request: {{'ok': True}}, 'clock test')"
-)
 
 
 @pytest.fixture(scope="module")
 def node(node_image: str) -> Iterator[DockerNode]:
     with Cluster(f"test-clock-{new_run_id()}", [NodeSpec("w1", "worker")], image=node_image) as c:
         w1 = c.node("w1")
-        deploy.install(w1, deploy.nodeside_files())
-        argv = ["python3", "-c", _SERVER, w1.ip]
-        ready = deploy.Pings(_PORT, 20.0)
-        deploy.start_clocked(w1, "clocky", argv, ready, f"wire:{w1.ip}:{_PORT}")
+        start_clocked_server(w1)
         yield w1
 
 
 def _offset(node: DockerNode) -> float:
     """The server's clock minus the real one, read by the controller (not by the nemesis)."""
     before = time.time()
-    seen = float(wire.call((node.ip, _PORT), {"op": wire.CLOCK}, 5.0)["wall"])
+    seen = float(wire.call((node.ip, PORT), {"op": wire.CLOCK}, 5.0)["wall"])
     return seen - (before + time.time()) / 2
 
 
