@@ -41,7 +41,9 @@ def seconds(ns: int | None) -> str:
 
 
 def describe_fault(window: FaultWindow) -> str:
-    """``"w2 was paused from 12.1 s to 18.4 s"`` (or ``"... until the end"``); a compound fault
+    """``"w2 was paused from 12.1 s to 18.4 s"`` (or ``"... until the end"``); a fault whose
+    events say what happened in a sentence is told by them (``"l1's clock jumped 3 s forward at
+    12.1 s, and l1's clock jumped 3 s back at 15.4 s"``); a compound fault
     says each of its parts: ``"w2 was paused from 5.9 s to 9 s; store was killed at 8.4 s and
     listening again at 8.9 s"``."""
     if window.parts:
@@ -53,6 +55,11 @@ def describe_fault(window: FaultWindow) -> str:
             f"{who} was killed at {seconds(window.start)} and listening again at "
             f"{seconds(window.end)}"
         )
+    if window.opened:
+        text = f"{window.opened} at {seconds(window.start)}"
+        if window.closed and window.end is not None:
+            text += f", and {window.closed} at {seconds(window.end)}"
+        return text if window.applied else f"{text} (failed to apply)"
     if window.verb:
         what = f"{who} {'were' if len(window.targets) > 1 else 'was'} {window.verb}"
     else:

@@ -7,6 +7,7 @@ it imports nothing else of fencecheck's.
 from harness.history.events import (
     EVENT_TYPES,
     NEMESIS,
+    SAID,
     Event,
     EventType,
     HistoryError,
@@ -34,6 +35,7 @@ __all__ = [
     "MAX_DEPTH",
     "MITIGATIONS",
     "NEMESIS",
+    "SAID",
     "Event",
     "EventType",
     "HistoryError",

@@ -13,6 +13,7 @@ from typing import Any, Final, Literal, cast
 __all__ = [
     "EVENT_TYPES",
     "NEMESIS",
+    "SAID",
     "Event",
     "EventType",
     "HistoryError",
@@ -26,6 +27,9 @@ EventType = Literal["invoke", "ok", "fail", "info"]
 Process = int | str
 EVENT_TYPES: Final[frozenset[str]] = frozenset(("invoke", "ok", "fail", "info"))
 NEMESIS: Final = "nemesis"
+SAID: Final = "said"
+"""A nemesis event's field: what happened at that moment in one sentence ("l1's clock jumped 3 s
+forward"), for faults a verb cannot tell; explanations quote it with the event's time."""
 
 
 class HistoryError(ValueError):

@@ -76,6 +76,7 @@ from systems import (
     System,
     SystemConfig,
     WritesSpanKeys,
+    clock_problem,
     durability_problem,
     lease_ttl_of,
     load_system,
@@ -520,9 +521,12 @@ def _load(spec: TestSpec) -> System:
             f"system {spec.system!r} cannot say which lock-service member a holder's client "
             f"talks to, so faults cannot target {HOLDER_MEMBER}; target lock or a node name instead"
         )
-    fragile = durability_problem(system, spec.nemeses, spec.targets)
-    if fragile is not None:
-        raise RunError(fragile)
+    for refusal in (
+        durability_problem(system, spec.nemeses, spec.targets),
+        clock_problem(system, spec.nemeses, spec.targets),
+    ):
+        if refusal is not None:
+            raise RunError(refusal)
     return system
 
 

@@ -19,7 +19,9 @@ lock at epoch 1 again. The switch ``--bug token-before-lease`` draws a request's
 request arrives, before the lease is won: two holders waiting at once may win the lock in the
 other order than their tokens, so the later lease carries the lower epoch. Only the service's own
 order (``grant_seq``) or the lease's start (``waited``) shows it; a history with neither cannot
-tell it from a late reply.
+tell it from a late reply. The switch ``--bug timestamp-token`` makes each epoch the server's wall
+clock in milliseconds at the grant: it goes up while the clock does, and a clock that steps back
+gives a later grant a lower epoch (only a clock fault shows it).
 
 Protocol (one JSON object per line, see :mod:`harness.nodeside.wire`):
 ``{"op":"acquire","lock":L,"ttl":S,"wait":S,"owner":NAME}`` -> ``{"ok":true,"epoch":N,
@@ -43,10 +45,11 @@ from typing import Any
 
 from harness.nodeside import wire
 
-__all__ = ["EPOCH_IN_MEMORY", "TOKEN_BEFORE_LEASE", "LockService", "main"]
+__all__ = ["EPOCH_IN_MEMORY", "TIMESTAMP_TOKEN", "TOKEN_BEFORE_LEASE", "LockService", "main"]
 
 EPOCH_IN_MEMORY = "epoch-in-memory"
 TOKEN_BEFORE_LEASE = "token-before-lease"
+TIMESTAMP_TOKEN = "timestamp-token"
 
 
 @dataclass(slots=True)
@@ -70,9 +73,15 @@ class LockService:
     """The lock table and its durable epoch counters; :meth:`handle` answers one request."""
 
     def __init__(
-        self, data_dir: Path, lock_delay: float, durable: bool, early_tokens: bool = False
+        self,
+        data_dir: Path,
+        lock_delay: float,
+        durable: bool,
+        early_tokens: bool = False,
+        timestamp_token: bool = False,
     ) -> None:
         self._cond = threading.Condition()
+        self._timestamp_token = timestamp_token
         self._locks: dict[str, _LockState] = {}
         self._lock_delay = lock_delay
         self._durable = durable
@@ -187,9 +196,17 @@ class LockService:
         received: float,
         token: int | None,
     ) -> dict[str, Any]:
-        epoch = state.epoch + 1 if token is None else token
+        if token is not None:
+            epoch = token
+        elif self._timestamp_token:
+            epoch = int(time.time() * 1000)
+        else:
+            epoch = state.epoch + 1
+        # A timestamp token is whatever the clock says, below the last one too: the mistake.
         granted = _LockState(
-            epoch=max(state.epoch, epoch), grants=state.grants + 1, ttl=max(state.ttl, ttl)
+            epoch=epoch if self._timestamp_token else max(state.epoch, epoch),
+            grants=state.grants + 1,
+            ttl=max(state.ttl, ttl),
         )
         if self._durable:
             self._save(name, granted)  # durable before anyone hears of it
@@ -265,7 +282,10 @@ def main(argv: Sequence[str] | None = None) -> None:
         help="seconds a lock stays ungrantable after a lease expires without release",
     )
     parser.add_argument(
-        "--bug", action="append", default=[], choices=[EPOCH_IN_MEMORY, TOKEN_BEFORE_LEASE]
+        "--bug",
+        action="append",
+        default=[],
+        choices=[EPOCH_IN_MEMORY, TOKEN_BEFORE_LEASE, TIMESTAMP_TOKEN],
     )
     args = parser.parse_args(argv)
     if args.lock_delay < 0:
@@ -275,6 +295,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         args.lock_delay,
         durable=EPOCH_IN_MEMORY not in args.bug,
         early_tokens=TOKEN_BEFORE_LEASE in args.bug,
+        timestamp_token=TIMESTAMP_TOKEN in args.bug,
     )
     banner = (
         f"lock server, data {args.data_dir}, lock-delay {args.lock_delay:.3f}s, "

@@ -325,6 +325,21 @@ def test_a_fault_is_described_in_the_words_its_history_recorded() -> None:
     # A kind the checker has never heard of, recorded without words, is still explained.
     unknown = FaultWindow("clock-skew", ("w1",), 1_000_000_000, 2_000_000_000, 3, 4)
     assert describe_fault(unknown) == "clock-skew on w1 from 1 s to 2 s"
+    # A fault whose events said what happened (the clock kinds) is told in their sentences.
+    step = FaultWindow(
+        "clock-step",
+        ("l1",),
+        12_100_000_000,
+        15_400_000_000,
+        5,
+        6,
+        verb="clock-stepped",
+        opened="l1's clock jumped 3 s forward",
+        closed="l1's clock jumped 3 s back",
+    )
+    assert describe_fault(step) == (
+        "l1's clock jumped 3 s forward at 12.1 s, and l1's clock jumped 3 s back at 15.4 s"
+    )
 
 
 # -- 11. the anomaly registry -------------------------------------------------------------------

@@ -68,6 +68,7 @@ def test_doctor_finds_everything_working_here(node_image: str) -> None:
         "iptables from the host (nsenter)",
         "cgroup CPU quota",
         "cgroup freezer",
+        "libfaketime (clock faults)",
         "signals (SIGSTOP/SIGCONT)",
     ]
     assert not [run for run in list_runs() if run.run_id.startswith("doctor-") and run.owner_alive]
