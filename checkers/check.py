@@ -22,6 +22,7 @@ from checkers.grants import GrantChecker, holder_of
 from checkers.logs import ReadChecker
 from checkers.refusals import FenceWatch
 from checkers.result import CheckResult, Counts, SinkVerdict, Verdict
+from checkers.service_order import ServiceOrder
 from checkers.staleness import CrossKey
 from checkers.tables import Names
 from checkers.writes import WriteChecker
@@ -42,6 +43,11 @@ _NO_SEQ: Final = (
     "before another was sent are compared across keys"
 )
 _SEQ_MISSING: Final = "the inventory says the sink reports seq, yet no write or read entry had one"
+_NO_GRANT_SEQ: Final = (
+    "grant order not observable: the lock service reports no grant_seq, so grants are ordered "
+    "by real time only (a grant that waited overlaps the others and may be linearized first) "
+    "and stale-holder-accepted and current-holder-refused cannot be judged"
+)
 
 
 def check(
@@ -87,8 +93,9 @@ class _Run:
         self.cross = CrossKey(self.findings)
         self.fence = FenceWatch(self.findings)
         self.faults = FaultTimeline()
-        self.grants = GrantChecker(self.findings, names)
-        self.writes = WriteChecker(self.findings, names, self.cross)
+        self.order = ServiceOrder(self.findings)
+        self.grants = GrantChecker(self.findings, names, self.order)
+        self.writes = WriteChecker(self.findings, names, self.cross, self.order)
         self.reads = ReadChecker(self.findings, self.writes, names, self.cross)
         self.ops: Counter[tuple[str, str]] = Counter()
         self.holders: set[str | None] = set()
@@ -170,6 +177,9 @@ class _Run:
             faults=windows,
             lease_ttl=self.lease_ttl,
             max_evidence=self.max_evidence,
+            grant_seq_observable=bool(self.grants.grants)
+            and self.order.sequenced == self.grants.grants,
+            grant_coverage=_grant_coverage(self.order.sequenced, self.grants.grants),
         )
 
     def _unknown_reasons(self, unverified: Counter[tuple[str, str]]) -> list[str]:
@@ -271,3 +281,12 @@ def _seq_coverage(observed: bool, declared: bool, accepted: int) -> tuple[str, .
     if observed or not accepted:
         return ()
     return (_NO_SEQ, _SEQ_MISSING) if declared else (_NO_SEQ,)
+
+
+def _grant_coverage(sequenced: int, grants: int) -> tuple[str, ...]:
+    """What the grants' ``grant_seq`` let the run observe; nothing to say without grants."""
+    if not grants or sequenced == grants:
+        return ()
+    if not sequenced:
+        return (_NO_GRANT_SEQ,)
+    return (f"{grants - sequenced} of {grants} grants carried no grant_seq: {_NO_GRANT_SEQ}",)

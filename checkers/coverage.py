@@ -3,7 +3,8 @@
 A ``valid`` verdict is only as strong as the situations the run produced. This module reads the
 history once, in order, and counts them: holders stopped past their lease while holding it (per
 fault kind), stale writes attempted per sink (sent with an epoch lower than one already granted
-for the lock, or refused by a fence as stale, which proves the same), restarts per role, epochs
+for the lock, or refused by a fence as stale, which proves the same, or accepted after a newer
+epoch was granted while it was in flight), restarts per role, epochs
 granted, sinks and keys written, and holder nodes whose agent was unreachable for most of the
 run. It is a pure function of the history, the inventory's sink names, the lease TTL and
 (optionally) the node roles, linear in the history's length, and keeps state per node, lock,
@@ -12,14 +13,14 @@ sink and key only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from harness.history import NEMESIS, Event, Process
 from harness.history.vocabulary import ACQUIRE, RELEASE, STALE_EPOCH, UNREACHABLE, WRITE
 
-__all__ = ["MOSTLY_UNREACHABLE", "Coverage", "SinkCoverage", "coverage_of"]
+__all__ = ["MOSTLY_UNREACHABLE", "Coverage", "CoverageTap", "SinkCoverage", "coverage_of"]
 
 MOSTLY_UNREACHABLE: Final = 0.5
 """A holder node unreachable for more than this share of the run is named in the coverage."""
@@ -142,7 +143,9 @@ class _Tally:
 
     def nemesis(self, event: Event) -> None:
         value = event.value
-        key = value.get("id", event.f.partition("-")[2])
+        key = value.get("id")
+        if isinstance(key, bool) or not isinstance(key, int | str):
+            key = event.f.partition("-")[2]  # no usable window id: pair by kind
         if event.f.startswith(_START):
             if value.get("applied") is False:
                 return
@@ -190,8 +193,9 @@ class _Tally:
             self.outage(node, event, began)
         if event.f == WRITE and event.process in self.stale_open:
             self.stale_open.discard(event.process)
-        elif event.f == WRITE and event.error == STALE_EPOCH:
-            # Sent before the newer grant was seen here, but the fence proves it arrived after.
+        elif event.f == WRITE and (event.error == STALE_EPOCH or self._overtaken(event)):
+            # Sent before the newer grant was seen here, but the fence proves it arrived after,
+            # or a newer epoch was granted while it was in flight and it was accepted anyway.
             self.writes.setdefault(str(value.get("sink")), [0, 0, 0])[2] += 1
         if event.type != "ok":
             if event.error == STALE_EPOCH and node is not None:
@@ -206,6 +210,14 @@ class _Tally:
                 self.leases.setdefault(node, set()).add(lock)
         elif event.f == WRITE:
             self.writes.setdefault(str(value.get("sink")), [0, 0, 0])[1] += 1
+
+    def _overtaken(self, event: Event) -> bool:
+        """An accepted write whose epoch is below one granted for its lock by its completion."""
+        epoch = event.value.get("epoch")
+        if event.type != "ok" or isinstance(epoch, bool) or not isinstance(epoch, int):
+            return False
+        granted = self.granted.get(str(event.value.get("lock")))
+        return granted is not None and epoch < granted
 
     def outage(self, node: str, event: Event, began: int) -> None:
         """Unreachable spans run from the first ``unreachable`` outcome to the start of the
@@ -246,6 +258,35 @@ class _Tally:
         )
 
 
+class CoverageTap:
+    """Coverage taken on the way through: :meth:`events` passes a history on (to the checker)
+    while counting it, so one read of the history gives both the verdict and the coverage."""
+
+    def __init__(
+        self,
+        *,
+        sinks: Iterable[str] = (),
+        lease_ttl: float | None = None,
+        roles: Mapping[str, str] | None = None,
+    ) -> None:
+        self._sinks = tuple(sinks)
+        self._lease_ttl = lease_ttl
+        self._tally = _Tally(round(lease_ttl * 1e9) if lease_ttl is not None else None, roles or {})
+
+    def events(self, events: Iterable[Event]) -> Iterator[Event]:
+        """``events``, unchanged, each counted as it passes."""
+        tally = self._tally
+        for event in events:
+            tally.event(event)
+            yield event
+
+    def coverage(self) -> Coverage:
+        """The coverage of what passed so far (see :func:`coverage_of`)."""
+        for sink in self._sinks:
+            self._tally.writes.setdefault(sink, [0, 0, 0])
+        return self._tally.coverage(self._lease_ttl)
+
+
 def coverage_of(
     events: Iterable[Event],
     *,
@@ -260,13 +301,10 @@ def coverage_of(
     none is counted); ``roles`` maps node names to roles, so restarts are counted per role and a
     worker that never answered counts as unreachable for the whole run.
     """
-    ttl_ns = round(lease_ttl * 1e9) if lease_ttl is not None else None
-    tally = _Tally(ttl_ns, roles or {})
-    for event in events:
-        tally.event(event)
-    for sink in sinks:
-        tally.writes.setdefault(sink, [0, 0, 0])
-    return tally.coverage(lease_ttl)
+    tap = CoverageTap(sinks=sinks, lease_ttl=lease_ttl, roles=roles)
+    for _ in tap.events(events):
+        pass
+    return tap.coverage()
 
 
 def _names(raw: Any) -> list[str]:

@@ -128,7 +128,9 @@ class FaultWindow:
     faults a compound window is made of (``restart-while-paused``: the pause, then the restart).
     ``verb`` is what the history says the fault did to its targets (``"paused"``), and
     ``part_verbs`` the same for each part: histories carry them, so the checker needs no table
-    of fault kinds and explains kinds it has never heard of.
+    of fault kinds and explains kinds it has never heard of. ``opened`` and ``closed`` are what
+    the history says happened at the start and at the stop, when it says it in a sentence
+    (``"l1's clock jumped 3 s forward"``), for faults a verb cannot tell.
     """
 
     kind: str
@@ -142,6 +144,8 @@ class FaultWindow:
     parts: tuple[FaultWindow, ...] = ()
     verb: str | None = None
     part_verbs: tuple[str, ...] = ()
+    opened: str | None = None
+    closed: str | None = None
 
     def overlaps(self, start: int, end: int) -> bool:
         """True if the window was in force at some moment of ``[start, end]``."""

@@ -41,7 +41,9 @@ def seconds(ns: int | None) -> str:
 
 
 def describe_fault(window: FaultWindow) -> str:
-    """``"w2 was paused from 12.1 s to 18.4 s"`` (or ``"... until the end"``); a compound fault
+    """``"w2 was paused from 12.1 s to 18.4 s"`` (or ``"... until the end"``); a fault whose
+    events say what happened in a sentence is told by them (``"l1's clock jumped 3 s forward at
+    12.1 s, and l1's clock jumped 3 s back at 15.4 s"``); a compound fault
     says each of its parts: ``"w2 was paused from 5.9 s to 9 s; store was killed at 8.4 s and
     listening again at 8.9 s"``."""
     if window.parts:
@@ -53,6 +55,11 @@ def describe_fault(window: FaultWindow) -> str:
             f"{who} was killed at {seconds(window.start)} and listening again at "
             f"{seconds(window.end)}"
         )
+    if window.opened:
+        text = f"{window.opened} at {seconds(window.start)}"
+        if window.closed and window.end is not None:
+            text += f", and {window.closed} at {seconds(window.end)}"
+        return text if window.applied else f"{text} (failed to apply)"
     if window.verb:
         what = f"{who} {'were' if len(window.targets) > 1 else 'was'} {window.verb}"
     else:
@@ -122,6 +129,10 @@ def wrongful_refusal(anomaly: Anomaly) -> str:
         if highest is not None
         else f"no epoch of {anomaly.lock} had been sent before it"
     )
+    failed = anomaly.details.get("failed")
+    if failed:
+        listed = ", ".join(str(epoch) for epoch in failed)
+        known += f" (epoch {listed}, in flight then, failed: it never reached a fence)"
     return (
         f"{_place(anomaly)} refused {what} as stale at {seconds(refused.time)}, though no "
         f"operation with a higher epoch had reached it: {known}"
@@ -145,14 +156,59 @@ def epoch_reuse(anomaly: Anomaly) -> str:
 
 
 def grant_regression(anomaly: Anomaly) -> str:
-    """A grant begun after a higher one completed, with its epochs and times."""
+    """A grant begun after a higher one completed, or placed after it by the lock service's own
+    order, with its epochs and times."""
     earlier, later = anomaly.op("earlier"), anomaly.op("later")
     if earlier is None or later is None:
         return generic(anomaly)
+    seqs = anomaly.details.get("grant_seqs")
+    if anomaly.details.get("order") == "grant_seq" and seqs:
+        return (
+            f"the lock service ordered {later.holder}'s grant of {anomaly.lock} (grant_seq "
+            f"{seqs[1]}, answered at {seconds(later.time)}) after {earlier.holder}'s (grant_seq "
+            f"{seqs[0]}, epoch {earlier.epoch}, answered at {seconds(earlier.time)}), yet it "
+            f"carries epoch {later.epoch}"
+        )
+    began = anomaly.details.get("lease_began")
+    if began is not None:
+        return (
+            f"{later.holder}'s lease of {anomaly.lock} began at {seconds(began)} (its acquire, "
+            f"sent at {seconds(later.invoke_time)}, waited), after {earlier.holder}'s grant of "
+            f"epoch {earlier.epoch} completed at {seconds(earlier.time)}, yet was granted epoch "
+            f"{later.epoch}"
+        )
     return (
         f"{later.holder}'s acquire of {anomaly.lock} began at {seconds(later.invoke_time)}, after "
         f"{earlier.holder}'s grant of epoch {earlier.epoch} completed at "
         f"{seconds(earlier.time)}, yet was granted epoch {later.epoch}"
+    )
+
+
+def stale_holder_accepted(anomaly: Anomaly) -> str:
+    """A write accepted from a holder the lock service's order had already superseded."""
+    accepted, own, later = anomaly.op("accepted"), anomaly.op("superseded"), anomaly.op("later")
+    seqs = anomaly.details.get("grant_seqs")
+    if accepted is None or own is None or later is None or not seqs:
+        return generic(anomaly)
+    return (
+        f"{_place(anomaly)} accepted {_write(accepted)}, sent at "
+        f"{seconds(accepted.invoke_time)} under its grant of epoch {own.epoch} (grant_seq "
+        f"{seqs[0]}), after the lock service had granted {anomaly.lock} to {later.holder} "
+        f"(grant_seq {seqs[1]}, epoch {later.epoch}, answered at {seconds(later.time)}): the "
+        "tokens ran against the lease order, so no fence could refuse it"
+    )
+
+
+def current_holder_refused(anomaly: Anomaly) -> str:
+    """A write refused from the holder the lock service's order names current."""
+    refused, grant = anomaly.op("refused"), anomaly.op("grant")
+    if refused is None or grant is None:
+        return generic(anomaly)
+    return (
+        f"{_place(anomaly)} refused {_write(refused)} as stale at {seconds(refused.time)}, "
+        f"though its grant of {anomaly.lock} (grant_seq {anomaly.details.get('grant_seq')}, "
+        f"answered at {seconds(grant.time)}) was the latest in the lock service's order: the "
+        "higher epoch the fence had seen came from a grant the service ordered earlier"
     )
 
 

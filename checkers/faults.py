@@ -19,7 +19,7 @@ from typing import Any
 
 from checkers.evidence import FaultWindow
 from checkers.explain import RESTARTED
-from harness.history import Event, HistoryError
+from harness.history import SAID, Event, HistoryError
 
 __all__ = ["FaultIndex", "FaultTimeline"]
 
@@ -66,6 +66,7 @@ class FaultTimeline:
                     str(error) if error else None,
                     verb=_words(value.get("verb"))[0] if _words(value.get("verb")) else None,
                     part_verbs=_words(value.get("part_verbs")),
+                    opened=_said(value),
                 )
             )
         elif action == "stop" and kind:
@@ -88,7 +89,9 @@ class FaultTimeline:
         still_open = []
         for window in self._open:
             if window.kind == kind and (not targets or set(targets) & set(window.targets)):
-                closed = replace(window, end=event.time, end_index=event.index)
+                closed = replace(
+                    window, end=event.time, end_index=event.index, closed=_said(event.value)
+                )
                 if kind == _RESTART_WHILE_PAUSED:
                     closed = _with_parts(closed, event)
                 self._closed.append(closed)
@@ -99,6 +102,12 @@ class FaultTimeline:
     def windows(self) -> tuple[FaultWindow, ...]:
         """Every window so far, open ones with ``end=None``, in order of their start."""
         return tuple(sorted((*self._closed, *self._open), key=lambda w: w.start_index))
+
+
+def _said(value: Mapping[str, Any]) -> str | None:
+    """The sentence a fault event says about what happened (``said``), if it says one."""
+    said = value.get(SAID)
+    return said if isinstance(said, str) and said else None
 
 
 class FaultIndex:

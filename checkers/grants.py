@@ -4,24 +4,34 @@ Rules, per lock, judged in history order with constant state per lock and holder
 row per distinct epoch:
 
 - **grant-regression**: an ``acquire`` that was invoked after another grant of the same lock had
-  completed ``ok`` returns a lower or equal epoch. Comparing with the highest epoch completed
-  before the invoke is enough: any earlier grant with a higher or equal epoch makes that one so.
+  completed ``ok`` returns a lower or equal epoch; for an acquire whose ``ok`` says how long it
+  ``waited`` (nanoseconds the service held it before the lease began), its lease began at the
+  earliest at the invoke plus that, and every grant completed before then counts as earlier.
+  Comparing with the highest epoch completed before then is enough: any earlier grant with a
+  higher or equal epoch makes that one so.
 - **epoch-reuse** (grants): an epoch granted by two different grants.
+- With ``grant_seq`` on both grants, the order is the lock service's own and
+  :mod:`checkers.service_order` judges it instead of real time.
 - **re-entry** is one grant, not two: the same node acquiring again and receiving the same epoch
-  while its grant stands, i.e. no ``release`` of that lock by that node has completed ``ok`` since
-  (Hazelcast's FencedLock keeps the token on re-entry). Lease expiry is not used: renewals happen
-  inside the lock client and leave no trace in the history, so an expiry cannot be told from a
-  renewal. An ``info`` release might not have happened and so does not end the grant.
+  (and the same ``grant_seq``, where both grants carry one) while its grant stands, i.e. no
+  ``release`` of that lock by that node had completed ``ok`` when the re-acquire was invoked
+  (Hazelcast's FencedLock keeps the token on re-entry). The grant is judged as it stood at the
+  invoke, because a release that completes while the re-acquire waits may have been applied
+  after it. Lease expiry is not used: renewals happen inside the lock client and leave no trace
+  in the history, so an expiry cannot be told from a renewal. An ``info`` release might not have
+  happened and so does not end the grant.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from dataclasses import dataclass, replace
 
 from checkers.evidence import OpRef
 from checkers.findings import Findings
+from checkers.service_order import ServiceOrder, grant_sequence
 from checkers.tables import EpochTable, Names
-from harness.history import Event, HistoryError, Process
+from harness.history import Event, HistoryError, Process, optional_natural
 
 __all__ = ["GrantChecker", "holder_of"]
 
@@ -36,35 +46,47 @@ class _Grant:
     ref: OpRef
     epoch: int
     released: bool = False
+    seq: int | None = None
 
 
 class _Lock:
-    __slots__ = ("best", "holders", "table")
+    __slots__ = ("best", "best_times", "bests", "holders", "table")
 
     def __init__(self, name: str) -> None:
         self.best: _Grant | None = None
         self.holders: dict[str, _Grant] = {}
         self.table = EpochTable(name, "acquire")
+        # Each time the best grant rose: when it completed, and the grant (one per new best).
+        self.best_times: list[int] = []
+        self.bests: list[_Grant] = []
+
+    def best_before(self, time: int) -> _Grant | None:
+        """The best grant completed before ``time``."""
+        at = bisect_left(self.best_times, time)
+        return self.bests[at - 1] if at else None
 
 
 class GrantChecker:
     """Judges ``acquire`` and ``release`` operations."""
 
-    def __init__(self, findings: Findings, names: Names) -> None:
+    def __init__(self, findings: Findings, names: Names, order: ServiceOrder) -> None:
         self._findings = findings
         self._names = names
+        self._order = order
         self._locks: dict[str, _Lock] = {}
-        self._waiting: dict[Process, _Grant | None] = {}
+        # Per open acquire: the best grant completed before it and its holder's standing grant.
+        self._waiting: dict[Process, tuple[_Grant | None, _Grant | None]] = {}
         self.grants = 0
 
     def invoke(self, event: Event) -> None:
         """An acquire began: remember the best grant completed so far, to compare with."""
-        lock = self.lock_of(event, event)
-        self._waiting[event.process] = self._state(lock).best
+        state = self._state(self.lock_of(event, event))
+        own = state.holders.get(holder_of(event))
+        self._waiting[event.process] = (state.best, own if own and not own.released else None)
 
     def complete(self, event: Event, invoke: Event) -> bool:
         """An acquire completed; returns True if it granted the lock."""
-        before = self._waiting.pop(event.process, None)
+        before, standing = self._waiting.pop(event.process, (None, None))
         if event.type != "ok":
             return False
         self.grants += 1
@@ -78,14 +100,33 @@ class GrantChecker:
             )
         state = self._state(lock)
         holder = holder_of(event)
-        own = state.holders.get(holder)
-        reentry = own is not None and not own.released and own.epoch == epoch
+        seq = grant_sequence(event.value, event.line)
+        began = _lease_start(event, invoke)
+        if began is not None:
+            # The lease began later than the acquire: grants completed meanwhile came first.
+            before = state.best_before(began) or before
+        # Where the service orders its grants, a re-entry is the same grant there too: the same
+        # epoch under another grant_seq is a new grant, and a reuse of the epoch.
+        reentry = (
+            standing is not None
+            and standing.epoch == epoch
+            and (seq is None or standing.seq is None or standing.seq == seq)
+        )
         ref = OpRef.completed("later", event, invoke, lock=lock, epoch=epoch)
-        if before is not None and epoch <= before.epoch and not (reentry and before is own):
+        if seq is not None:
+            self._order.granted(lock, holder, seq, epoch, ref, reentry=reentry)
+        # Two grants in the service's order are judged there; real time judges the others.
+        if (
+            before is not None
+            and epoch <= before.epoch
+            and not (reentry and before is standing)
+            and (seq is None or before.seq is None)
+        ):
             self._findings.report(
                 "grant-regression",
                 (replace(before.ref, role="earlier"), ref),
                 lock=lock,
+                details={"lease_began": began} if began is not None else None,
             )
         row = state.table.find(epoch)
         if row < 0:
@@ -98,16 +139,20 @@ class GrantChecker:
                 lock=lock,
                 details={"via": "grant"},
             )
-        grant = own if reentry and own is not None else _Grant(ref, epoch)
+        grant = standing if reentry and standing is not None else _Grant(ref, epoch, seq=seq)
+        grant.released = False  # a re-entry granted while a release was in flight holds again
         state.holders[holder] = grant
         if state.best is None or epoch > state.best.epoch:
             state.best = grant
+            state.best_times.append(event.time)
+            state.bests.append(grant)
         return True
 
     def released(self, event: Event, invoke: Event) -> None:
         """A release completed: an ``ok`` one ends the node's grant."""
         if event.type != "ok":
             return
+        grant_sequence(event.value, event.line)  # its place in the service's order, if given
         state = self._locks.get(self.lock_of(event, invoke))
         grant = state.holders.get(holder_of(event)) if state is not None else None
         if grant is not None:
@@ -130,3 +175,17 @@ class GrantChecker:
                 'write it as "value": {"lock": "L", ...}',
             )
         return lock
+
+
+_WAITED_FIX = (
+    "waited is how long the lock service held the acquire before the lease began: integer "
+    "nanoseconds >= 0 on the acquire's ok value"
+)
+
+
+def _lease_start(event: Event, invoke: Event) -> int | None:
+    """When the lease of an ``ok`` acquire began at the earliest: its invoke plus the ``waited``
+    the lock service reported (the service counts from when the request reached it, which is
+    no earlier than the invoke), never after the reply. ``None`` without ``waited``."""
+    waited = optional_natural(event.value, "waited", event.line, _WAITED_FIX)
+    return None if waited is None else min(invoke.time + waited, event.time)

@@ -8,7 +8,9 @@ is examined, so each write is judged once, when it first appears. Rules:
 - **divergent-reads**: a read that is neither a prefix nor an extension of the reference. It is
   still examined on its own from where it diverges (each read is the sink's order at that
   moment): stale-write, realtime-order and duplicate-write inside it are reported too, unless
-  the reference already showed the same pair in the same order.
+  the reference already showed the same pair in the same order; an entry the reference lacks is
+  judged as a shown write (phantom-write, accepted with its real-time floor and ``seq``,
+  lost-update against the reference's and the read's other users of its ``prev``).
 - **duplicate-write**: an id twice in one read. **phantom-write**: an entry whose write failed,
   or that no holder sent to this sink and key.
 - **stale-write**: an entry whose epoch is lower than an earlier entry's of the same lock (the
@@ -19,10 +21,12 @@ is examined, so each write is judged once, when it first appears. Rules:
   latest invoke over the prefix, with its write, is enough. Concurrent writes may take either
   order, and a write with no ``ok`` has no completion to order by. Real-time order is index
   order (times never go back, and on equal times the index decides).
-- **lost-update**: two accepted writes with the same non-null ``prev``.
-- **lost-write**, judged at the end against each key's final (last successful) read: an ``ok``
-  write acknowledged before that read began and missing from it. An ``ok`` write with no
-  successful read of its key begun after its acknowledgement leaves the key *unknown*.
+- **lost-update**: two accepted writes with the same non-null ``prev``, wherever the ``prev``
+  sits in the log (a write placed before the entry it was based on is still its first user).
+- **lost-write**, judged at the end against each key's final read (the successful read begun
+  last): an ``ok`` write acknowledged before that read began and missing from it. An ``ok``
+  write with no successful read of its key begun after its acknowledgement leaves the key
+  *unknown*.
 
 Every path is linear in what the reads return: duplicates inside a read and ``prev`` lookups use
 dictionaries built only when needed (a read's own ids; a key's ids, once a lookup misses).
@@ -246,7 +250,11 @@ class ReadChecker:
         elif not log.ref.startswith(text):
             self._diverged(log, entries, ids, mark)
             mark = mark._replace(ids=text)
-        log.last = mark
+        last = log.last
+        if last is None or mark.invoke_index > last.invoke_index:
+            # The final read is the one begun last: every write acknowledged before it began
+            # must be in it, whichever of two overlapping reads happened to answer last.
+            log.last = mark
 
     def acked(self, record: WriteRecord) -> None:
         """A write a read had already shown completed ``ok``: note its acknowledgement."""
@@ -301,6 +309,12 @@ class ReadChecker:
                     record.time if ok and record.time is not None else -1,
                 ),
             )
+            if log.orphans:
+                # A write based on this entry came before it in the log: it is this entry's
+                # first user, so a second write based on it is a lost update.
+                user = log.orphans.pop(wid, -1)
+                if user >= 0:
+                    log.prev_user[position] = user
             if kind == "fail":
                 self._findings.report(
                     "phantom-write",
@@ -516,6 +530,7 @@ class _Examined:
         latest: tuple[int, int, OpRef] | None = None
         first = _first_positions(ids)
         read = log.read_ref(self._mark, "read")
+        prevs: dict[str, WriteRecord] = {}
         for at, wid in enumerate(ids):
             if at >= start and first[wid] < at:
                 checker._findings.report(
@@ -528,8 +543,12 @@ class _Examined:
                 continue
             known = self._known(wid, pending)
             if known is None:
+                if at >= start and log.position(wid) < 0:
+                    self._stray(wid, at, pending.get(wid), read)
                 continue
             where, ref = known
+            if where < 0 and at >= start:
+                self._shown(pending[wid], entries[at], at, read, prevs)
             epoch: int = entries[at]["epoch"]
             lock = ref.lock or ""
             peak = peaks.get(lock)
@@ -556,6 +575,69 @@ class _Examined:
                 checker._realtime(
                     log, ref.with_role("first"), latest[2].with_role("second"), self._mark
                 )
+
+    def _stray(self, wid: str, at: int, record: WriteRecord | None, read: OpRef) -> None:
+        """An entry of this read only, whose write was not sent to this sink and key."""
+        log = self._log
+        details: dict[str, object] = {"reason": "unknown", "position": at, "id": wid}
+        ops = [read]
+        if record is not None:
+            details["reason"] = "misplaced"
+            ops.insert(0, record.ref("phantom"))
+        self._checker._findings.report(
+            "phantom-write", ops, sink=log.sink, key=log.key, details=details
+        )
+
+    def _shown(
+        self,
+        record: WriteRecord,
+        entry: dict[str, Any],
+        at: int,
+        read: OpRef,
+        prevs: dict[str, WriteRecord],
+    ) -> None:
+        """A write of this key that only this read shows: it is judged as any shown write is
+        (phantom if it failed, accepted, its seq and its prev), without a place in the
+        reference."""
+        checker, log = self._checker, self._log
+        findings = checker._findings
+        if record.type == "fail":
+            findings.report(
+                "phantom-write",
+                (record.ref("phantom"), read),
+                sink=log.sink,
+                key=log.key,
+                lock=record.lock,
+                details={"reason": "failed", "position": at, "id": record.id},
+            )
+        elif record.type == "invoke" and record.shown_by is None:
+            record.shown_by = read
+        if not record.accepted:
+            checker._writes.accept(record)
+        if "seq" in entry:
+            seq = sequence_number(entry, record.line)
+            if seq is not None:
+                checker._writes.sequenced(record, seq)
+        prev = record.prev
+        if prev is None:
+            return
+        earlier = prevs.get(prev)
+        first: OpRef | None = earlier.ref("first") if earlier is not None else None
+        if first is None:
+            based = log.position(prev)
+            user = log.prev_user[based] if based >= 0 else log.orphans.get(prev, -1)
+            if user >= 0:
+                first = log.row_ref(user, "first", checker._names)
+        prevs.setdefault(prev, record)
+        if first is not None and first.id != record.id:
+            findings.report(
+                "lost-update",
+                (first, record.ref("second")),
+                sink=log.sink,
+                key=log.key,
+                lock=record.lock,
+                details={"prev": prev, "positions": [first.position, at]},
+            )
 
     def _known(self, wid: str, pending: dict[str, WriteRecord]) -> tuple[int, OpRef] | None:
         """Where the reference holds ``wid`` (``-1`` if not) and what is known of its write."""

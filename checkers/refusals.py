@@ -3,18 +3,23 @@
 A fence refuses an operation as ``stale-epoch`` only once it has seen a higher epoch of the lock.
 So a refusal is wrongful when no operation carrying a higher epoch of that lock was invoked before
 the refusal completed and could have reached a fence: none accepted (``ok``), none of unknown
-outcome (``info``, or still open when the refusal came), whether write or fenced read. A ``fail``
-definitely did not happen, so it raised nothing. Operations on every sink count, not only the
-refusing one: several sinks may share one fence (the reference store's ``store`` and
+outcome (``info``, or still open at the end of the history), whether write or fenced read. A
+``fail`` definitely did not happen, so it raised nothing. Operations on every sink count, not only
+the refusing one: several sinks may share one fence (the reference store's ``store`` and
 ``store-batch`` do), and an excuse too many only makes the rule miss, never accuse.
 
+A refusal that only operations still in flight could excuse is *pending*: it waits for them, is
+excused by the first that ends ``ok`` or ``info``, and is reported once all of them have failed.
+So the verdict does not depend on whether the excuse's ``fail`` came before or after the refusal.
+
 State per lock: the highest epoch settled as having possibly reached a fence, and the epochs of
-the operations still open (at most one per process).
+the operations still open (at most one per process); per open operation, the pending refusals
+it alone could still excuse.
 """
 
 from __future__ import annotations
 
-from collections import Counter
+from dataclasses import dataclass, field
 
 from checkers.evidence import OpRef
 from checkers.findings import Findings
@@ -23,49 +28,83 @@ from harness.history import Process
 __all__ = ["FenceWatch"]
 
 
+@dataclass(slots=True)
+class _Pending:
+    """A refusal waiting for the higher-epoch operations that were in flight when it came."""
+
+    refused: OpRef
+    lock: str
+    highest: int
+    waiting: int
+    failed: list[int] = field(default_factory=list)
+    excused: bool = False
+
+
 class FenceWatch:
     """Follows every operation that carries an epoch to a sink, and judges each refusal."""
 
     def __init__(self, findings: Findings) -> None:
         self._findings = findings
         self._settled: dict[str, int] = {}
-        self._open: dict[str, Counter[int]] = {}
-        self._sent: dict[Process, tuple[str, int]] = {}
+        self._open: dict[str, dict[Process, int]] = {}
+        self._sent: dict[Process, str] = {}
+        self._pending: dict[Process, list[_Pending]] = {}
 
     def sent(self, process: Process, lock: str, epoch: int) -> None:
         """A write or fenced read carrying ``epoch`` of ``lock`` was invoked."""
-        self._sent[process] = (lock, epoch)
+        self._sent[process] = lock
         opened = self._open.get(lock)
         if opened is None:
-            opened = self._open[lock] = Counter()
-        opened[epoch] += 1
+            opened = self._open[lock] = {}
+        opened[process] = epoch
 
     def done(self, process: Process, outcome: str, refused: OpRef | None) -> None:
         """The operation of ``process`` completed with ``outcome``; ``refused`` is its evidence
         when a fence refused it as stale."""
-        sent = self._sent.pop(process, None)
-        if sent is None:
+        lock = self._sent.pop(process, None)
+        if lock is None:
             return
-        lock, epoch = sent
-        opened = self._open[lock]
-        opened[epoch] -= 1
-        if not opened[epoch]:
-            del opened[epoch]
-        if outcome != "fail":
-            if epoch > self._settled.get(lock, -1):
-                self._settled[lock] = epoch
-        elif refused is not None:
+        epoch = self._open[lock].pop(process)
+        if outcome != "fail" and epoch > self._settled.get(lock, -1):
+            self._settled[lock] = epoch
+        for pending in self._pending.pop(process, ()):
+            self._resolve(pending, outcome, epoch)
+        if outcome == "fail" and refused is not None:
             self._judge(lock, epoch, refused)
 
     def _judge(self, lock: str, epoch: int, refused: OpRef) -> None:
-        highest = max((*self._open[lock], self._settled.get(lock, -1)))
-        if highest > epoch:
+        settled = self._settled.get(lock, -1)
+        if settled > epoch:
             return
+        opened = self._open[lock]
+        higher = [process for process, sent in opened.items() if sent > epoch]
+        lower = max((sent for sent in opened.values() if sent <= epoch), default=-1)
+        highest = max(settled, lower)
+        if not higher:
+            self._report(refused, lock, highest, [])
+            return
+        pending = _Pending(refused, lock, highest, len(higher))
+        for process in higher:
+            self._pending.setdefault(process, []).append(pending)
+
+    def _resolve(self, pending: _Pending, outcome: str, epoch: int) -> None:
+        """One operation a pending refusal waits for has ended."""
+        if pending.excused:
+            return
+        if outcome != "fail":
+            pending.excused = True
+            return
+        pending.failed.append(epoch)
+        pending.waiting -= 1
+        if not pending.waiting:
+            self._report(pending.refused, pending.lock, pending.highest, sorted(pending.failed))
+
+    def _report(self, refused: OpRef, lock: str, highest: int, failed: list[int]) -> None:
         self._findings.report(
             "wrongful-refusal",
             (refused,),
             sink=refused.sink,
             key=refused.key,
             lock=lock,
-            details={"highest": highest if highest >= 0 else None},
+            details={"highest": highest if highest >= 0 else None, "failed": failed},
         )

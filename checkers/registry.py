@@ -63,6 +63,15 @@ REGISTRY: Final[dict[str, AnomalyKind]] = {
             "refused",
         ),
         AnomalyKind(
+            "current-holder-refused",
+            "a sink refused as stale a write from the holder whose grant was the latest in the "
+            "lock service's own order (grant_seq), sent with that grant's epoch: the higher "
+            "epoch came from a grant the service ordered earlier",
+            "checkers.service_order",
+            explain.current_holder_refused,
+            "refused",
+        ),
+        AnomalyKind(
             "epoch-reuse",
             "one epoch granted to two different grants, or accepted from two different holders",
             "checkers.grants, checkers.writes",
@@ -72,11 +81,21 @@ REGISTRY: Final[dict[str, AnomalyKind]] = {
         ),
         AnomalyKind(
             "grant-regression",
-            "a grant that began after another grant completed carries a lower or equal epoch "
-            "(same lock)",
-            "checkers.grants",
+            "a grant that began after another grant completed, or that the lock service's own "
+            "order (grant_seq) places after it, carries a lower or equal epoch (same lock)",
+            "checkers.grants, checkers.service_order",
             explain.grant_regression,
             "later",
+            ttl_matters=True,
+        ),
+        AnomalyKind(
+            "stale-holder-accepted",
+            "a write accepted from a holder after another holder's grant that the lock "
+            "service's own order (grant_seq) places later, with an epoch at or above that "
+            "grant's: tokens ran against the lease order, so no fence could refuse it",
+            "checkers.service_order",
+            explain.stale_holder_accepted,
+            "accepted",
             ttl_matters=True,
         ),
         AnomalyKind(

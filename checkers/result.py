@@ -6,7 +6,9 @@ The JSON (``results.json``) is what the report renders; its shape is stable:
 ``anomalies`` (name -> evidence objects), ``anomaly_counts`` (name -> every occurrence, evidence
 is capped at ``max_evidence`` per name), the same three for ``expected`` anomalies (known
 weaknesses of unguarded sinks), ``unknown_reasons``, ``sinks`` (name -> per-sink verdict),
-``counts``, ``faults`` (every fault window) and ``lease_ttl`` (seconds or null). Each evidence
+``counts``, ``faults`` (every fault window), ``lease_ttl`` (seconds or null) and ``grants``
+(``grant_seq_observable``: every grant carried the lock service's own order; ``coverage``: what
+the grants could not show). Each evidence
 object has ``anomaly``, ``explanation``, ``sink``, ``key``, ``lock``, ``ops``, ``faults`` and
 ``details``; see :meth:`checkers.evidence.Anomaly.to_json`.
 """
@@ -114,6 +116,8 @@ class CheckResult:
     faults: tuple[FaultWindow, ...]
     lease_ttl: float | None
     max_evidence: int
+    grant_seq_observable: bool = False
+    grant_coverage: tuple[str, ...] = ()
 
     @property
     def anomaly_types(self) -> list[str]:
@@ -141,6 +145,10 @@ class CheckResult:
             "counts": self.counts.to_json(),
             "faults": [window.to_json() for window in self.faults],
             "lease_ttl": self.lease_ttl,
+            "grants": {
+                "grant_seq_observable": self.grant_seq_observable,
+                "coverage": list(self.grant_coverage),
+            },
             "max_evidence": self.max_evidence,
         }
 

@@ -56,10 +56,12 @@ class Names:
 
 
 class EpochTable:
-    """The first claimant of each epoch of one lock, sorted by epoch.
+    """The first claimant of each epoch of one lock.
 
-    Epochs mostly arrive in increasing order, so claims are appended; an epoch below the largest
-    is found (or inserted) by binary search.
+    Rows are appended in the order claims arrive, so adding one is O(1) whatever the order of
+    epochs (inserting into sorted columns was quadratic for falling or shuffled epochs). Epochs
+    mostly arrive in increasing order: those are indexed by a compact sorted column searched by
+    bisection; an epoch below the largest seen goes into a dict instead.
     """
 
     __slots__ = (
@@ -68,8 +70,11 @@ class EpochTable:
         "_index",
         "_invoke_index",
         "_invoke_time",
+        "_late",
         "_nodes",
         "_process",
+        "_rising",
+        "_rising_rows",
         "_time",
         "f",
         "lock",
@@ -86,16 +91,20 @@ class EpochTable:
         self._invoke_time: Ints = array("q")
         self._process: Ints = array("q")
         self._ids: list[str | None] = []
+        self._rising: Ints = array("q")
+        """The epochs that arrived above every earlier one, increasing."""
+        self._rising_rows = array("q")
+        self._late: dict[int, int] = {}
+        """Epoch -> row, for epochs that arrived below the largest one seen."""
 
     def find(self, epoch: int) -> int:
         """The row of ``epoch``'s first claim, or ``-1``."""
-        epochs = self._epochs
-        if not epochs or epoch > epochs[-1]:
-            return -1
-        if epoch == epochs[-1]:
-            return len(epochs) - 1
-        row = bisect_left(epochs, epoch)
-        return row if epochs[row] == epoch else -1
+        rising = self._rising
+        if rising and epoch <= rising[-1]:
+            at = len(rising) - 1 if epoch == rising[-1] else bisect_left(rising, epoch)
+            if rising[at] == epoch:
+                return self._rising_rows[at]
+        return self._late.get(epoch, -1) if self._late else -1
 
     def node(self, row: int) -> int:
         """The node code of the claimant in ``row``."""
@@ -107,10 +116,9 @@ class EpochTable:
         items = (epoch, _int(op.index), _int(op.time), _int(op.invoke_index))
         if not fits(*items, _int(op.invoke_time), process):
             self._widen()
-        epochs = self._epochs
-        row = len(epochs) if not epochs or epoch > epochs[-1] else bisect_left(epochs, epoch)
+        row = len(self._epochs)
         columns: tuple[tuple[Ints, int], ...] = (
-            (epochs, epoch),
+            (self._epochs, epoch),
             (self._nodes, node),
             (self._index, _int(op.index)),
             (self._time, _int(op.time)),
@@ -119,12 +127,18 @@ class EpochTable:
             (self._process, process),
         )
         for column, item in columns:
-            column.insert(row, item)
-        self._ids.insert(row, op.id)
+            column.append(item)
+        self._ids.append(op.id)
+        if not self._rising or epoch > self._rising[-1]:
+            self._rising.append(epoch)
+            self._rising_rows.append(row)
+        else:
+            self._late[epoch] = row
 
     def _widen(self) -> None:
         columns = ("_epochs", "_index", "_time", "_invoke_index", "_invoke_time", "_process")
         widen(self, columns, len(self._epochs))
+        widen(self, ("_rising",), len(self._rising))
 
     def ref(self, row: int, role: str, names: Names) -> OpRef:
         """The claim in ``row`` as evidence."""

@@ -18,18 +18,24 @@ for ever if it failed, so that it can be caught appearing later, and until the e
   write is accepted when it completed ``ok`` or a read shows it (an ``info`` write counts as
   accepted exactly when a read shows it). Reported once per (lock, epoch).
 - **phantom-write** for a write shown by a read before it completed, then ``fail`` ed.
+- **stale-holder-accepted** and **current-holder-refused** (with
+  :mod:`checkers.service_order`): each write notes, when invoked, whether the lock service's
+  order had already given the lock to another holder at an epoch no higher than its own; its
+  acceptance or refusal is then judged.
 """
 
 from __future__ import annotations
 
 from collections import Counter
+from typing import Any
 
 from checkers.evidence import OpRef
 from checkers.findings import Findings
 from checkers.grants import holder_of
+from checkers.service_order import SequencedGrant, ServiceOrder
 from checkers.staleness import CrossKey
 from checkers.tables import EpochTable, Names
-from harness.history import Event, HistoryError, Process
+from harness.history import Event, HistoryError, Process, optional_natural
 from harness.history.vocabulary import STALE_EPOCH
 
 __all__ = ["WriteChecker", "WriteRecord", "sequence_number"]
@@ -45,14 +51,9 @@ _ALSO_FIX = (
 _SEQ_FIX = "seq is the sink's acceptance order across its keys: an integer >= 0"
 
 
-def sequence_number(item: dict[str, object], line: int) -> int | None:
+def sequence_number(item: dict[str, Any], line: int) -> int | None:
     """The optional ``seq`` of a write's ``ok`` value or a read entry, checked."""
-    seq = item.get("seq")
-    if seq is None:
-        return None
-    if type(seq) is not int or seq < 0:
-        raise HistoryError(line, "seq must be an integer >= 0", _SEQ_FIX)
-    return seq
+    return optional_natural(item, "seq", line, _SEQ_FIX)
 
 
 def _record_id(value: dict[str, object]) -> str:
@@ -106,6 +107,7 @@ class WriteRecord:
         "seq",
         "shown_by",
         "sink",
+        "superseded",
         "time",
         "type",
     )
@@ -133,6 +135,7 @@ class WriteRecord:
         self.shown_by: OpRef | None = None
         self.floor: tuple[int, OpRef] | None = None
         self.seq: int | None = None
+        self.superseded: tuple[SequencedGrant, SequencedGrant] | None = None
 
     def ref(self, role: str) -> OpRef:
         """This write as evidence."""
@@ -159,10 +162,13 @@ class WriteRecord:
 class WriteChecker:
     """Tracks writes from invoke to resolution."""
 
-    def __init__(self, findings: Findings, names: Names, cross: CrossKey) -> None:
+    def __init__(
+        self, findings: Findings, names: Names, cross: CrossKey, order: ServiceOrder
+    ) -> None:
         self._findings = findings
         self._names = names
         self._cross = cross
+        self._order = order
         self.pending: dict[str, WriteRecord] = {}
         self._refusals: dict[tuple[str, str], list[WriteRecord]] = {}
         self._grants: dict[tuple[str, str], tuple[int, int]] = {}
@@ -211,6 +217,7 @@ class WriteChecker:
         record = self.pending[wid] = WriteRecord(event, value)
         self.sinks.add(record.sink)
         record.floor = self._cross.floor(record.sink, record.lock)
+        record.superseded = self._order.superseding(record.holder, record.lock, record.epoch)
         return record
 
     def _retry(self, record: WriteRecord, stairs: list[WriteRecord]) -> None:
@@ -239,6 +246,7 @@ class WriteChecker:
             stairs = self._refusals.setdefault((record.holder, record.lock), [])
             stairs[:] = [step for step in stairs if step.epoch > record.epoch]
             stairs.append(record)
+            self._order.refused(record.holder, record.lock, record.epoch, record.ref("refused"))
         parts = self._spans.pop(wid, [])
         if parts:
             seqs = _part_seqs(event)
@@ -294,6 +302,8 @@ class WriteChecker:
         floor = record.floor
         if floor is not None and record.epoch < floor[0]:
             self._cross.stale(record.ref("stale"), floor[1], "realtime")
+        if record.superseded is not None:
+            self._order.accepted(record.ref("accepted"), record.superseded)
         table = self._accepted.get(record.lock)
         if table is None:
             table = self._accepted[record.lock] = EpochTable(record.lock, "write")

@@ -27,8 +27,10 @@ __all__ = [
     "Restarter",
     "continue_stopped",
     "is_gone",
+    "lost_daemons",
     "recorded_daemons",
     "restart",
+    "run_script",
     "running_daemons",
     "snapshot",
 ]
@@ -73,6 +75,18 @@ Restarter = Callable[[Node, "ProcessImage"], Daemon]
 def is_gone(state: str | None) -> bool:
     """True for the process state of a process that no longer runs (absent, zombie, dead)."""
     return state in _GONE_STATES
+
+
+def lost_daemons(node: Node) -> list[str]:
+    """The daemons that ran on ``node`` (they left a log in :data:`DAEMON_LOG_DIR`) and run no
+    more: what a node whose container stopped and was started again has lost."""
+    try:
+        listed = node.run(["ls", DAEMON_LOG_DIR], timeout=_SCAN_TIMEOUT_S)
+    except NodeError as problem:
+        raise NemesisError(f"{node.name}: cannot list its daemons' logs: {problem}") from None
+    logged = {name.removesuffix(".log") for name in listed.stdout.split() if name.endswith(".log")}
+    running = {entry["name"] for entry in _scan(node, "daemons", "")}
+    return sorted(logged - running)
 
 
 def recorded_daemons(node: Node, process: str | None) -> list[Daemon]:
@@ -158,19 +172,25 @@ def _scan(node: Node, mode: str, arg: str) -> list[dict[str, Any]]:
             raise NemesisError(
                 f"process pattern {arg!r} is not a regular expression: {problem}"
             ) from None
+    found: list[dict[str, Any]] = run_script(
+        node, _SCAN, [mode, arg, DAEMON_LOG_DIR], "list processes", _SCAN_TIMEOUT_S
+    )
+    return found
+
+
+def run_script(node: Node, source: str, args: list[str], what: str, timeout: float) -> Any:
+    """Run the stdlib Python ``source`` on ``node`` (sent whole: nodes need no file of ours) with
+    ``args``; its JSON output, or :class:`NemesisError` saying it could not ``what``."""
     try:
-        result = node.run(
-            ["python3", "-c", _SCAN, mode, arg, DAEMON_LOG_DIR], timeout=_SCAN_TIMEOUT_S
-        )
+        result = node.run(["python3", "-c", source, *args], timeout=timeout)
     except NodeError as problem:
-        raise NemesisError(f"{node.name}: cannot list processes: {problem}") from None
+        raise NemesisError(f"{node.name}: cannot {what}: {problem}") from None
     if not result.ok:
         raise NemesisError(
-            f"{node.name}: cannot list processes (exit {result.exit_code}): "
+            f"{node.name}: cannot {what} (exit {result.exit_code}): "
             f"{result.stderr.strip()[-500:]}; the node needs python3"
         )
-    found: list[dict[str, Any]] = json.loads(result.stdout)
-    return found
+    return json.loads(result.stdout)
 
 
 def _name_from(argv: list[str], process: str | None) -> str:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any, Final
 
-from nemeses import freeze, kill, partition, pause, restart_while_paused, throttle
+from nemeses import clock, freeze, kill, partition, pause, restart_while_paused, throttle
 from nemeses.composite import CompositeNemesis
 from nemeses.kinds import FaultKind
 from nemeses.processes import Locator, Restarter, recorded_daemons, restart
@@ -35,6 +35,8 @@ KINDS: Final[Mapping[str, FaultKind]] = {
         partition.KIND,
         kill.KIND,
         restart_while_paused.KIND,
+        clock.STEP_KIND,
+        clock.RATE_KIND,
     )
 }
 """Every fault kind fencecheck injects (docs/design.md §7), by name, in the order help lists

@@ -55,17 +55,22 @@ if ! engine_answers; then
     engine_answers || die "dockerd did not answer within 60 s; see $dockerd_log"
 fi
 
-# 3. The package, editable, with dev tools; skipped when pyproject.toml has not changed since.
+# 3. The package, editable, with dev tools, at the versions CI tested (constraints.txt); skipped
+# when pyproject.toml and constraints.txt have not changed since.
 stamp_dir="${XDG_CACHE_HOME:-$HOME/.cache}/fencecheck"
-# Keyed by this checkout's path too: an editable install points at one checkout, and a fresh
-# clone elsewhere (CI) must install itself rather than test another folder's code.
-stamp="$stamp_dir/install-$( (echo "$repo"; cat "$repo/pyproject.toml") | sha256sum | cut -c1-16)"
-if [ ! -e "$stamp" ] || ! command -v fencecheck >/dev/null; then
-    say "pip install -e '.[dev]'"
-    (cd "$repo" && "$python" -m pip install --quiet -e '.[dev]')
-    mkdir -p "$stamp_dir" && rm -f "$stamp_dir"/install-* && touch "$stamp"
+# Keyed by this checkout's path and interpreter too: an editable install points at one checkout,
+# and a fresh clone elsewhere (CI) or a new virtual environment must install itself rather than
+# test another folder's code.
+stamp="$stamp_dir/install-$( (echo "$repo"; command -v "$python"; cat "$repo/pyproject.toml" "$repo/constraints.txt") | sha256sum | cut -c1-16)"
+installed_here() {
+    (cd / && "$python" -c "import sys, harness; sys.exit(harness.__file__.startswith('$repo/') is False)") 2>/dev/null
+}
+if [ ! -e "$stamp" ] || ! installed_here; then
+    say "pip install -c constraints.txt -e '.[dev]'"
+    (cd "$repo" && "$python" -m pip install --quiet -c constraints.txt -e '.[dev]')
+    mkdir -p "$stamp_dir" && touch "$stamp"
 fi
 
 # 4. Images: rebuilt only when their recipe (docker/) changed.
 say "images"
-fencecheck images build
+"$python" -m harness images build --all

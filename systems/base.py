@@ -23,6 +23,10 @@ harness:
   measure the harness, not to survive a crash); runs that would kill them are refused
   (:func:`durability_problem`).
 - :class:`WritesSpanKeys`: sinks that take one write across several keys atomically.
+- :class:`TakesClockFaults`: which of its daemons run under libfaketime (started with
+  :func:`systems.deploy.start_clocked`), so that ``clock-step`` and ``clock-rate`` can move their
+  clocks, and why the others cannot; a run that aims a clock fault at one that cannot is refused
+  (:func:`clock_problem`). The harness's agents always can.
 
 Holder-side flaws (``retry-on-reject``, ``reacquire-no-reread``) are not a system's: they are the
 harness's, available with every system (:mod:`systems.holder_flaws`).
@@ -62,10 +66,12 @@ __all__ = [
     "Sink",
     "System",
     "SystemConfig",
+    "TakesClockFaults",
     "Volatile",
     "WritesSpanKeys",
     "check_bugs",
     "check_roles",
+    "clock_problem",
     "durability_problem",
     "lease_ttl_of",
     "nodes_with_role",
@@ -375,6 +381,46 @@ class Volatile(Protocol):
     def volatile_roles(self) -> tuple[str, ...]:
         """The roles (``lock``, ``store``) whose daemons lose their state when killed."""
         ...
+
+
+@runtime_checkable
+class TakesClockFaults(Protocol):
+    """A system some of whose daemons run under libfaketime, so the clock faults can move them."""
+
+    def clock_roles(self) -> Mapping[str, str]:
+        """For each role with daemons (``lock``, ``store``): ``""`` when its daemons take clock
+        faults, else why they cannot (e.g. a Go program, which libfaketime does not reach)."""
+        ...
+
+
+_CLOCK_KINDS: Final = ("clock-step", "clock-rate")
+_NOT_PRELOADED: Final = "its daemons are not started under libfaketime"
+_LOCK_SELECTORS: Final = ("lock-leader", "lock-follower", "holder-member")
+
+
+def clock_problem(system: System, kinds: Sequence[str], targets: Sequence[str]) -> str | None:
+    """Why clock faults among ``kinds`` cannot hit ``targets`` on ``system`` (``None``: they can),
+    naming the daemons, why, and what can still be moved."""
+    if not set(_CLOCK_KINDS) & set(kinds):
+        return None
+    roles = system.roles()
+    names = dict(topology(roles, 1))
+    able = system.clock_roles() if isinstance(system, TakesClockFaults) else {}
+    refused: dict[str, str] = {}
+    for target in targets:
+        role = "lock" if target in _LOCK_SELECTORS else names.get(target, target)
+        if role in roles and role != "worker":
+            why = able.get(role, _NOT_PRELOADED)
+            if why:
+                refused.setdefault(role, f"{target}: {why}")
+    if not refused:
+        return None
+    movable = ["the holders' agents (--target holder)"]
+    movable += [f"its {role} daemons" for role, why in sorted(able.items()) if not why]
+    return (
+        f"system {system.name!r} cannot take clock faults on {'; '.join(refused.values())}; "
+        f"clock faults can still move {' and '.join(movable)}"
+    )
 
 
 _KILLS: Final = "kill"

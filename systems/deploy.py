@@ -26,7 +26,7 @@ from typing import Final, TypeVar
 from harness import nodeside
 from harness.node import Daemon, Node, NodeError
 from harness.node.wait import WaitStrategy
-from harness.nodeside import client, wire
+from harness.nodeside import client, clock, wire
 from systems.base import AdapterError
 
 __all__ = [
@@ -43,6 +43,7 @@ __all__ = [
     "restart_daemon",
     "source_of",
     "start_and_wait",
+    "start_clocked",
     "tear_down",
 ]
 
@@ -124,6 +125,18 @@ def start_and_wait(node: Node, name: str, argv: Sequence[str], ready: WaitStrate
     daemon = node.start_daemon(name, argv)
     _wait_ready(node, daemon, ready)
     return daemon
+
+
+def start_clocked(
+    node: Node, name: str, argv: Sequence[str], ready: WaitStrategy, ask: str
+) -> Daemon:
+    """:func:`start_and_wait` under libfaketime, so that the clock faults can move the daemon's
+    clocks (:func:`harness.nodeside.clock.preloaded`; ``ask`` is how to read its clock back).
+
+    A control file left by an earlier run is removed first: a daemon starts on the real clock.
+    """
+    node.run(["rm", "-f", clock.control_file(name)], check=True)
+    return start_and_wait(node, name, clock.preloaded(name, argv, ask), ready)
 
 
 def _wait_ready(node: Node, daemon: Daemon, ready: WaitStrategy) -> None:

@@ -8,7 +8,9 @@ and fenced store standing in for the real system, its Debian package list, a tes
 
 from __future__ import annotations
 
+import json
 import re
+from importlib import metadata
 from pathlib import Path
 from string import Template
 from typing import Final
@@ -37,6 +39,22 @@ def package_name(name: str) -> str:
     return "fencecheck_" + name.replace("-", "_")
 
 
+def fencecheck_requirement() -> str:
+    """The new package's dependency on fencecheck, as this fencecheck was installed: fencecheck
+    is no package on PyPI, so a bare ``fencecheck`` could not be installed by name. An install
+    from a checkout or a wheel file (PEP 610's ``direct_url.json``) gives ``fencecheck @ URL``;
+    otherwise the installed version is pinned, to be satisfied by what is already installed."""
+    # A checkout's own fencecheck.egg-info (on sys.path from the working directory) has no
+    # direct_url.json: look at every installed copy, not only the first.
+    found = list(metadata.distributions(name="fencecheck"))
+    for copy in found:
+        origin = copy.read_text("direct_url.json")
+        url = json.loads(origin).get("url") if origin else None
+        if isinstance(url, str) and url:
+            return f"fencecheck @ {url}"
+    return f"fencecheck=={found[0].version}" if found else "fencecheck"
+
+
 def scaffold(name: str, directory: Path) -> Path:
     """Write the project of system ``name`` into ``directory/fencecheck-NAME``; return its path.
 
@@ -56,6 +74,7 @@ def scaffold(name: str, directory: Path) -> Path:
         "name": name,
         "package": package,
         "classname": "".join(part.capitalize() for part in name.split("-")) + "System",
+        "fencecheck": fencecheck_requirement(),
     }
     for template, target in _LAYOUT.items():
         text = Template((TEMPLATES / template).read_text()).substitute(words)

@@ -10,22 +10,14 @@ import os
 
 import pytest
 
-from harness.node.docker.engine import EngineError, engine
-
-
-def _engine_problem() -> str | None:
-    try:
-        engine()
-    except EngineError as problem:
-        return str(problem)
-    return None
+from harness.node.docker.engine import engine_problem
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Skip ``docker`` tests when no engine answers (never under CI=true)."""
     if not any(item.get_closest_marker("docker") for item in items):
         return
-    problem = _engine_problem()
+    problem = engine_problem()
     if problem is None or os.environ.get("CI", "").lower() == "true":
         return
     skip = pytest.mark.skip(reason=f"no Docker engine: {problem}")

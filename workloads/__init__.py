@@ -6,7 +6,15 @@ Workloads describe behaviour only; the runner records every operation they perfo
 from __future__ import annotations
 
 from workloads.append import Append
-from workloads.base import Completion, HolderFlaws, Ops, Workload, WorkloadOptions
+from workloads.base import (
+    Completion,
+    HolderFlaws,
+    Ops,
+    Workload,
+    WorkloadOptions,
+    final_read_count,
+    final_reads,
+)
 from workloads.rmw import ReadModifyWrite
 from workloads.sinks import MultiSink
 
@@ -17,6 +25,8 @@ __all__ = [
     "Ops",
     "Workload",
     "WorkloadOptions",
+    "final_read_count",
+    "final_reads",
     "get_workload",
 ]
 

@@ -24,10 +24,9 @@ class Append:
 
         run_holder(ops, options, unit)
 
-    def final_reads(self, options: WorkloadOptions) -> list[tuple[str, str]]:
-        """Every key of every lock on the fenced sink."""
-        sink = options.fenced_sinks[0]
-        return [(sink, key) for lock in options.lock_names() for key in options.key_names(lock)]
+    def final_read_sinks(self, options: WorkloadOptions) -> tuple[str, ...]:
+        """The fenced sink it writes."""
+        return options.fenced_sinks[:1]
 
 
 def _append_one(ops: Ops, lease: Lease, options: WorkloadOptions, keys: KeyPicker) -> Completion:

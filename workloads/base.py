@@ -8,7 +8,7 @@ pure description of behaviour and the history is complete by construction.
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -18,6 +18,8 @@ __all__ = [
     "Ops",
     "Workload",
     "WorkloadOptions",
+    "final_read_count",
+    "final_reads",
 ]
 
 
@@ -124,12 +126,9 @@ class WorkloadOptions:
         """The locks holders contend for."""
         return [f"L{i}" for i in range(self.locks)]
 
-    def key_names(self, lock: str) -> list[str]:
-        """The keys written under ``lock`` (disjoint per lock, so a key has one lock)."""
-        return [self.key_name(lock, i) for i in range(self.keys)]
-
     def key_name(self, lock: str, number: int) -> str:
-        """Key ``number`` (0-based) of ``lock``, without building the whole list."""
+        """Key ``number`` (0-based, below :attr:`keys`) of ``lock``; keys are disjoint per lock,
+        so a key has one lock. Named one at a time: a run may have a hundred million."""
         return f"{lock}-k{number}"
 
 
@@ -143,6 +142,21 @@ class Workload(Protocol):
         """Act as one holder until ``ops.stopping()``."""
         ...
 
-    def final_reads(self, options: WorkloadOptions) -> list[tuple[str, str]]:
-        """Every (sink, key) to read after healing, to judge lost writes."""
+    def final_read_sinks(self, options: WorkloadOptions) -> tuple[str, ...]:
+        """The sinks whose every key of every lock is read after healing, to judge lost
+        writes."""
         ...
+
+
+def final_reads(workload: Workload, options: WorkloadOptions) -> Iterator[tuple[str, str]]:
+    """Every (sink, key) the workload reads after healing, one at a time: a run may have
+    millions, so they are never built as one list."""
+    for sink in workload.final_read_sinks(options):
+        for lock in options.lock_names():
+            for number in range(options.keys):
+                yield sink, options.key_name(lock, number)
+
+
+def final_read_count(workload: Workload, options: WorkloadOptions) -> int:
+    """How many final reads :func:`final_reads` yields: sinks x locks x keys."""
+    return len(workload.final_read_sinks(options)) * options.locks * options.keys

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import random
 import time
+from array import array
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -53,24 +54,26 @@ class KeyPicker:
     def __init__(self, rng: random.Random, options: WorkloadOptions) -> None:
         self._rng = rng
         self._options = options
-        self._decks: dict[str, list[str]] = {}
+        # Key numbers, not names, in a machine-int array: a holder may deal from every lock's
+        # deck (1000 locks of 100,000 keys), and a list of strings per lock would be gigabytes.
+        # Shuffling the numbers draws what shuffling the names drew, so seeds keep their keys.
+        self._decks: dict[str, array[int]] = {}
 
     def pick(self, lock: str, count: int = 1) -> list[str]:
         """``count`` distinct keys of ``lock`` (at most its number of keys)."""
-        names = self._options.key_names(lock)
-        count = min(count, len(names))
-        deck = self._decks.setdefault(lock, [])
-        picked: list[str] = []
+        count = min(count, self._options.keys)
+        deck = self._decks.setdefault(lock, array("L"))
+        picked: list[int] = []
         while len(picked) < count:
             if not deck:
-                deck.extend(names)
+                deck.extend(range(self._options.keys))
                 self._rng.shuffle(deck)
-            key = deck.pop()
-            if key in picked:  # the deck was refilled mid-draw: keep this key for later
-                deck.insert(0, key)
+            number = deck.pop()
+            if number in picked:  # the deck was refilled mid-draw: keep this key for later
+                deck.insert(0, number)
                 continue
-            picked.append(key)
-        return picked
+            picked.append(number)
+        return [self._options.key_name(lock, number) for number in picked]
 
 
 Unit = Callable[[Ops, Lease, WorkloadOptions], Completion]

@@ -32,14 +32,9 @@ class MultiSink:
 
         run_holder(ops, options, unit)
 
-    def final_reads(self, options: WorkloadOptions) -> list[tuple[str, str]]:
-        """Every key of every lock on every sink."""
-        return [
-            (sink, key)
-            for sink in options.all_sinks
-            for lock in options.lock_names()
-            for key in options.key_names(lock)
-        ]
+    def final_read_sinks(self, options: WorkloadOptions) -> tuple[str, ...]:
+        """Every sink it writes."""
+        return options.all_sinks
 
 
 def _write_everywhere(ops: Ops, lease: Lease, options: WorkloadOptions, key: str) -> Completion:

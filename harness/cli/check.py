@@ -12,22 +12,37 @@ from __future__ import annotations
 
 import re
 import stat
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 
 import click
-import orjson
 from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
 from checkers import Anomaly, CheckResult, check
+from checkers.coverage import CoverageTap
 from checkers.explain import describe_fault, seconds
 from checkers.registry import REGISTRY
 from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, cli
-from harness.history import HistoryError, InventoryError, Sink, load_inventory, read_history
+from harness.cli.units import Duration
+from harness.history import (
+    HistoryError,
+    InventoryError,
+    Sink,
+    json_bytes,
+    load_inventory,
+    read_history,
+)
 
-__all__ = ["CheckError", "check_command", "exit_code", "parse_duration", "render_result"]
+__all__ = [
+    "CheckError",
+    "check_command",
+    "exit_code",
+    "parse_evidence",
+    "render_result",
+]
 
 _SHOWN_IN_FULL = 2
 _VERDICTS = {
@@ -35,7 +50,6 @@ _VERDICTS = {
     "False": ("INVALID", "red"),
     "unknown": ("UNKNOWN", "yellow"),
 }
-_UNITS = {"ms": 1e-3, "s": 1.0, "m": 60.0}
 
 
 class CheckError(click.ClickException):
@@ -44,12 +58,13 @@ class CheckError(click.ClickException):
     exit_code = EXIT_ERROR
 
 
-def parse_duration(text: str) -> float:
-    """``"2"``, ``"2s"``, ``"1500ms"``, ``"0.5m"`` -> seconds."""
-    match = re.fullmatch(r"\s*([0-9]*\.?[0-9]+)\s*(ms|s|m)?\s*", text)
-    if match is None:
-        raise CheckError(f"--ttl {text!r} is not a duration: write it as 2, 2s or 1500ms")
-    return float(match.group(1)) * _UNITS[match.group(2) or "s"]
+def parse_evidence(text: str) -> int:
+    """``--max-evidence``: a whole number ``>= 0`` (0 keeps the counts and no evidence)."""
+    if not re.fullmatch(r"\s*[0-9]+\s*", text):
+        raise CheckError(
+            f"--max-evidence {text!r} is not a whole number >= 0: write it as 0, 5, 100"
+        )
+    return int(text)
 
 
 def exit_code(result: CheckResult) -> int:
@@ -79,16 +94,20 @@ _HELP = "\n\n".join(
     help='Write-path inventory: {"sink": {"fenced": bool, "mitigation": ...}}. '
     "Without it every sink counts as fenced.",
 )
-@click.option("--ttl", help="The lease TTL (e.g. 2s, 1500ms), quoted in explanations.")
+@click.option(
+    "--ttl",
+    type=Duration(positive=True),
+    help="The lease TTL (e.g. 2s, 1500ms), quoted in explanations.",
+)
 @click.option(
     "--max-evidence",
-    type=click.IntRange(min=1),
-    default=100,
+    callback=lambda _ctx, _param, text: parse_evidence(text),
+    default="100",
     show_default=True,
-    help="Evidence kept per anomaly name (all are counted).",
+    help="Evidence kept per anomaly name (all are counted; 0 keeps counts only).",
 )
 def check_command(
-    history: Path, as_json: bool, inventory: Path | None, ttl: str | None, max_evidence: int
+    history: Path, as_json: bool, inventory: Path | None, ttl: float | None, max_evidence: int
 ) -> None:
     """Check a history (the help text is built from the anomaly registry)."""
     stdin = str(history) == _STDIN
@@ -100,11 +119,15 @@ def check_command(
             sinks = load_inventory(inventory)
         except InventoryError as problem:
             raise CheckError(str(problem)) from None
-    lease_ttl = parse_duration(ttl) if ttl is not None else None
-    source = click.get_binary_stream("stdin") if stdin else history
+    source = sys.stdin.buffer if stdin else history
+    # The coverage is counted on the checker's one pass (standard input cannot be read twice).
+    tap = CoverageTap(sinks=sinks or (), lease_ttl=ttl)
     try:
         result = check(
-            read_history(source), inventory=sinks, lease_ttl=lease_ttl, max_evidence=max_evidence
+            tap.events(read_history(source)),
+            inventory=sinks,
+            lease_ttl=ttl,
+            max_evidence=max_evidence,
         )
     except HistoryError as problem:
         raise CheckError(f"{history}: {_one_line(str(problem))}") from None
@@ -112,10 +135,12 @@ def check_command(
         raise CheckError(f"cannot read {history}: {problem.strerror}") from None
     except (RecursionError, MemoryError) as problem:
         raise CheckError(f"{history}: input too deeply nested or too large ({problem!r})") from None
+    coverage = tap.coverage()
     if as_json:
-        click.echo(orjson.dumps(result.to_json(), option=orjson.OPT_INDENT_2).decode())
+        data = {**result.to_json(), "coverage": coverage.to_json()}
+        click.echo(json_bytes(data, indent=True).decode())
     else:
-        render_result(Console(highlight=False), result, history)
+        render_result(Console(highlight=False), result, history, coverage.gaps())
     click.get_current_context().exit(exit_code(result))
 
 
@@ -150,7 +175,8 @@ def render_result(
             f"  {history}: {counts.events:,} events, {counts.accepted_writes:,} accepted writes, "
             f"{counts.successful_reads:,} reads, {counts.grants:,} grants, "
             f"{len(result.faults)} fault windows",
-        )
+        ),
+        soft_wrap=True,  # the history's path stays whole in an 80-column log
     )
     if result.anomaly_counts or result.expected_counts:
         console.print(_anomaly_table(result))
@@ -162,6 +188,8 @@ def render_result(
         for verdict in result.sinks.values():
             for note in verdict.coverage:
                 console.print(Text.assemble(("coverage: ", "cyan"), f"{verdict.name}: {note}"))
+    for note in result.grant_coverage:
+        console.print(Text.assemble(("coverage: ", "cyan"), f"grants: {note}"))
     for reason in result.unknown_reasons:
         console.print(Text.assemble(("unknown: ", "yellow"), reason))
 
@@ -219,14 +247,22 @@ def _sink_table(result: CheckResult) -> Table:
         table.add_row(
             verdict.name,
             spec.describe() + ("" if verdict.declared else " (not declared)"),
-            str(verdict.valid).lower(),
+            _sink_word(verdict.valid, verdict.keys),
             f"{verdict.keys:,}",
             f"{verdict.accepted_writes:,}",
             "yes" if verdict.seq_observable else "no",
             ", ".join(f"{name} {number:,}" for name, number in sorted(found.items())),
-            "; ".join(verdict.reasons),
+            "; ".join(verdict.reasons) if verdict.keys else "",
         )
     return table
+
+
+def _sink_word(valid: object, keys: int) -> str:
+    """A sink's verdict as a word; a sink no write reached is "not written", not an "unknown"
+    beside a valid run."""
+    if keys == 0:
+        return "not written"
+    return {"True": "valid", "False": "INVALID"}.get(str(valid), "unknown")
 
 
 def _text(value: object) -> str:

@@ -14,57 +14,38 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Final
+from typing import Any
 
 import click
 
 from harness.cli import cli
+from harness.cli.units import Duration
 from harness.node import Node, NodeError
 from harness.node.docker.cluster import Cluster
 from harness.node.docker.engine import EngineError
 from harness.node.interrupts import sigterm_interrupts
 from nemeses.kill import KillNemesis
 from nemeses.kinds import FaultKind, ManualCommand, ManualOption, node_names
-from nemeses.processes import ProcessImage, restart, running_daemons
+from nemeses.processes import ProcessImage, lost_daemons, restart, running_daemons
 from nemeses.protocol import Fault, Nemesis, NemesisError, start_f, stop_f
 from nemeses.recovery import heal_nodes
 from nemeses.registry import KINDS, fault_kind
 
 __all__ = ["Duration", "nemesis_group"]
 
-_UNITS: Final = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0}
-_DURATION = re.compile(r"(\d+(?:\.\d+)?)(ms|s|m|h)?")
-
-
-class Duration(click.ParamType[float]):
-    """A click parameter type for a positive duration: ``500ms``, ``5s``, ``2m``, ``1h`` or
-    plain seconds."""
-
-    name = "duration"
-
-    def convert(
-        self, value: Any, param: click.Parameter | None, ctx: click.Context | None
-    ) -> float:
-        if isinstance(value, float):
-            return value
-        match = _DURATION.fullmatch(str(value).strip())
-        if match is None or float(match.group(1)) <= 0:
-            self.fail(f"{value!r} is not a duration; write e.g. 500ms, 5s, 2m or 1.5", param, ctx)
-        return float(match.group(1)) * _UNITS[match.group(2) or "s"]
-
 
 _RUN_OPTION = click.Option(
-    ["--run", "run_id"],
+    ["--run-id", "--run", "run_id"],
     default=None,
-    help="Run id of the cluster (default: your newest kept cluster no run is driving).",
+    help="Run id of the cluster (default: your newest kept cluster no run is driving); "
+    "--run is the old spelling.",
 )
 _FOR_OPTION = click.Option(
     ["--for", "hold"],
-    type=Duration(),
+    type=Duration(positive=True),
     default=None,
     help="Undo the fault after this long (500ms, 5s, 2m); without it, it stays until `heal`.",
 )
@@ -130,16 +111,33 @@ def heal(run_id: str | None) -> None:
     """Undo every fault on the cluster: thaw, uncap, remove our rules, continue, restart."""
     # A node whose main process was killed (`kill --process sleep`) stopped: heal starts it.
     cluster = _attach(run_id, start_stopped=True)
-    for name in cluster.restarted:
-        click.echo(f"started node {name} again (its container had stopped)")
     ledger = _Ledger(cluster.run_id)
     frozen, killed = ledger.load()
+    errors: list[str] = []
+    for name in cluster.restarted:
+        click.echo(f"started node {name} again (its container had stopped)")
+        # The container's start brought its main process back; nothing else that ran in it
+        # survived, and relaunching the killed main process as a daemon would only add a copy.
+        killed.pop(name, None)
+        try:
+            gone = lost_daemons(cluster.nodes[name])
+        except NemesisError as problem:
+            errors.append(str(problem))
+            continue
+        if gone:
+            errors.append(
+                f"{name}: its container had stopped (its main process was killed), and "
+                f"{', '.join(gone)} did not survive it; remove the cluster with `fencecheck "
+                f"cluster down {cluster.run_id}` and start a new one (`fencecheck cluster up`)"
+            )
     report = heal_nodes(dict(cluster.nodes), frozen=frozen, killed=killed)
     for line in report.healed:
         click.echo(f"healed {line}")
-    if not report.ok:
-        raise click.ClickException("could not heal everything:\n  " + "\n  ".join(report.errors))
-    ledger.clear()
+    if report.ok:
+        ledger.clear()  # every fault undone; what a stopped container lost no retry brings back
+    errors += report.errors
+    if errors:
+        raise click.ClickException("could not heal everything:\n  " + "\n  ".join(errors))
     click.echo(f"cluster {cluster.run_id} is healed")
 
 
@@ -170,7 +168,7 @@ def _apply(
             _Ledger(cluster.run_id).remember(fault, killed)
             click.echo(
                 f"{fault.kind} stays in force; undo it with "
-                f"`fencecheck nemesis heal --run {cluster.run_id}`"
+                f"`fencecheck nemesis heal --run-id {cluster.run_id}`"
             )
             return
         try:

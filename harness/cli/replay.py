@@ -58,6 +58,9 @@ def replay_command(run_dir: Path, store: Path | None, pin: bool, no_progress: bo
         raise click.ClickException(str(problem)) from None
     word = "reproduced" if done.reproduced else "not reproduced"
     click.echo(f"{word}: original {done.original}, replay {done.again}")
+    if not done.reproduced:
+        for why in done.why:
+            click.echo(f"  {why}")
     click.echo(f"replay: {done.outcome.run_dir.path}")
     if done.outcome.error is not None:
         console.print(f"[red]error:[/] the replay broke off: {done.outcome.error}")

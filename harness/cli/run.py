@@ -4,7 +4,6 @@ what can be combined."""
 from __future__ import annotations
 
 import json
-import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -13,14 +12,15 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from harness.cli import EXIT_ERROR, cli
+from harness.cli import EXIT_ERROR, EXIT_UNKNOWN, EXIT_VALID, cli
 from harness.cli.check import exit_code, render_result
 from harness.cli.hosts import load_hosts_option
-from harness.node.interrupts import interrupts_once
+from harness.cli.units import Duration
+from harness.node.interrupts import interrupts_once, shielded
 from harness.report import publish
 from harness.run.exposure import ExposureError, exposing_faults, switches_of
 from harness.run.exposure import expose as exposed_spec
-from harness.run.runner import RunError, RunOutcome, check_run, run_test
+from harness.run.runner import RunError, RunOutcome, check_run, note_late_signal, run_test
 from harness.run.spec import SpecError, TestSpec, split_names, store_path
 from harness.run.store import (
     RunDir,
@@ -92,9 +92,19 @@ store_option = click.option(
     + ",".join(f"{multiple:g}" for multiple in DEFAULT_TTL_MULTIPLES)
     + ").",
 )
-@click.option("--ttl", type=float, default=1.0, show_default=True, help="Lease TTL, seconds.")
-@click.option("--lock-delay", type=float, default=0.0, show_default=True, help="Seconds.")
-@click.option("--time-limit", type=float, default=30.0, show_default=True, help="Seconds.")
+@click.option(
+    "--ttl", type=Duration(), default=1.0, show_default=True, help="Lease TTL (1, 1s, 500ms)."
+)
+@click.option(
+    "--lock-delay",
+    type=Duration(),
+    default=0.0,
+    show_default=True,
+    help="How long the lock stays unavailable after a lease lapses (0: none).",
+)
+@click.option(
+    "--time-limit", type=Duration(), default=30.0, show_default=True, help="Run length (30, 2m)."
+)
 @click.option("--workers", type=click.IntRange(1, 16), default=3, show_default=True)
 @click.option(
     "--keys",
@@ -129,6 +139,22 @@ store_option = click.option(
 )
 @click.option("--rate", type=float, default=0.0, help="Ops/s per holder; 0 = unthrottled.")
 @click.option(
+    "--read-ratio",
+    type=float,
+    default=0.1,
+    show_default=True,
+    help="Share of a holder's operations that are reads (0 to 1).",
+)
+@click.option(
+    "--op-timeout",
+    type=Duration(),
+    default=0.0,
+    show_default=True,
+    help="Seconds an operation may take before it is recorded as unknown; 0 = long enough "
+    "to outlast every scheduled fault.",
+)
+@click.option("--name", default="", help="The run's folder name in the store (default: derived).")
+@click.option(
     "--work-ms",
     type=click.IntRange(0),
     default=50,
@@ -157,6 +183,12 @@ store_option = click.option(
     type=click.Path(path_type=Path),
     help="Write a JUnit XML report (checked writable before the run).",
 )
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="Exit 2 when the run is valid but weak (it tested less than it claims: no stale "
+    "write attempted, no holder stopped past its lease...).",
+)
 def run_command(
     system: str,
     bugs: tuple[str, ...],
@@ -173,6 +205,9 @@ def run_command(
     writes_per_lease: int,
     keys_per_write: int,
     rate: float,
+    read_ratio: float,
+    op_timeout: float,
+    name: str,
     work_ms: int,
     seed: int | None,
     expose: bool,
@@ -182,10 +217,11 @@ def run_command(
     no_progress: bool,
     as_json: bool,
     junit_xml: Path | None,
+    strict: bool,
 ) -> None:
     """Start a cluster, run holders under faults, check the history, store everything.
 
-    Exit code: 0 valid, 1 invalid, 2 unknown, 3 error.
+    Exit code: 0 valid, 1 invalid, 2 unknown (or, with --strict, valid but weak), 3 error.
     """
     picked = _picked(system, bugs) if nemesis is None else None
     if picked is not None:
@@ -206,6 +242,9 @@ def run_command(
         writes_per_lease=writes_per_lease,
         keys_per_write=keys_per_write,
         rate=rate,
+        read_ratio=read_ratio,
+        op_timeout=op_timeout,
+        name=name,
         work_ms=work_ms,
         store=store,
     )
@@ -226,26 +265,37 @@ def run_command(
             console=console,
             progress=not no_progress and console.is_terminal,
             keep_cluster=keep_cluster,
-            command=["fencecheck", *sys.argv[1:]] if sys.argv[1:2] == ["run"] else None,
             hosts=hosts,
         )
     except (RunError, StoreError) as problem:
         raise click.ClickException(str(problem)) from None
-    # The run is over: a late Ctrl-C (one of several pressed) must not cut the report or the
-    # verdict short, so every signal from here on is only announced.
+    # The run is checked; its report is written next. A first signal now is recorded like any
+    # other (the verdict is concluded again and the report rewritten once) but never cuts the
+    # report short; after the report, every signal is only announced.
+    with interrupts_once() as late, shielded():
+        console.print("[dim]phase: the report[/]", highlight=False)
+        written = _publish(outcome, junit_xml, console)
+        if late and not outcome.interrupted:
+            console.print(f"[yellow]{late[0].signal} while the report was written: noted[/]")
+            outcome = note_late_signal(outcome, late[0], "the report")
+            written = _publish(outcome, junit_xml, console)
     with interrupts_once(already=True):
-        raise click.exceptions.Exit(_conclude(outcome, junit_xml, as_json, console))
+        raise click.exceptions.Exit(_conclude(outcome, written, as_json, console, strict))
 
 
-def _conclude(outcome: RunOutcome, junit_xml: Path | None, as_json: bool, console: Console) -> int:
-    """Publish a finished run, print its verdict and return the exit code."""
-    written = _publish(outcome, junit_xml, console)
+def _conclude(
+    outcome: RunOutcome, written: bool, as_json: bool, console: Console, strict: bool
+) -> int:
+    """Print a published run's verdict and return the exit code (``written``: its report and
+    files are; ``strict``: a valid run with coverage gaps exits 2, saying so)."""
     coverage = _coverage(outcome.run_dir)
     if as_json:
         data = {**outcome.result.to_json(), "coverage": coverage}
         extra = {"interrupted": outcome.interrupted, "run_dir": str(outcome.run_dir.path)}
         if outcome.error is not None:
             extra["run_error"] = outcome.error
+        if outcome.record is not None and outcome.record.lost:
+            extra["lost"] = list(outcome.record.lost)
         click.echo(json.dumps({**data, **extra}, indent=2))
     else:
         render_result(
@@ -255,13 +305,18 @@ def _conclude(outcome: RunOutcome, junit_xml: Path | None, as_json: bool, consol
             coverage.get("gaps", ()),
         )
     if written:
-        console.print(f"report: {outcome.run_dir.report}")
+        console.print(f"report: {outcome.run_dir.report}", soft_wrap=True)
     if outcome.error is not None:
         console.print(f"[red]error:[/] the run broke off: {outcome.error}")
         return EXIT_ERROR
     if not written:
         return EXIT_ERROR
-    return exit_code(outcome.result)
+    code = exit_code(outcome.result)
+    gaps = coverage.get("gaps") or ()
+    if strict and code == EXIT_VALID and gaps:
+        console.print(f"[yellow]--strict:[/] valid but weak, exit 2: {'; '.join(gaps)}")
+        return EXIT_UNKNOWN
+    return code
 
 
 def _picked(system: str, bugs: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:

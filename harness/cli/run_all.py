@@ -19,8 +19,10 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from harness.bundled import bundled_matrices, bundled_matrix
 from harness.cli import cli
 from harness.cli.run import store_option
+from harness.cli.units import Duration
 from harness.report import publish
 from harness.report.junit import error_case, junit_case, write_cases
 from harness.run.matrix import (
@@ -144,16 +146,13 @@ def _table(results: Sequence[MatrixResult]) -> Table:
     )
     for column in columns:
         table.add_column(column)
-    table.add_column("report / problem", overflow="fold")
+    table.add_column("problem", overflow="fold")
     for position, result in enumerate(results, 1):
         number = result.entry.number or position
         spec = result.entry.spec
         verdict = result.verdict
         mismatch = result.mismatch
         mark = "[green]as expected[/]" if mismatch is None else "[bold red]UNEXPECTED[/]"
-        summary = result.summary
-        where = _near(summary.run.report) if summary is not None else ""
-        note = where if mismatch is None else f"{mismatch}\n{where}".strip()
         table.add_row(
             str(number),
             spec.system,
@@ -164,9 +163,19 @@ def _table(results: Sequence[MatrixResult]) -> Table:
             f"[{_VERDICT_STYLE.get(verdict, 'white')}]{verdict}[/]",
             str(result.entry.expect),
             mark,
-            escape(note),
+            escape(mismatch or ""),
         )
     return table
+
+
+def _report_lines(results: Sequence[MatrixResult]) -> list[str]:
+    """One line per run with its report, printed below the table: a path folded inside a table
+    cell cannot be copied from a log."""
+    return [
+        f"{result.entry.number or position}. {_near(result.summary.run.report)}"
+        for position, result in enumerate(results, 1)
+        if result.summary is not None
+    ]
 
 
 def _near(path: Path) -> str:
@@ -177,14 +186,25 @@ def _near(path: Path) -> str:
         return str(path)
 
 
+def _row_json(entry: MatrixEntry) -> dict[str, Any]:
+    """A row as ``--json`` names it (docs/json/run-all.schema.json): number, name, spec and
+    expectation."""
+    return {
+        "number": entry.number,
+        "name": entry.case_name,
+        "spec": entry.spec.to_json(),
+        "expect": {
+            "verdict": entry.expect.verdict,
+            "anomalies": list(entry.expect.anomalies),
+            "strict": entry.expect.strict,
+        },
+    }
+
+
 def _json(result: MatrixResult) -> dict[str, Any]:
     summary = result.summary
     return {
-        "spec": result.entry.spec.to_json(),
-        "expect": {
-            "verdict": result.entry.expect.verdict,
-            "anomalies": list(result.entry.expect.anomalies),
-        },
+        **_row_json(result.entry),
         "verdict": result.verdict,
         "as_expected": result.mismatch is None,
         "mismatch": result.mismatch,
@@ -201,15 +221,31 @@ def _junit(results: Sequence[MatrixResult], path: Path) -> Path:
     cases = []
     for result in results:
         mismatch = result.mismatch
+        name = result.entry.case_name
         if result.summary is None:
-            cases.append(error_case(result.entry.label, mismatch or "crashed"))
+            cases.append(error_case(name, mismatch or "crashed"))
         elif mismatch is None:
-            cases.append(junit_case(result.summary, "pass"))
+            cases.append(junit_case(result.summary, "pass", name=name))
         elif result.exit_code == 1:
-            cases.append(junit_case(result.summary, "failure", mismatch))
+            cases.append(junit_case(result.summary, "failure", mismatch, name=name))
         else:
-            cases.append(junit_case(result.summary, "error", mismatch))
+            cases.append(junit_case(result.summary, "error", mismatch, name=name))
     return write_cases(cases, path)
+
+
+def _matrix_file(value: str) -> Path:
+    """The matrix file ``value`` names: a file, else a shipped matrix of that name."""
+    path = Path(value)
+    if path.is_file():
+        return path
+    shipped = bundled_matrix(value) if "/" not in value else None
+    if shipped is not None:
+        return shipped
+    raise click.BadParameter(
+        f"no matrix file {value}; give a path, or one of the shipped matrices: "
+        + ", ".join(bundled_matrices()),
+        param_hint="--matrix",
+    )
 
 
 def _entries(
@@ -238,15 +274,18 @@ def _entries(
 @cli.command("run-all")
 @click.option(
     "--matrix",
-    type=click.Path(exists=True, dir_okay=False, path_type=Path),
-    help="A matrix file (JSON, or TOML by its .toml suffix): runs and what each should find.",
+    callback=lambda ctx, param, value: None if value is None else _matrix_file(value),
+    help="A matrix file (JSON, or TOML by its .toml suffix): runs and what each should find; "
+    "or the name of a shipped one (fencecheck matrices lists them).",
 )
 @click.option("--system", "systems", multiple=True, help="A system (repeat for more).")
 @click.option(
+    "--bug",
     "--bugs",
     "bug_sets",
     multiple=True,
-    help="A set of bug switches, comma-separated, 'none' for none (repeat for more sets).",
+    help="A set of bug switches, comma-separated, 'none' for none (repeat for more sets; "
+    "--bugs is the old spelling).",
 )
 @click.option(
     "--nemesis",
@@ -262,8 +301,8 @@ def _entries(
     help="What every run built from flags should come out as.",
 )
 @click.option("--workload", help="Override every run's workload.")
-@click.option("--ttl", type=float, help="Override every run's lease TTL (seconds).")
-@click.option("--time-limit", type=float, help="Override every run's time limit (seconds).")
+@click.option("--ttl", type=Duration(), help="Override every run's lease TTL (1, 1s, 500ms).")
+@click.option("--time-limit", type=Duration(), help="Override every run's time limit (30, 2m).")
 @click.option("--workers", type=click.IntRange(1, 16), help="Override every run's workers.")
 @click.option("--seed", type=int, help="Override every run's seed.")
 @store_option
@@ -275,6 +314,11 @@ def _entries(
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON on stdout.")
 @click.option("--no-progress", is_flag=True, help="No live display (CI logs).")
 @click.option("--fail-fast", is_flag=True, help="Stop at the first unexpected result.")
+@click.option(
+    "--strict",
+    is_flag=True,
+    help="A valid run that tested less than it claims (VALID, but weak) is a surprise, exit 2.",
+)
 @click.option("--dry-run", is_flag=True, help="Print the runs and expectations; run nothing.")
 @click.option(
     "--shard",
@@ -305,6 +349,7 @@ def run_all(
     as_json: bool,
     no_progress: bool,
     fail_fast: bool,
+    strict: bool,
     dry_run: bool,
     shard: str | None,
     parallel: int,
@@ -323,10 +368,16 @@ def run_all(
     }
     overrides = {k: v for k, v in candidates.items() if v is not None}
     overrides["store"] = str(store)
+    if strict:
+        overrides["strict"] = True
     try:
         entries = _entries(matrix, systems, bug_sets, nemesis_sets, expect, overrides)
         if shard is not None:
             entries = shard_of(entries, *parse_shard(shard))
+        if dry_run and as_json:
+            rows = [_row_json(entry) for entry in entries]
+            click.echo(json.dumps({"dry_run": True, "rows": rows}, indent=2, default=str))
+            return
         if dry_run:
             for entry in entries:
                 seed = entry.spec.seed
@@ -351,6 +402,8 @@ def run_all(
     # CI logs are no terminal: rich would squeeze the table into 80 columns.
     wide = console if console.is_terminal else Console(stderr=True, width=_LOG_WIDTH)
     wide.print(_table(results))
+    for line in _report_lines(results):
+        wide.print(escape(line), soft_wrap=True, highlight=False)
     runs, as_expected, code = tally(results)
     style = "green" if as_expected == runs == len(entries) else "bold red"
     skipped = len(entries) - runs

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from harness.cli import EXIT_ERROR, EXIT_INVALID, cli
-from harness.cli.nemesis import Duration
+from harness.cli.units import Duration
 from harness.report import publish
 from harness.run.replay import ReplayError, load_run
 from harness.run.shrink import Shrunk, Trial, cluster_runner, shrink
@@ -36,12 +36,13 @@ _MOST_RUNS = 1000
     f"{_DEFAULT_RUNS}, or no limit but --time when --time is given.",
 )
 @click.option(
+    "--time-limit",
     "--time",
     "time_budget",
-    type=Duration(),
+    type=Duration(positive=True),
     default=None,
     help="Wall-clock budget (90s, 15m, 1h): no candidate starts after it. With --budget, "
-    "whichever runs out first.",
+    "whichever runs out first (--time is the old spelling).",
 )
 @click.option(
     "--tries",

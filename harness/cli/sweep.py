@@ -51,12 +51,14 @@ def _numbers(text: str, option: str) -> tuple[float, ...]:
 )
 @click.option("--seeds", type=click.IntRange(1, 100), default=3, show_default=True)
 @click.option(
+    "--lock-delay-ttls",
     "--lock-delay",
     "lock_delay_ttl",
     type=click.FloatRange(0, 100, min_open=True),
     default=3.0,
     show_default=True,
-    help="The lock-delay design's lock-delay, in TTLs.",
+    help="The lock-delay design's lock-delay, in TTLs (run's --lock-delay is in seconds; "
+    "--lock-delay here is the old spelling).",
 )
 @store_option
 @click.option(

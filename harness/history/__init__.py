@@ -7,12 +7,14 @@ it imports nothing else of fencecheck's.
 from harness.history.events import (
     EVENT_TYPES,
     NEMESIS,
+    SAID,
     Event,
     EventType,
     HistoryError,
     Process,
     event_from_dict,
     event_to_dict,
+    optional_natural,
 )
 from harness.history.inventory import (
     EXPECTED_WHEN_UNGUARDED,
@@ -25,13 +27,15 @@ from harness.history.inventory import (
     normalize_inventory,
     parse_inventory,
 )
-from harness.history.io import HistoryWriter, paired, read_history, validated
+from harness.history.io import MAX_DEPTH, HistoryWriter, json_bytes, paired, read_history, validated
 
 __all__ = [
     "EVENT_TYPES",
     "EXPECTED_WHEN_UNGUARDED",
+    "MAX_DEPTH",
     "MITIGATIONS",
     "NEMESIS",
+    "SAID",
     "Event",
     "EventType",
     "HistoryError",
@@ -43,8 +47,10 @@ __all__ = [
     "Sink",
     "event_from_dict",
     "event_to_dict",
+    "json_bytes",
     "load_inventory",
     "normalize_inventory",
+    "optional_natural",
     "paired",
     "parse_inventory",
     "read_history",

@@ -13,18 +13,23 @@ from typing import Any, Final, Literal, cast
 __all__ = [
     "EVENT_TYPES",
     "NEMESIS",
+    "SAID",
     "Event",
     "EventType",
     "HistoryError",
     "Process",
     "event_from_dict",
     "event_to_dict",
+    "optional_natural",
 ]
 
 EventType = Literal["invoke", "ok", "fail", "info"]
 Process = int | str
 EVENT_TYPES: Final[frozenset[str]] = frozenset(("invoke", "ok", "fail", "info"))
 NEMESIS: Final = "nemesis"
+SAID: Final = "said"
+"""A nemesis event's field: what happened at that moment in one sentence ("l1's clock jumped 3 s
+forward"), for faults a verb cannot tell; explanations quote it with the event's time."""
 
 
 class HistoryError(ValueError):
@@ -131,6 +136,17 @@ def event_from_dict(raw: Any, line: int = 0) -> Event:
         error if isinstance(error, str) else None,
         line,
     )
+
+
+def optional_natural(value: dict[str, Any], name: str, line: int, fix: str) -> int | None:
+    """The optional field ``name`` of ``value`` (``seq``, ``grant_seq``, ``waited``...): ``None``
+    when absent, else an integer ``>= 0``, or :class:`HistoryError` naming the line and ``fix``."""
+    number = value.get(name)
+    if number is None:
+        return None
+    if type(number) is not int or number < 0:
+        raise HistoryError(line, f"{name} must be an integer >= 0", fix)
+    return number
 
 
 def _excerpt(item: object) -> str:

@@ -23,12 +23,52 @@ from harness.history.events import (
     event_to_dict,
 )
 
-__all__ = ["HistoryWriter", "paired", "read_history", "validated"]
+__all__ = ["MAX_DEPTH", "HistoryWriter", "json_bytes", "paired", "read_history", "validated"]
 
 _GZIP_MAGIC: Final = b"\x1f\x8b"
 # orjson turns integers beyond 64 bits into floats without a word; a line holding a run of 19
 # digits may carry one, so it is parsed by the standard library, which keeps integers exact.
 _LONG_NUMBER: Final = re.compile(rb"\d{19}")
+MAX_DEPTH: Final = 512
+"""How deeply arrays and objects may nest in one history line. Checked by the reader itself before
+any parser sees the line: JSON parsers differ (orjson 3.8 recursed until the stack ran out and
+crashed the process at ~150,000 levels; 3.13 refuses beyond 1,024; the standard library raises
+RecursionError near 1,000), and a history's verdict must not depend on which one is installed."""
+_STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"')
+_NOT_BRACKET: Final = bytes(set(range(256)) - set(b"[]{}"))
+_STEP: Final = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
+
+
+def json_bytes(data: Any, *, indent: bool = False) -> bytes:
+    """``data`` as JSON, integers of any size kept exact.
+
+    orjson is fast but refuses integers beyond 64 bits (``TypeError``); such a value, which a
+    history may hold (docs/design.md §4), is written by the standard library instead. Anything
+    neither can write raises ``TypeError``.
+    """
+    option = orjson.OPT_NON_STR_KEYS | (orjson.OPT_INDENT_2 if indent else 0)
+    try:
+        return orjson.dumps(data, option=option)
+    except TypeError:
+        separators = (",", ": ") if indent else (",", ":")
+        text = json.dumps(data, indent=2 if indent else None, separators=separators)
+        return text.encode("utf-8")
+
+
+def _too_deep(line: bytes) -> bool:
+    """True if ``line`` nests arrays and objects more than :data:`MAX_DEPTH` deep.
+
+    Linear and nearly free for ordinary lines: fewer opening brackets than the limit cannot nest
+    beyond it. Otherwise strings (which may hold brackets) are dropped and the depth counted.
+    """
+    if line.count(b"[") + line.count(b"{") <= MAX_DEPTH:
+        return False
+    depth = 0
+    for byte in _STRING.sub(b"", line).translate(None, _NOT_BRACKET):
+        depth += _STEP[byte]
+        if depth > MAX_DEPTH:
+            return True
+    return False
 
 
 def read_history(source: str | os.PathLike[str] | IO[bytes]) -> Iterator[Event]:
@@ -60,11 +100,14 @@ def _read_stream(stream: IO[bytes]) -> Iterator[Event]:
                 raise _bad_json(*pending)
             if not line.strip():
                 continue
+            if _too_deep(line):
+                raise _bad_json(number, line, f"nested more than {MAX_DEPTH} levels deep")
             try:
                 raw = _exact(line) if long_number(line) else loads(line)
             except (ValueError, RecursionError):  # JSONDecodeError is a ValueError
-                if not line.endswith(b"\n"):
-                    # Only the final line can lack its newline; a crash mid-write leaves this.
+                if not line.endswith(b"\n") and line.lstrip().startswith(b"{"):
+                    # Only the final line can lack its newline; a crash mid-write leaves the
+                    # beginning of an object. A line that is no object at all is not torn.
                     return
                 pending = (number, line)
                 continue
@@ -87,12 +130,12 @@ def _no_constant(name: str) -> Any:
     raise ValueError(f"{name} is not JSON")
 
 
-def _bad_json(number: int, line: bytes) -> HistoryError:
+def _bad_json(number: int, line: bytes, problem: str = "not valid JSON") -> HistoryError:
     excerpt = line[:80].decode("utf-8", "replace").rstrip()
     return HistoryError(
         number,
-        f"not valid JSON: {excerpt!r}",
-        "each line must be one JSON object, nested at most a few hundred levels",
+        f"{problem}: {excerpt!r}",
+        f"each line must be one JSON object, nested at most {MAX_DEPTH} levels",
     )
 
 
@@ -199,7 +242,7 @@ class HistoryWriter:
         """Record one event; returns it with its index."""
         event = Event(self._next_index, time, process, type, f, value or {}, node, error)
         self._next_index += 1
-        self._file.write(orjson.dumps(event_to_dict(event)) + b"\n")
+        self._file.write(json_bytes(event_to_dict(event)) + b"\n")
         self._file.flush()
         return event
 

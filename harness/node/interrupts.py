@@ -1,5 +1,6 @@
-"""Signals during a run: SIGTERM and SIGHUP behave like Ctrl-C, and healing, teardown and the check
-of what was recorded cannot be cut short by a second signal."""
+"""Signals during a run: SIGTERM and SIGHUP behave like Ctrl-C; the first one is recorded the moment
+it arrives, and healing, teardown, the check of what was recorded and the report are never cut
+short by it or by a later one (docs/design.md §8, "Interruptions")."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from types import FrameType
 
@@ -16,6 +18,7 @@ __all__ = [
     "Interrupted",
     "interrupts_deferred",
     "interrupts_once",
+    "shielded",
     "sigterm_interrupts",
 ]
 
@@ -38,16 +41,45 @@ def _on_main_thread() -> bool:
     return threading.current_thread() is threading.main_thread()
 
 
+@dataclass
+class _Once:
+    """The state of the innermost :func:`interrupts_once`: the first signal, and whether it may
+    be raised now."""
+
+    seen: list[Interrupted]
+    later: Callable[[int], None]
+    """Announces a signal that is not the first."""
+    shields: int = 0
+
+
+_ACTIVE: list[_Once] = []
+"""The :func:`interrupts_once` blocks open on the main thread, innermost last."""
+
+
 @contextmanager
 def interrupts_deferred() -> Iterator[None]:
-    """Hold the stop signals until the block ends, then deliver the first one that came."""
+    """Hold the stop signals until the block ends, then deliver the first one that came.
+
+    Inside :func:`interrupts_once` the signal is recorded the moment it arrives (its time is the
+    arrival's, not the delivery's) and raised when the block ends.
+    """
     if not _on_main_thread():
         yield
         return
     pending: list[int] = []
+    once = _ACTIVE[-1] if _ACTIVE else None
+    first: list[Interrupted] = []
+    """The run's first interruption, when it came during this block (to raise at its end)."""
 
     def remember(signum: int, frame: FrameType | None) -> None:
         pending.append(signum)
+        if once is None:
+            return
+        if once.seen:
+            once.later(signum)
+        else:
+            first.append(Interrupted(signum))
+            once.seen.append(first[0])
 
     previous = {sig: signal.signal(sig, remember) for sig in STOP_SIGNALS}
     try:
@@ -55,14 +87,32 @@ def interrupts_deferred() -> Iterator[None]:
     finally:
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-        if pending:
-            signal.raise_signal(pending[0])
+    if once is not None:
+        if first and once.shields == 0:
+            raise first[0]
+    elif pending:
+        signal.raise_signal(pending[0])
 
 
 @contextmanager
-def sigterm_interrupts() -> Iterator[None]:
-    """Turn SIGTERM and SIGHUP into :class:`Interrupted` in the main thread, so they heal like
-    Ctrl-C."""
+def shielded() -> Iterator[None]:
+    """Inside :func:`interrupts_once`: the first stop signal is recorded (when it came) but not
+    raised, so what runs here (checking what was recorded, writing the results and the report)
+    always finishes; the caller reads the record afterwards."""
+    once = _ACTIVE[-1] if _ACTIVE and _on_main_thread() else None
+    if once is not None:
+        once.shields += 1
+    try:
+        yield
+    finally:
+        if once is not None:
+            once.shields -= 1
+
+
+@contextmanager
+def sigterm_interrupts(*, ctrl_c: bool = False) -> Iterator[None]:
+    """Turn SIGTERM and SIGHUP (and Ctrl-C too with ``ctrl_c``) into :class:`Interrupted` in the
+    main thread, so they heal like Ctrl-C and the message can name the signal."""
     if not _on_main_thread():
         yield
         return
@@ -70,7 +120,8 @@ def sigterm_interrupts() -> Iterator[None]:
     def interrupt(signum: int, frame: FrameType | None) -> None:
         raise Interrupted(signum)
 
-    previous = {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS[1:]}
+    caught = STOP_SIGNALS if ctrl_c else STOP_SIGNALS[1:]
+    previous = {sig: signal.signal(sig, interrupt) for sig in caught}
     try:
         yield
     finally:
@@ -98,19 +149,27 @@ def interrupts_once(
         yield seen
         return
 
+    def later(signum: int) -> None:
+        announce(
+            f"{signal.Signals(signum).name}: finishing first: the heal, the check of what "
+            "was recorded and the report; it ends on its own in a moment"
+        )
+
+    once = _Once(seen, later)
+
     def interrupt(signum: int, frame: FrameType | None) -> None:
         if seen or already:
-            announce(
-                f"{signal.Signals(signum).name}: finishing first: the heal, the check of what "
-                "was recorded and the report; it ends on its own in a moment"
-            )
+            later(signum)
             return
         seen.append(Interrupted(signum))
-        raise seen[0]
+        if once.shields == 0:
+            raise seen[0]
 
     previous = {sig: signal.signal(sig, interrupt) for sig in STOP_SIGNALS}
+    _ACTIVE.append(once)
     try:
         yield seen
     finally:
+        _ACTIVE.remove(once)
         for sig, handler in previous.items():
             signal.signal(sig, handler)

@@ -20,7 +20,9 @@ on SIGCONT: that is the stale write the harness hunts.
 Wire protocol (newline-delimited JSON, one response line per request line, any number of
 concurrent connections; a ``req`` field is echoed back):
 
-- ``{"op":"acquire","lock":L,"wait":S}`` -> ``{"ok":true,"epoch":N}``; ``{"ok":false,"error":
+- ``{"op":"acquire","lock":L,"wait":S}`` -> ``{"ok":true,"epoch":N}`` (with ``"waited":NS``,
+  nanoseconds the service held the request before the lease began, and ``"grant_seq":G``, the
+  service's own order of grants, when the client reports them); ``{"ok":false,"error":
   "timeout"}``; ``{"ok":false,"error":"unavailable"}`` (the lock service was unreachable: not
   granted); ``{"ok":false,"error":"unavailable","info":true}`` (unknown whether granted). A lease
   this agent already holds on ``L`` is released first.
@@ -194,7 +196,14 @@ class Agent:
                 replaced.stop.set()
             self._leases[lock] = lease
         threading.Thread(target=self._renew, args=(lease,), daemon=True).start()
-        return {"ok": True, "epoch": epoch}
+        reply: dict[str, Any] = {"ok": True, "epoch": epoch}
+        if result.waited > 0:
+            # How long the service held the request before the lease began, in the history's
+            # unit: the checker takes the invoke plus this as the earliest the lease began.
+            reply["waited"] = int(result.waited * 1e9)
+        if result.grant_seq is not None:
+            reply["grant_seq"] = result.grant_seq
+        return reply
 
     def _renew(self, lease: _Lease) -> None:
         while not lease.stop.wait(lease.ttl / 3):

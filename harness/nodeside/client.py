@@ -53,10 +53,13 @@ UNKNOWN: Final = "unknown"
 class Grant:
     """A lease granted with ``epoch``; ``waited`` is how long (by the service's clock) the
     service held the request before the lease began. The holder counts its lease from when it
-    sent the request plus ``waited``, never earlier than the service does."""
+    sent the request plus ``waited``, never earlier than the service does. ``grant_seq`` is the
+    lock service's own order of the grants of that lock (a revision, a zxid, a grant counter),
+    when it has one: strictly increasing per lock, for ever."""
 
     epoch: int
     waited: float = 0.0
+    grant_seq: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

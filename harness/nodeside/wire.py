@@ -12,7 +12,12 @@ host bridge), so any local user could otherwise forge a grant or a write into a 
 a secret that the controller writes into every node as a mode-0600 file (``--secret-file``; never
 on a command line, where ``ps`` shows it to every user). A program started with it sends the
 secret as ``auth`` in every request it makes and refuses every request without it, except the
-side-effect-free ``ping`` that readiness probes send. Requests are logged without ``auth``.
+side-effect-free ``ping`` that readiness probes send and ``clock``. Requests are logged without
+``auth``.
+
+Every server also answers ``{"op":"clock"}`` itself with ``{"ok":true,"wall":W,"mono":M}``: the
+process's own clocks, which the clock faults confirm from inside the faulted process (a process
+under libfaketime reads the faked ones; see :mod:`harness.nodeside.clock`).
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 
 __all__ = [
     "AUTH",
+    "CLOCK",
     "UNAUTHORIZED",
     "BadRequest",
     "Connection",
@@ -55,7 +61,9 @@ AUTH = "auth"
 """The request field that carries the run's secret."""
 UNAUTHORIZED = "unauthorized"
 """The error of a request whose ``auth`` is missing or wrong."""
-_OPEN_OPS = frozenset(("ping",))
+CLOCK = "clock"
+"""The request every server answers with its own clocks."""
+_OPEN_OPS = frozenset(("ping", CLOCK))
 
 
 class _Credential:
@@ -305,8 +313,12 @@ class LineServer(socketserver.ThreadingTCPServer):
                 "error": UNAUTHORIZED,
                 "message": "missing or wrong run secret: this node belongs to another run",
             }
+        response: dict[str, Any]
         try:
-            response = self.handler(request)
+            if request.get("op") == CLOCK:
+                response = {"ok": True, "wall": time.time(), "mono": time.monotonic()}
+            else:
+                response = self.handler(request)
         except BadRequest as problem:
             response = bad_request(str(problem))
         except Exception as problem:

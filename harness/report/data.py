@@ -20,6 +20,7 @@ from typing import Any, Final
 from checkers.evidence import FaultWindow
 from checkers.faults import FaultTimeline
 from harness.history import NEMESIS, Event, HistoryError, Process, paired, read_history
+from harness.history.vocabulary import LEASE_EXPIRED, NOT_HELD, STALE_EPOCH, TIMEOUT
 from harness.run.store import RunDir
 from harness.run.summary import RunSummary, flat_test, summarize, verdict_of
 from nemeses.registry import KINDS
@@ -556,6 +557,26 @@ def _fault_payload(fault: Fault) -> dict[str, Any]:
     }
 
 
+def _part_payload(fault: Fault, part: FaultWindow) -> dict[str, Any]:
+    """One part of a compound fault as a band of its own (its kind shown as ``whole: part``)."""
+    payload = _fault_payload(Fault(part, None, None, None))
+    payload["kind"] = f"{fault.window.kind}: {part.kind}"
+    return payload
+
+
+def _service_nodes(spec: Mapping[str, Any]) -> list[str]:
+    """The lock service's and the stores' nodes, from the run's topology: they get a row of
+    their own on the timeline even when no fault was aimed at them."""
+    topology = spec.get("topology")
+    if not isinstance(topology, list):
+        return []
+    return [
+        str(node["name"])
+        for node in topology
+        if isinstance(node, Mapping) and node.get("role") in ("lock", "store") and "name" in node
+    ]
+
+
 def _focus(anomaly: Anomaly, ops: Sequence[Operation], end_time: int) -> list[int] | None:
     """The time span (µs) that tells an anomaly's story: its writes and grants (not the final
     read that merely revealed it) and the faults on their nodes, e.g. the pause before a stale
@@ -641,14 +662,25 @@ def extract(run: RunDir, max_ops: int = MAX_TIMELINE_OPS) -> ReportData:
         end_time=end_time,
         history_problem=history_problem,
     )
-    fault_nodes = sorted({t for f in faults for t in f.window.targets}, key=natural_key)
+    fault_nodes = sorted(
+        {t for f in faults for w in (f.window, *f.window.parts) for t in w.targets}
+        | set(_service_nodes(spec)),
+        key=natural_key,
+    )
     data.payload = {
         "v": 1,
         "end": end_time // 1000,
         "lanes": [{"label": lane["label"], "node": lane["node"]} for lane in lanes],
         "ops": _columns(shown, lane_numbers, pairing.seen_ids),
-        "faults": [_fault_payload(f) for f in faults],
+        # A compound's parts are bands of their own, on their own nodes: the store's restart
+        # inside a restart-while-paused shows on the store's row, not only in prose.
+        "faults": [_fault_payload(f) for f in faults]
+        + [_part_payload(f, part) for f in faults for part in f.window.parts],
         "fault_colours": {name: kind.colour for name, kind in KINDS.items()},
+        # Failures that are not failures: a fence doing its job, and a holder that sent nothing
+        # because its lease had gone (ordinary lease contention). The page draws them apart.
+        "refusal_errors": [STALE_EPOCH],
+        "contention_errors": [LEASE_EXPIRED, NOT_HELD, TIMEOUT],
         "fault_nodes": fault_nodes,
         "anomalies": [
             {

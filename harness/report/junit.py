@@ -33,37 +33,42 @@ def _text(value: object) -> str:
 
 
 def _case_name(summary: RunSummary) -> str:
+    """The same name for the same test every night: the seed and the run's time stamp are
+    properties of the case, not part of its name, so CI can follow a test from run to run."""
     parts = [summary.test]
     if summary.bugs:
         parts.append("bugs=" + ",".join(summary.bugs))
     if summary.nemeses:
         parts.append("nemeses=" + ",".join(summary.nemeses))
-    if summary.seed is not None:
-        parts.append(f"seed={summary.seed}")
-    parts.append(summary.stamp)
     return " ".join(parts)
 
 
 def junit_case(
-    summary: RunSummary, outcome: str | None = None, message: str | None = None
+    summary: RunSummary,
+    outcome: str | None = None,
+    message: str | None = None,
+    name: str | None = None,
 ) -> ET.Element:
     """The ``<testcase>`` for one run.
 
     ``outcome`` overrides what the verdict alone would give (``"pass"``, ``"failure"``,
     ``"skipped"``, ``"error"``), for callers that judge runs against an expected verdict;
     ``message`` then says why (it replaces the default message of a failure or an error).
+    ``name`` replaces the case name built from the run (a matrix names its rows).
     """
     case = ET.Element(
         "testcase",
         {
             "classname": _text(f"{SUITE_NAME}.{summary.system}"),
-            "name": _text(_case_name(summary)),
+            "name": _text(name or _case_name(summary)),
             "time": f"{summary.duration_s or 0.0:.3f}",
         },
     )
     props = ET.SubElement(case, "properties")
     for name, value in (
         ("verdict", summary.verdict),
+        ("seed", "" if summary.seed is None else str(summary.seed)),
+        ("stamp", summary.stamp),
         ("run_dir", str(summary.run.path)),
         ("report", str(summary.run.report)),
     ):
@@ -113,7 +118,17 @@ def _default_outcome(summary: RunSummary) -> str:
 
 
 def write_cases(cases: Sequence[ET.Element], path: str | os.PathLike[str]) -> Path:
-    """Write ``<testcase>`` elements as one JUnit test suite; returns the file's path."""
+    """Write ``<testcase>`` elements as one JUnit test suite; returns the file's path.
+
+    Cases of the same name (runs of one test) are told apart by their order, ``#2``, ``#3``:
+    still the same from night to night, where a seed or a time stamp would not be.
+    """
+    seen: dict[str, int] = {}
+    for case in cases:
+        name = case.get("name", "")
+        seen[name] = seen.get(name, 0) + 1
+        if seen[name] > 1:
+            case.set("name", f"{name} #{seen[name]}")
     times = [float(case.get("time") or 0) for case in cases]
     suite = ET.Element(
         "testsuite",

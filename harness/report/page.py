@@ -13,8 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
-import orjson
-
+from harness.history import json_bytes
 from harness.run.store import atomic_write
 
 __all__ = ["DATA_ELEMENT_ID", "asset", "embed_json", "page", "write_file"]
@@ -33,7 +32,7 @@ def embed_json(data: Any) -> str:
     ``<``, ``>`` and ``&`` only ever occur inside JSON strings, where their ``\\u`` escapes mean
     the same thing to ``JSON.parse`` but can never form ``</script>`` or an HTML comment.
     """
-    raw = orjson.dumps(data, option=orjson.OPT_NON_STR_KEYS)
+    raw = json_bytes(data)
     return (
         raw.replace(b"<", b"\\u003c")
         .replace(b">", b"\\u003e")

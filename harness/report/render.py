@@ -15,30 +15,14 @@ from datetime import UTC, datetime
 from importlib import metadata
 from typing import Any, Final
 
-from harness.report.data import OUTCOMES, Anomaly, ReportData, SinkRow
+from checkers.registry import REGISTRY
+from harness.report.data import OUTCOMES, Anomaly, ReportData, SinkRow, natural_key
 from harness.report.page import page
+from harness.run.spec import TestSpec
+from nemeses.schedule import DEFAULT_TTL_MULTIPLES
 
-__all__ = ["ANOMALY_MEANINGS", "render_report"]
+__all__ = ["render_report"]
 
-ANOMALY_MEANINGS: Final[Mapping[str, str]] = {
-    "stale-write": "in a sink's order, an accepted write follows an accepted write with a higher "
-    "epoch (same lock)",
-    "epoch-reuse": "one epoch granted to two different grants, or accepted from two different "
-    "holders",
-    "grant-regression": "a grant that began after another grant completed carries a lower or "
-    "equal epoch (same lock)",
-    "lost-write": "a write acknowledged ok is missing from the final read of its sink and key",
-    "phantom-write": "a write that failed appears in a read",
-    "duplicate-write": "one write id appears twice in a read",
-    "divergent-reads": "two reads of one key are not prefixes of one another (the log forked or "
-    "was truncated)",
-    "realtime-order": "write A completed before write B began, both accepted, yet B precedes A "
-    "in the sink's order",
-    "retry-after-reject": "a holder sent a write with an epoch after a write with that epoch was "
-    "refused as stale",
-    "lost-update": "two accepted read-modify-writes were based on the same read",
-}
-"""One line per anomaly name (docs/design.md §5), shown under each anomaly's heading."""
 
 _VERDICT_WORDS: Final = {
     "valid": "Valid",
@@ -112,6 +96,14 @@ _SPEC_ZERO: Final = {
     "op_timeout": "long enough to outlast every fault",
     "lock_delay": "none",
 }
+_SPEC_DEFAULTS: Final = TestSpec(seed=0).to_json()
+"""A field equal to its default is marked so: a reader tells what was asked from what was not."""
+_SPEC_EMPTY: Final = {
+    "fault_lengths": "the default table: "
+    + ", ".join(f"{m:g}" for m in DEFAULT_TTL_MULTIPLES)
+    + " TTLs",
+}
+"""What an empty list means for the fields where it means "the defaults", not "none"."""
 _SPEC_ELSEWHERE: Final = frozenset(
     ("inventory", "schedule", "versions", "command", "name", "test_name", "error", "store")
 )
@@ -313,7 +305,9 @@ def _op_cell(key: str, value: Any) -> str:
 
 
 def _anomaly_card(number: int, anomaly: Anomaly) -> str:
-    meaning = ANOMALY_MEANINGS.get(anomaly.name, "")
+    # The anomaly registry is the one table of meanings (a copy here drifted from it).
+    kind = REGISTRY.get(anomaly.name)
+    meaning = kind.meaning if kind is not None else ""
     stale = set(anomaly.stale_rows)
     rows: list[str] = []
     shown_fields = [f for f in _OP_FIELDS if any(op.get(f) is not None for op in anomaly.ops)]
@@ -665,8 +659,12 @@ def _spec(data: ReportData) -> str:
         unit = _SPEC_UNITS.get(key)
         if key in _SPEC_ZERO and value == 0:
             text = _SPEC_ZERO[key]
+        elif key in _SPEC_EMPTY and value == []:
+            text = _SPEC_EMPTY[key]
         elif unit and isinstance(value, int | float) and not isinstance(value, bool):
             text = f"{value:g} {unit}"
+        if key != "seed" and key in _SPEC_DEFAULTS and value == _SPEC_DEFAULTS[key]:
+            text += " (default)"
         rows.append((_e(_SPEC_LABELS.get(key, key.replace("_", " "))), _e(text)))
     parts = [_table(("", ""), rows, "spec")] if rows else []
     command = spec.get("command")
@@ -692,6 +690,55 @@ def _spec(data: ReportData) -> str:
     return _section("spec", "Test", "".join(parts))
 
 
+def _replay_note(data: ReportData) -> str:
+    """For a replay: what it replayed, whether it reproduced, and the windows that landed
+    otherwise when it did not (so a replay that came out differently says why)."""
+    replayed = data.summary.run.read_replay()
+    if replayed is None:
+        return ""
+    head = (
+        f"Replay of <code>{_e(replayed.get('of', '?'))}</code>: original "
+        f"{_e(replayed.get('original', '?'))}, this run {_e(replayed.get('again', '?'))}"
+    )
+    if replayed.get("reproduced"):
+        return f'<p class="replay" id="replay">{head}: reproduced.</p>'
+    why = [str(w) for w in replayed.get("differences") or []]
+    items = "".join(f"<li>{_e(w)}</li>" for w in why) or (
+        "<li>every window landed as the first time: the holders' timing differed (a real "
+        "cluster is not deterministic); try --pin or several replays</li>"
+    )
+    return (
+        f'<div class="replay" id="replay"><p>{head}: not reproduced. Why it may not:</p>'
+        f"<ul>{items}</ul></div>"
+    )
+
+
+def _logs(data: ReportData) -> str:
+    """Links to each node's logs (the run folder's ``logs/NODE/``), relative to the report."""
+    folder = data.summary.run.path / "logs"
+    try:
+        nodes = sorted(
+            (p for p in folder.iterdir() if p.is_dir()), key=lambda p: natural_key(p.name)
+        )
+    except OSError:
+        nodes = []
+    rows = []
+    for node in nodes:
+        files = sorted(f.name for f in node.iterdir() if f.is_file())
+        links = " · ".join(
+            f'<a href="logs/{_e(node.name)}/{_e(name)}">{_e(name)}</a>' for name in files
+        )
+        rows.append((_e(node.name), links or "(empty)"))
+    if not rows:
+        return _section("logs", "Node logs", '<p class="note">No node logs were kept.</p>')
+    return _section(
+        "logs",
+        "Node logs",
+        _table(("node", "logs"), rows, "logs"),
+        "What each node's daemons and agent wrote, collected when the cluster came down.",
+    )
+
+
 def render_report(data: ReportData) -> str:
     """The whole report page for ``data``."""
     summary = data.summary
@@ -710,6 +757,7 @@ def render_report(data: ReportData) -> str:
             ("inventory", "Inventory"),
             ("coverage", "Coverage"),
             ("counts", "Counts"),
+            ("logs", "Logs"),
             ("spec", "Test"),
         )
     )
@@ -719,9 +767,10 @@ def render_report(data: ReportData) -> str:
         f'<span class="run-meta">{_e(summary.stamp)} · {_e(started)}</span></div>'
         f"<nav>{nav}</nav></header>"
         '<main id="main">'
-        f'<section class="card summary" id="summary">{_verdict(data)}</section>'
+        f'<section class="card summary" id="summary">{_verdict(data)}{_replay_note(data)}'
+        "</section>"
         f"{_anomalies(data)}{_timeline(data)}{_epochs()}{_performance()}"
-        f"{_inventory(data)}{_coverage(data)}{_counts(data)}{_spec(data)}"
+        f"{_inventory(data)}{_coverage(data)}{_counts(data)}{_logs(data)}{_spec(data)}"
         "</main>"
         '<div class="tooltip" id="tooltip" hidden></div>'
         f"<footer>fencecheck {_e(version)} · report written "

@@ -2,7 +2,9 @@
 
 The adapter's :class:`systems.base.Deployment` names only its holder client (a module and its
 config); the harness ships the agent, :mod:`harness.nodeside` and that module to each worker,
-starts the agent with the run's lease TTL and holder flaws, and waits until it answers a ping.
+starts the agent with the run's lease TTL and holder flaws (under libfaketime, so that the clock
+faults can move its clock: :func:`systems.deploy.start_clocked`), and waits until it answers a
+ping.
 After a kill the agent is started again the same way (same command line); it holds nothing then.
 """
 
@@ -91,7 +93,8 @@ def start_agents(
     def start(node: Node) -> Daemon:
         deploy.install(node, files)
         argv = _argv(install_dir, node, port, module_path, config, secret[1] if secret else None)
-        return deploy.start_and_wait(node, AGENT_DAEMON, argv, deploy.Pings(port, ready_timeout))
+        ready = deploy.Pings(port, ready_timeout)
+        return deploy.start_clocked(node, AGENT_DAEMON, argv, ready, f"wire:{node.ip}:{port}")
 
     deploy.on_each(workers, start)
     endpoints = {node.name: Endpoint(node.ip, port) for node in workers}

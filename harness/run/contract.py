@@ -13,7 +13,9 @@ sets the system up, starts the harness's agents, and checks through them, in ord
    lock and lands no write on any sink, and the run's secret is nowhere in the client's config;
 7. where the system can restart its daemons (:class:`systems.Restarts`): after a kill and restart
    of each, marks are kept (a stale write is still refused) and epochs are kept (the next grant
-   is higher than every earlier one).
+   is higher than every earlier one);
+7. where the holder client reports ``grant_seq`` (the lock service's own order of grants), every
+   grant carries it and it rises strictly per lock, across the restarts too.
 
 Each failed item says what the adapter must fix. Writes of an older epoch are sent through the
 agent unchecked (``check_lease: false``), as a holder that outlived its lease would.
@@ -183,18 +185,49 @@ class _Battery:
         self.inventory: Sequence[Sink] = system.inventory(SystemConfig(lease_ttl=_TTL))
         self.items: list[ContractItem] = []
         self.granted: list[int] = []
+        # Per lock, each grant's grant_seq in order (None when it had none).
+        self.grant_seqs: dict[str, list[object]] = {}
 
     def note(self, name: str, problems: list[str], fix: str, detail: str = "") -> None:
         ok = not problems
         self.items.append(ContractItem(name, ok, detail if ok else "; ".join(problems), fix))
 
     def grant(self, worker: str, lock: str) -> int | None:
-        reply = self.agents.acquire(worker, lock)
+        reply = self.acquire(worker, lock)
         if not reply.get("ok"):
             return None
         epoch = int(reply["epoch"])
         self.agents.release(worker, lock)
         return epoch
+
+    def acquire(self, worker: str, lock: str) -> dict[str, Any]:
+        """Acquire ``lock``, noting the grant's ``grant_seq``."""
+        reply = self.agents.acquire(worker, lock)
+        if reply.get("ok"):
+            self.grant_seqs.setdefault(lock, []).append(reply.get("grant_seq"))
+        return reply
+
+    def grant_seq_rises(self) -> None:
+        """Where the client reports ``grant_seq``, every grant carries it, rising strictly per
+        lock."""
+        seqs = self.grant_seqs
+        if all(seq is None for per_lock in seqs.values() for seq in per_lock):
+            return  # not claimed: the checker says so in its coverage
+        problems = []
+        for lock, per_lock in seqs.items():
+            numbers = [seq for seq in per_lock if type(seq) is int and seq >= 0]
+            if len(numbers) < len(per_lock):
+                problems.append(f"{lock}: grants without an integer grant_seq >= 0: {per_lock}")
+            elif any(b <= a for a, b in itertools.pairwise(numbers)):
+                problems.append(f"{lock}: grant_seq does not rise strictly: {per_lock}")
+        self.note(
+            "grant_seq is present on every grant and rises strictly",
+            problems,
+            "Grant(epoch, waited, grant_seq) must carry the lock service's own order of the "
+            "grants of the lock (a revision, a zxid, a counter of grants kept on disk) on every "
+            "grant, or on none",
+            f"grant_seqs {seqs}",
+        )
 
     def epochs_increase(self, lock: str) -> None:
         problems = []
@@ -245,7 +278,7 @@ class _Battery:
         lock = "check-read"
         first = self.grant(worker, lock)
         problems = []
-        reply = self.agents.acquire(worker, lock)
+        reply = self.acquire(worker, lock)
         if first is None or not reply.get("ok"):
             problems.append(f"{worker} was not granted {lock}")
         else:
@@ -441,7 +474,7 @@ def _run(battery: _Battery) -> None:
     battery.epochs_increase(lock)
     if not battery.items[-1].ok:
         return  # without grants nothing else can be checked
-    reply = battery.agents.acquire(worker, lock)
+    reply = battery.acquire(worker, lock)
     if not reply.get("ok"):
         battery.note("the lease is granted again", [_said(reply)], "see the lock service's log")
         return
@@ -457,6 +490,7 @@ def _run(battery: _Battery) -> None:
     battery.unfenced_accepts_stale(lock, worker, stale)
     battery.outsider_refused(worker)
     battery.restarts_keep_state(lock, worker, stale)
+    battery.grant_seq_rises()
 
 
 def check_adapter(system: System, progress: Callable[[str], None] | None = None) -> ContractReport:

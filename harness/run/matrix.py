@@ -14,12 +14,15 @@ switch plants, and fails when it comes out valid. A matrix file is JSON or TOML:
       "cross": {"system": ["reference"], "nemeses": [["pause"], ["kill"]], "expect": "valid"}
     }
 
-Every key of a run other than ``expect``/``expect_anomalies``/``min_coverage`` is a field of
+Every key of a run other than ``expect``/``expect_anomalies``/``min_coverage``/``strict`` is a
+field of
 :class:`~harness.run.spec.TestSpec` (``bugs``, ``nemeses`` and ``targets`` take a list or a
 comma-separated string). A run that plants bugs but names no ``nemeses`` gets the fault that
 exposes them, as ``fencecheck run`` does. ``"min_coverage": {"stale_attempts": 1}`` makes a run
 that exercised less than that (see :data:`COVERAGE_METRICS`) a surprise whatever its verdict:
-a valid run that attempted no stale write proves nothing. ``defaults`` apply to every run.
+a valid run that attempted no stale write proves nothing. ``"strict": true`` (or ``run-all
+--strict``) makes a valid run whose coverage names any gap ("VALID, but weak") a surprise with
+exit code 2. ``defaults`` apply to every run.
 ``cross`` adds one run per combination of its list-valued keys. A run with no ``expect`` is
 expected to be valid, as in Jepsen's ``test-all``; ``"any"`` accepts every verdict (only a crash
 fails it).
@@ -69,7 +72,7 @@ __all__ = [
 Expected = Literal["valid", "invalid", "unknown", "any"]
 EXPECTABLE: Final[tuple[Expected, ...]] = ("valid", "invalid", "unknown", "any")
 _LIST_FIELDS: Final = frozenset(("bugs", "nemeses", "targets"))
-_EXPECT_KEYS: Final = frozenset(("expect", "expect_anomalies", "min_coverage"))
+_EXPECT_KEYS: Final = frozenset(("expect", "expect_anomalies", "min_coverage", "strict"))
 _WINDOWS: Final = "windows"
 _ROW_KEYS: Final = _EXPECT_KEYS | {_WINDOWS}
 """A row's keys that are not spec fields."""
@@ -95,6 +98,8 @@ class Expectation:
     verdict: Expected = "valid"
     anomalies: tuple[str, ...] = ()
     min_coverage: tuple[tuple[str, int], ...] = ()
+    strict: bool = False
+    """A valid run whose coverage names gaps (it tested less than it claims) is a surprise."""
 
     def __str__(self) -> str:
         if self.anomalies:
@@ -112,14 +117,27 @@ class Expectation:
             return f"expected {', '.join(missing)} among the anomalies, got " + (
                 ", ".join(summary.anomaly_types) or "none"
             )
+        weak = self.weakness(summary)
+        if weak is not None:
+            return weak
         return self._short_coverage(summary) if self.min_coverage else None
 
+    def weakness(self, summary: RunSummary) -> str | None:
+        """Why a strict expectation refuses a valid run as weak (``None``: not strict, not
+        valid, or nothing weakens it)."""
+        if not self.strict or summary.verdict != "valid":
+            return None
+        coverage = _coverage(summary)
+        gaps = coverage.get("gaps") if coverage is not None else None
+        if coverage is None:
+            return "weak (strict): results.json has no coverage section"
+        if isinstance(gaps, list) and gaps:
+            return "weak (strict): " + "; ".join(str(gap) for gap in gaps)
+        return None
+
     def _short_coverage(self, summary: RunSummary) -> str | None:
-        try:
-            coverage = (summary.run.read_results() or {}).get("coverage")
-        except (OSError, ValueError):
-            coverage = None
-        if not isinstance(coverage, Mapping):
+        coverage = _coverage(summary)
+        if coverage is None:
             return "min_coverage asked for, but results.json has no coverage section"
         short = []
         for name, minimum in self.min_coverage:
@@ -128,6 +146,15 @@ class Expectation:
             if not isinstance(got, int) or got < minimum:
                 short.append(f"{name} {got} < {minimum}")
         return "too little coverage: " + ", ".join(short) if short else None
+
+
+def _coverage(summary: RunSummary) -> Mapping[str, Any] | None:
+    """The ``coverage`` section of the run's ``results.json``, or ``None`` when it has none."""
+    try:
+        coverage = (summary.run.read_results() or {}).get("coverage")
+    except (OSError, ValueError):
+        return None
+    return coverage if isinstance(coverage, Mapping) else None
 
 
 @dataclass(frozen=True, slots=True)
@@ -153,6 +180,12 @@ class MatrixEntry:
         label = f"{self.spec.system} [{bugs}] {faults}"
         shape = self.spec.workload_shape
         return f"{label} ({shape})" if shape else label
+
+    @property
+    def case_name(self) -> str:
+        """The row's name in test reports: its number and label, the same from night to night
+        (no seed, no time), so CI can follow one row across runs."""
+        return f"row {self.number:02d}: {self.label}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,8 +217,8 @@ class MatrixResult:
             return EXIT_VALID
         if self.summary is None or self.summary.verdict == "unchecked":
             return EXIT_ERROR
-        if self.summary.verdict == "unknown":
-            return EXIT_UNKNOWN
+        if self.summary.verdict == "unknown" or self.entry.expect.weakness(self.summary):
+            return EXIT_UNKNOWN  # a weak run under --strict is as undecided as an unknown one
         return EXIT_INVALID
 
 
@@ -242,7 +275,10 @@ def _expectation(raw: Mapping[str, Any], where: str) -> Expectation:
         )
     if anomalies and verdict == "valid":
         raise MatrixError(f"{where}: a valid run reports no anomalies; expect invalid or any")
-    return Expectation(cast(Expected, verdict), anomalies, _min_coverage(raw, where))
+    strict = raw.get("strict", False)
+    if not isinstance(strict, bool):
+        raise MatrixError(f"{where}: strict must be true or false, not {strict!r}")
+    return Expectation(cast(Expected, verdict), anomalies, _min_coverage(raw, where), strict)
 
 
 def _min_coverage(raw: Mapping[str, Any], where: str) -> tuple[tuple[str, int], ...]:

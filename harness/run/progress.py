@@ -48,16 +48,22 @@ class RunProgress:
             self._rate = (done - before) / (now - then)
             self._last = (now, done)
         faults = ", ".join(f"{k} {v}" for k, v in c.faults_in_force.items()) or "none"
-        table = Table.grid(padding=(0, 2))
+        # One sentence per line: side by side in cells, an 80-column CI log would wrap each
+        # cell into a column of fragments ("writes: 146 / accepted 2 / refused").
+        table = Table.grid()
         table.add_row(
-            f"[bold]{self._recorder.seconds():5.1f}s[/] / {self._limit:.0f}s",
-            f"{self._rate:7.0f} ops/s",
-            f"writes: [green]{c.writes['ok']} accepted[/] "
-            f"[yellow]{c.writes['refused']} refused[/] "
-            f"[red]{c.writes['fail']} failed[/] [magenta]{c.writes['info']} unknown[/]",
+            f"[bold]{self._recorder.seconds():5.1f} s[/] of {self._limit:.0f} s, "
+            f"{self._rate:,.0f} ops/s"
+        )
+        table.add_row(
+            f"writes: [green]{c.writes['ok']:,} accepted[/], "
+            f"[yellow]{c.writes['refused']:,} refused[/], "
+            f"[red]{c.writes['fail']:,} failed[/], [magenta]{c.writes['info']:,} unknown[/]"
+        )
+        table.add_row(
             f"faults: {c.faults_applied} applied"
-            + (f", [red]{c.faults_failed} failed[/]" if c.faults_failed else ""),
-            f"in force: [bold]{faults}[/]",
+            + (f", [red]{c.faults_failed} failed[/]" if c.faults_failed else "")
+            + f"; in force: [bold]{faults}[/]"
         )
         return table
 

@@ -64,6 +64,8 @@ class RunRecord:
     error: str | None = None
     interrupted: Interruption | None = None
     heal_errors: tuple[str, ...] = ()
+    lost: tuple[str, ...] = ()
+    """Parts that stopped answering in the final reads (an agent), named with what they said."""
 
     @property
     def sinks(self) -> dict[str, Sink]:
@@ -94,6 +96,8 @@ class RunRecord:
             data["interrupted"] = self.interrupted.to_json()
         if self.heal_errors:
             data["heal_errors"] = list(self.heal_errors)
+        if self.lost:
+            data["lost"] = list(self.lost)
         return data
 
     @classmethod
@@ -124,6 +128,7 @@ class RunRecord:
                     else None
                 ),
                 heal_errors=tuple(str(e) for e in data.get("heal_errors", ())),
+                lost=tuple(str(part) for part in data.get("lost", ())),
             )
         except KeyError as missing:
             raise ValueError(f"test.json lacks {missing.args[0]!r}") from None

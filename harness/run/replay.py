@@ -28,7 +28,10 @@ __all__ = [
     "Replay",
     "ReplayError",
     "StoredRun",
+    "WindowLanding",
+    "differences",
     "finding_of",
+    "landings",
     "load_run",
     "pinned",
     "replay",
@@ -73,6 +76,9 @@ class Replay:
     original: Finding
     again: Finding
     outcome: RunOutcome
+    why: tuple[str, ...] = ()
+    """For a replay that did not reproduce: the windows that landed otherwise (see
+    :func:`differences`)."""
 
     @property
     def verdict_reproduced(self) -> bool:
@@ -93,6 +99,77 @@ class Replay:
             and self.verdict_reproduced
             and self.anomalies_reproduced
         )
+
+
+@dataclass(frozen=True, slots=True)
+class WindowLanding:
+    """How one fault window landed in a run, as its ``start-<kind>`` event records it."""
+
+    kind: str
+    targets: tuple[str, ...]
+    applied: bool
+    mid_write: bool | None
+    """Whether a holder-aimed window began inside a write (``None``: not recorded)."""
+
+
+def landings(run: RunDir) -> dict[int, WindowLanding]:
+    """Window index -> how it landed in ``run`` (windows that never started are absent)."""
+    found: dict[int, WindowLanding] = {}
+    try:
+        for event in read_history(run.history):
+            value = event.value
+            window = value.get("id")
+            if event.process != NEMESIS or not isinstance(window, int) or window in found:
+                continue
+            if not str(event.f).startswith("start-"):
+                continue
+            targets = value.get("targets")
+            mid = value.get("mid_write")
+            found[window] = WindowLanding(
+                kind=str(event.f).removeprefix("start-"),
+                targets=tuple(str(t) for t in targets) if isinstance(targets, list) else (),
+                applied=value.get("applied") is not False and not value.get("error"),
+                mid_write=mid if isinstance(mid, bool) else None,
+            )
+    except (OSError, HistoryError):
+        return found
+    return found
+
+
+def differences(first: RunDir, again: RunDir) -> list[str]:
+    """Why a replay may have come out otherwise: each window that landed differently (another
+    node, between writes instead of inside one, not applied, never started), in words."""
+    before, after = landings(first), landings(again)
+    said: list[str] = []
+    for index in sorted(before):
+        was, now = before[index], after.get(index)
+        name = f"window {index} ({was.kind})"
+        if now is None:
+            said.append(f"{name} started the first time, not in the replay")
+            continue
+        if was.targets != now.targets:
+            said.append(
+                f"{name} landed on {', '.join(was.targets) or '?'} the first time, on "
+                f"{', '.join(now.targets) or '?'} in the replay (pin it with --pin)"
+            )
+        if was.applied != now.applied:
+            said.append(
+                f"{name} was {'applied' if was.applied else 'not applied'} the first time, "
+                f"{'applied' if now.applied else 'not applied'} in the replay"
+            )
+        if (
+            was.mid_write is not None
+            and now.mid_write is not None
+            and was.mid_write != now.mid_write
+        ):
+            where = {True: "inside a write", False: "between writes"}
+            said.append(
+                f"{name} began {where[was.mid_write]} the first time, {where[now.mid_write]} in "
+                "the replay (a pause between writes only delays a holder that checks its lease)"
+            )
+    for index in sorted(set(after) - set(before)):
+        said.append(f"window {index} ({after[index].kind}) started only in the replay")
+    return said
 
 
 def finding_of(run: RunDir) -> Finding:
@@ -173,4 +250,18 @@ def replay(
         command=["fencecheck", "replay", *(["--pin"] if pin else []), str(stored.run.path)],
         schedule=pinned(stored) if pin else stored.schedule,
     )
-    return Replay(stored.finding, finding_of(outcome.run_dir), outcome)
+    done = Replay(stored.finding, finding_of(outcome.run_dir), outcome)
+    if not done.reproduced:
+        done = replace(done, why=tuple(differences(stored.run, outcome.run_dir)))
+    # Kept beside the replay, for its report: whether it reproduced, and if not, why it may not.
+    outcome.run_dir.write_json(
+        outcome.run_dir.replay,
+        {
+            "of": str(stored.run.path),
+            "original": str(done.original),
+            "again": str(done.again),
+            "reproduced": done.reproduced,
+            "differences": list(done.why),
+        },
+    )
+    return done

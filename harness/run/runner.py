@@ -14,24 +14,24 @@ import queue
 import shlex
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib.metadata import version
-from typing import Final
+from typing import Any, Final
 
 from rich.console import Console
 
-from checkers import CheckResult, check_file
+from checkers import CheckResult, check
 from checkers.check import FINAL_READ_ADVICE
-from checkers.coverage import coverage_of
+from checkers.coverage import CoverageTap
 from harness.history import HistoryWriter, read_history
 from harness.node import Daemon, Node
 from harness.node.docker.cluster import Cluster, ClusterError, NodeSpec, new_run_id
 from harness.node.docker.engine import EngineError
 from harness.node.docker.images import ImageError, image_exists, system_image, system_tag
-from harness.node.interrupts import Interrupted, interrupts_deferred, interrupts_once
+from harness.node.interrupts import Interrupted, interrupts_deferred, interrupts_once, shielded
 from harness.node.ssh import HostsFile, SshCluster
 from harness.run.agent_link import AgentLink
 from harness.run.agents import AGENT_DAEMON, AgentSet, deploy_system, stop_agents
@@ -41,7 +41,14 @@ from harness.run.progress import RunProgress
 from harness.run.record import Interruption, NodeEntry, RunRecord
 from harness.run.recorder import Recorder
 from harness.run.spec import SpecError, TestSpec
-from harness.run.store import RunDir, StoreError, check_store, new_run_dir, why_unwritable
+from harness.run.store import (
+    RunDir,
+    StoreError,
+    check_store,
+    new_run_dir,
+    point_latest,
+    why_unwritable,
+)
 from nemeses import (
     DEFAULT_TTL_MULTIPLES,
     HOLDER_MEMBER,
@@ -69,6 +76,7 @@ from systems import (
     System,
     SystemConfig,
     WritesSpanKeys,
+    clock_problem,
     durability_problem,
     lease_ttl_of,
     load_system,
@@ -76,20 +84,33 @@ from systems import (
     topology,
 )
 from systems.holder_flaws import REACQUIRE_NO_REREAD, RETRY_ON_REJECT
-from workloads import HolderFlaws, Workload, WorkloadOptions, get_workload
+from workloads import (
+    HolderFlaws,
+    Workload,
+    WorkloadOptions,
+    final_read_count,
+    final_reads,
+    get_workload,
+)
 
 __all__ = [
     "Interrupted",
+    "Judged",
     "RunError",
     "RunOutcome",
     "check_run",
+    "conclude_run",
+    "judge_run",
     "kill_restarter",
+    "note_late_signal",
     "run_test",
 ]
 
 _DEFAULTS: Final = TestSpec(seed=0)
 """The defaults a rerun command leaves out."""
 _FINAL_READ_TRIES: Final = 3
+_LOST_AFTER: Final = 3
+"""A final reader whose agent is unreachable this many times in a row stops: the agent is lost."""
 _READERS_PER_AGENT: Final = 8
 """Final reads run this many connections per agent at once (a run may have 100,000 keys)."""
 _READER_BASE: Final = 1_000_000
@@ -109,6 +130,11 @@ class RunOutcome:
     interrupted: bool
     error: str | None = None
     """Why the run broke off (setup failed, the engine went away…); its history is still checked."""
+    record: RunRecord | None = None
+    """The run's ``test.json``, as the runner left it (read back from it when absent)."""
+    judged: Judged | None = None
+    """What the checker found, to conclude again if a signal comes while the report is written
+    (judged again when absent)."""
 
 
 def run_test(
@@ -124,7 +150,8 @@ def run_test(
     """Carry out ``spec`` on a fresh Docker cluster (or on ``hosts``) and return the checked
     outcome. ``schedule`` (a replay's or a shrink candidate's) is played instead of the seed's.
 
-    Raises :class:`RunError` for a spec that cannot run (nothing is started then). Once the run
+    Raises :class:`RunError` for a spec that cannot run (nothing is started then), and for a run
+    whose folder was deleted under it (nothing is left to check). Otherwise, once the run
     directory exists, failures, interruptions and a full disk still end in a checked history.
     """
     console = console or Console(stderr=True)
@@ -152,6 +179,9 @@ def run_test(
             "writes to the inventory's first fenced sink; use --workload sinks"
         )
     _check_spanning(spec, system, inventory)
+    too_much = spec.final_reads_problem(len(workload.final_read_sinks(_options(spec, inventory))))
+    if too_much is not None:
+        raise RunError(too_much)
     roles = {node.name: node.role for node in nodes}
     ttl = lease_ttl_of(system, config)
     fixed = schedule is not None
@@ -163,7 +193,14 @@ def run_test(
         check_store(spec.store, spec.test_name)
     except StoreError as problem:
         raise RunError(str(problem)) from None
-    image = _image(system, console) if hosts is None else None
+    try:
+        image = _image(system, console) if hosts is None else None
+    except KeyboardInterrupt as stop:
+        name = stop.signal if isinstance(stop, Interrupted) else "SIGINT"
+        raise RunError(
+            f"interrupted by {name} during the image build: nothing "
+            "was run (the next run builds the images again)"
+        ) from None
     try:
         run_dir = new_run_dir(spec.test_name, spec.store)
     except OSError as problem:
@@ -173,7 +210,7 @@ def run_test(
         spec=spec,
         run_id=run_id,
         started=datetime.now(UTC).isoformat(),
-        command=shlex.join(command or _rerun_command(spec)),
+        command=shlex.join(command or _rerun_command(spec, run_dir if fixed else None)),
         lease_ttl=ttl,
         schedule=schedule.to_json(),
         inventory=tuple(inventory),
@@ -185,7 +222,12 @@ def run_test(
         state.interruption = interruption
         try:
             state.save()
-            console.print(f"[bold]run[/] {spec.test_name}  seed {spec.seed}  → {run_dir.path}")
+            # soft_wrap: a path broken across lines of an 80-column log cannot be copied.
+            console.print(
+                f"[bold]run[/] {spec.test_name}  seed {spec.seed}  → {run_dir.path}",
+                soft_wrap=True,
+            )
+            state.enter("cluster start")
             with HistoryWriter(run_dir.history) as writer:
                 recorder = Recorder(writer)
                 state.recorder = recorder
@@ -208,13 +250,14 @@ def run_test(
             pass
         except Exception as problem:  # kept and checked: whatever broke, the history stands
             state.fail(problem)
-        if interruption:
-            state.interrupted(interruption[0])
-            console.print("[yellow]interrupted: faults healed, cluster removed; checking[/]")
-        if state.recorder is not None and state.recorder.failure is not None:
-            state.fail(state.recorder.failure)
-        result = state.check()
-    return RunOutcome(run_dir, result, bool(interruption), record.error)
+        # From here the first signal (if none came yet) is recorded, never raised: the check
+        # runs on what was recorded and its results are written, whatever comes.
+        with shielded():
+            if state.recorder is not None and state.recorder.failure is not None:
+                state.fail(state.recorder.failure)
+            state.enter("the check")
+            judged, result = state.check()
+    return RunOutcome(run_dir, result, bool(interruption), record.error, record, judged)
 
 
 @dataclass
@@ -235,6 +278,7 @@ class _RunState:
         in is kept, since that is the one the results must name."""
         if not self.interruption:
             self.phase = phase
+            self.console.print(f"[dim]phase: {phase}[/]", highlight=False)
 
     def save(self) -> None:
         """Rewrite ``test.json``; a full disk is noted (the run stops), never raised."""
@@ -262,14 +306,45 @@ class _RunState:
         """Note which signal stopped the run, when, and in which phase."""
         self.record.interrupted = Interruption(signal.signal, signal.at.isoformat(), self.phase)
         self.save()
+        self.console.print(
+            f"[yellow]{self.record.interrupted.describe()}: faults healed, cluster removed; "
+            "checking what was recorded[/]"
+        )
 
-    def check(self) -> CheckResult:
-        """Check what was recorded; a results file that cannot be written is a run error."""
+    def check(self) -> tuple[Judged, CheckResult]:
+        """Check what was recorded and write the results, with the interruption if a signal
+        came (before or during the check); then point the store's ``latest`` at the run. A
+        results file that cannot be written is a run error (and ``latest`` stays where it was).
+        """
         try:
-            return check_run(self.run_dir, self.record)
+            judged = judge_run(self.run_dir, self.record)
+        except FileNotFoundError:
+            raise RunError(
+                f"the run folder {self.run_dir.path} was deleted while the run wrote to it, and "
+                "its history with it: nothing is left to check (faults healed, cluster "
+                "removed); leave the store in place while a run writes to it"
+            ) from None
+        except OSError as problem:
+            raise RunError(
+                f"cannot read the run's history {self.run_dir.history}: {why_unwritable(problem)}"
+                "; fix the store's permissions, then `fencecheck analyze` the run folder"
+            ) from None
+        while True:
+            if self.interruption and self.record.interrupted is None:
+                self.interrupted(self.interruption[0])
+            try:
+                result = conclude_run(self.run_dir, self.record, judged)
+            except OSError as problem:
+                self.fail(problem)
+                return judged, conclude_run(self.run_dir, self.record, judged, write=False)
+            if not self.interruption or self.record.interrupted is not None:
+                break  # else a signal came while the results were written: write them again
+        try:
+            point_latest(self.run_dir)
         except OSError as problem:
             self.fail(problem)
-            return check_run(self.run_dir, self.record, write=False)
+            result = conclude_run(self.run_dir, self.record, judged)
+        return judged, result
 
 
 def _disk_problem(problem: OSError) -> str:
@@ -280,40 +355,94 @@ def _disk_problem(problem: OSError) -> str:
     )
 
 
-def check_run(
-    run_dir: RunDir, record: RunRecord | None = None, *, write: bool = True
+@dataclass(frozen=True)
+class Judged:
+    """What the checker found in a run's history, before the run's own story (an interruption,
+    an error) is added to it: judged once, concluded again if a signal comes later."""
+
+    result: CheckResult
+    coverage: dict[str, Any]
+
+
+def judge_run(run_dir: RunDir, record: RunRecord) -> Judged:
+    """Check a run directory's history with its inventory and TTL, and measure its coverage."""
+    sinks = record.sinks
+    # One read of the history gives the verdict and the coverage.
+    tap = CoverageTap(sinks=sinks, lease_ttl=record.lease_ttl, roles=record.roles)
+    result = check(
+        tap.events(read_history(run_dir.history)), inventory=sinks, lease_ttl=record.lease_ttl
+    )
+    return Judged(result, tap.coverage().to_json())
+
+
+def conclude_run(
+    run_dir: RunDir, record: RunRecord, judged: Judged, *, write: bool = True
 ) -> CheckResult:
-    """Check a run directory's history with its inventory and TTL and write ``results.json``
-    (unless ``write`` is false); ``record`` is the run's, read from ``test.json`` when absent.
+    """The run's verdict from what the checker found and how the run ended, written to
+    ``results.json`` unless ``write`` is false.
 
     A run cut short (interrupted: which signal, when, in which phase; or broken off by an error)
-    says so first among the unknown reasons. The report and the store's index are the caller's
-    to write (:func:`harness.report.publish`).
+    says so first among the unknown reasons, and is never valid: it is unknown, or invalid when
+    what was recorded already shows an anomaly.
     """
-    record = record if record is not None else RunRecord.from_json(run_dir.read_test())
-    sinks = record.sinks
-    result = check_file(run_dir.history, inventory=sinks, lease_ttl=record.lease_ttl)
+    result = judged.result
     cut_short = None
     if record.interrupted is not None:
         cut_short = f"the run was {record.interrupted.describe()}"
     elif record.error:
         cut_short = f"the run broke off: {record.error}"
     if cut_short is not None:
-        result = replace(result, unknown_reasons=_cut_short_reasons(cut_short, result))
+        result = replace(
+            result,
+            valid="unknown" if result.valid is True else result.valid,
+            unknown_reasons=_cut_short_reasons(
+                cut_short, result, ": the run ended before its final reads"
+            ),
+        )
+    elif record.lost:
+        lost = "; ".join(record.lost)
+        result = replace(
+            result,
+            unknown_reasons=_cut_short_reasons(
+                f"lost during the final reads: {lost}", result, ": the final reads were lost"
+            ),
+        )
     data = result.to_json()
-    data["coverage"] = coverage_of(
-        read_history(run_dir.history),
-        sinks=sinks,
-        lease_ttl=record.lease_ttl,
-        roles=record.roles,
-    ).to_json()
+    data["coverage"] = judged.coverage
     if record.interrupted is not None:
         data["interrupted"] = record.interrupted.to_json()
     if record.error:
         data["run_error"] = record.error
+    if record.lost:
+        data["lost"] = list(record.lost)
     if write:
         run_dir.write_json(run_dir.results, data)
     return result
+
+
+def check_run(
+    run_dir: RunDir, record: RunRecord | None = None, *, write: bool = True
+) -> CheckResult:
+    """Check a run directory's history and write ``results.json`` (unless ``write`` is false);
+    ``record`` is the run's, read from ``test.json`` when absent (:func:`judge_run`, then
+    :func:`conclude_run`). The report and the store's index are the caller's to write
+    (:func:`harness.report.publish`).
+    """
+    record = record if record is not None else RunRecord.from_json(run_dir.read_test())
+    return conclude_run(run_dir, record, judge_run(run_dir, record), write=write)
+
+
+def note_late_signal(outcome: RunOutcome, signal: Interrupted, phase: str) -> RunOutcome:
+    """A finished run interrupted afterwards (while its report was written): the signal goes
+    into ``test.json`` and ``results.json`` like any other, and the verdict is concluded again
+    (without checking the history again)."""
+    run_dir = outcome.run_dir
+    record = outcome.record or RunRecord.from_json(run_dir.read_test())
+    judged = outcome.judged or judge_run(run_dir, record)
+    record.interrupted = Interruption(signal.signal, signal.at.isoformat(), phase)
+    run_dir.write_json(run_dir.test_json, record.to_json())
+    result = conclude_run(run_dir, record, judged)
+    return replace(outcome, result=result, interrupted=True, record=record, judged=judged)
 
 
 def _topology(spec: TestSpec, system: System, hosts: HostsFile | None) -> list[NodeSpec]:
@@ -355,11 +484,11 @@ def _nodes(
             yield connected.nodes
 
 
-def _cut_short_reasons(note: str, result: CheckResult) -> tuple[str, ...]:
-    """The unknown reasons of a run cut short: why first, and no advice to add a final read (the
-    workload has one; the run ended before it)."""
+def _cut_short_reasons(note: str, result: CheckResult, instead: str) -> tuple[str, ...]:
+    """The unknown reasons of a run that could not finish its final reads: why first, and
+    ``instead`` of the advice to add a final read (the workload has one; it could not run)."""
     reasons = [
-        reason.removesuffix(FINAL_READ_ADVICE) + ": the run ended before its final reads"
+        reason.removesuffix(FINAL_READ_ADVICE) + instead
         if reason.endswith(FINAL_READ_ADVICE)
         else reason
         for reason in result.unknown_reasons
@@ -392,9 +521,12 @@ def _load(spec: TestSpec) -> System:
             f"system {spec.system!r} cannot say which lock-service member a holder's client "
             f"talks to, so faults cannot target {HOLDER_MEMBER}; target lock or a node name instead"
         )
-    fragile = durability_problem(system, spec.nemeses, spec.targets)
-    if fragile is not None:
-        raise RunError(fragile)
+    for refusal in (
+        durability_problem(system, spec.nemeses, spec.targets),
+        clock_problem(system, spec.nemeses, spec.targets),
+    ):
+        if refusal is not None:
+            raise RunError(refusal)
     return system
 
 
@@ -447,12 +579,13 @@ def _exercise(
     lease_ttl = deployment.lease_ttl or config.lease_ttl
     interrupted = False
     # Everything the run holds is released here, last taken first: the agent links, then the
-    # logs are collected, the agents stopped and the system torn down, whatever happened.
-    with contextlib.ExitStack() as resources:
-        resources.callback(system.teardown, nodes)
-        resources.callback(_stop_agents_quietly, nodes)
-        resources.callback(_collect_logs, system, nodes, run_dir)
-        resources.callback(state.enter, "teardown")
+    # logs are collected, the agents stopped and the system torn down, whatever happened; a
+    # signal meanwhile is recorded and waits until all of it is done.
+    resources = contextlib.ExitStack()
+    resources.callback(system.teardown, nodes)
+    resources.callback(_stop_agents_quietly, nodes)
+    resources.callback(_collect_logs, system, nodes, run_dir)
+    try:
         try:
             processes = {target.role: target.daemon for target in deployment.targets}
             processes["worker"] = AGENT_DAEMON
@@ -521,13 +654,29 @@ def _exercise(
                 state.enter("the final reads")
                 # Let expired leases lapse and restarted processes settle before the final reads.
                 time.sleep(lease_ttl)
-                reads = workload.final_reads(options)
-                readers = _final_readers(agents, lease_ttl, recorder, spec, op_timeout, len(reads))
+                readers = _final_readers(
+                    agents,
+                    lease_ttl,
+                    recorder,
+                    spec,
+                    op_timeout,
+                    final_read_count(workload, options),
+                )
                 for ops in readers:
                     resources.callback(ops.close)
-                _final_reads(readers, reads, recorder.stopped)
+                lost = _final_reads(readers, final_reads(workload, options), recorder.stopped)
+                if lost:
+                    state.record.lost = tuple(
+                        f"{node}'s agent ({error}; {unread:,} key(s) left unread)"
+                        for node, (error, unread) in sorted(lost.items())
+                    )
+                    state.save()
         except KeyboardInterrupt:
             pass
+    finally:
+        state.enter("teardown")
+        with interrupts_deferred():
+            resources.close()
 
 
 def _stop_agents_quietly(nodes: Mapping[str, Node]) -> None:
@@ -686,27 +835,66 @@ def _final_readers(
 
 
 def _final_reads(
-    readers: Sequence[HolderOps], reads: Sequence[tuple[str, str]], stop: threading.Event
-) -> None:
+    readers: Sequence[HolderOps], reads: Iterable[tuple[str, str]], stop: threading.Event
+) -> dict[str, tuple[str, int]]:
     """Read every (sink, key) once after healing, the readers in parallel (each its own process
-    and connection); a failed read goes back to the queue for another reader, a few times each."""
-    pending: queue.SimpleQueue[tuple[str, str, int]] = queue.SimpleQueue()
-    for sink, key in reads:
-        pending.put((sink, key, 0))
-    tries = _FINAL_READ_TRIES * len({reader.node for reader in readers})
+    and connection); a failed read goes back for another reader, a few times each.
 
-    def read_from_queue(reader: HolderOps) -> None:
-        while not stop.is_set():
-            try:
-                sink, key, attempt = pending.get_nowait()
-            except queue.Empty:
+    ``reads`` is consumed as the readers go (a run may have hundreds of thousands), never held
+    whole. A stop signal ends them promptly: readers finish the read in hand and take no other.
+    A reader whose agent is unreachable :data:`_LOST_AFTER` times in a row stops, so the reads
+    go to the agents that answer. Returns, when some keys were left unread, each lost agent's
+    node with its last error and the number of keys unread (empty when every key was read).
+    """
+    source = iter(reads)
+    taking = threading.Lock()
+    again: queue.SimpleQueue[tuple[str, str, int]] = queue.SimpleQueue()
+    halt = threading.Event()
+    tries = _FINAL_READ_TRIES * len({reader.node for reader in readers})
+    lost: dict[str, str] = {}
+    unread = [0]
+
+    def next_read() -> tuple[str, str, int] | None:
+        with contextlib.suppress(queue.Empty):
+            return again.get_nowait()
+        with taking:
+            item = next(source, None)
+        return None if item is None else (item[0], item[1], 0)
+
+    def read_all(reader: HolderOps) -> None:
+        failures = 0
+        while not (stop.is_set() or halt.is_set()):
+            item = next_read()
+            if item is None:
                 return
-            if not reader.read(sink, key).ok and attempt + 1 < tries:
-                pending.put((sink, key, attempt + 1))
+            sink, key, attempt = item
+            done = reader.read(sink, key)
+            if done.ok:
+                failures = 0
+                continue
+            if attempt + 1 < tries:
+                again.put((sink, key, attempt + 1))
+            else:
+                with taking:
+                    unread[0] += 1
+            failures = failures + 1 if (done.error or "").startswith("unreachable") else 0
+            if failures >= _LOST_AFTER:
+                with taking:
+                    lost[reader.node] = done.error or "unreachable"
+                return
 
     with ThreadPoolExecutor(len(readers), thread_name_prefix="final-read") as pool:
-        for done in [pool.submit(read_from_queue, reader) for reader in readers]:
-            done.result()
+        try:
+            for done in [pool.submit(read_all, reader) for reader in readers]:
+                done.result()
+        except BaseException:
+            halt.set()  # a signal (or a reader's error): the others stop after the read in hand
+            raise
+    if stop.is_set():
+        return {}
+    # Keys no reader took (every reader's agent lost) or still waiting for another try.
+    left = unread[0] + sum(1 for _ in source) + again.qsize()
+    return {node: (error, left) for node, error in lost.items()} if left else {}
 
 
 def _collect_logs(system: System, nodes: Mapping[str, Node], run_dir: RunDir) -> None:
@@ -732,23 +920,35 @@ def _versions() -> dict[str, str]:
     return info
 
 
-def _rerun_command(spec: TestSpec) -> list[str]:
+def _rerun_command(spec: TestSpec, fixed_in: RunDir | None = None) -> list[str]:
+    """The command that runs ``spec`` again exactly: its seed and every field that differs from
+    the defaults. A run that played a fixed schedule (``fixed_in``: its own folder, where
+    ``test.json`` keeps the windows) is rerun by ``replay``, since a seed alone would draw
+    another schedule."""
+    if fixed_in is not None:
+        return ["fencecheck", "replay", str(fixed_in.path)]
     argv = ["fencecheck", "run", "--system", spec.system, "--workload", spec.workload]
     for bug in spec.bugs:
         argv += ["--bug", bug]
     argv += ["--nemesis", ",".join(spec.nemeses) or "none"]
-    argv += ["--target", ",".join(spec.targets), "--ttl", str(spec.ttl)]
+    argv += ["--target", ",".join(spec.targets), "--ttl", f"{spec.ttl:g}"]
     if spec.fault_lengths:
         argv += ["--fault-lengths", ",".join(f"{m:g}" for m in spec.fault_lengths)]
-    argv += ["--time-limit", str(spec.time_limit), "--workers", str(spec.workers)]
+    argv += ["--time-limit", f"{spec.time_limit:g}", "--workers", str(spec.workers)]
     argv += ["--keys", str(spec.keys), "--locks", str(spec.locks)]
-    if spec.writes_per_lease != _DEFAULTS.writes_per_lease:
-        argv += ["--writes-per-lease", str(spec.writes_per_lease)]
-    if spec.keys_per_write != _DEFAULTS.keys_per_write:
-        argv += ["--keys-per-write", str(spec.keys_per_write)]
-    argv += ["--work-ms", str(spec.work_ms), "--seed", str(spec.seed)]
-    if spec.rate:
-        argv += ["--rate", f"{spec.rate:g}"]
-    if spec.lock_delay:
-        argv += ["--lock-delay", str(spec.lock_delay)]
+    optional: tuple[tuple[str, object, object], ...] = (
+        ("--writes-per-lease", spec.writes_per_lease, _DEFAULTS.writes_per_lease),
+        ("--keys-per-write", spec.keys_per_write, _DEFAULTS.keys_per_write),
+        ("--work-ms", spec.work_ms, None),
+        ("--seed", spec.seed, None),
+        ("--rate", spec.rate, _DEFAULTS.rate),
+        ("--lock-delay", spec.lock_delay, _DEFAULTS.lock_delay),
+        ("--read-ratio", spec.read_ratio, _DEFAULTS.read_ratio),
+        ("--op-timeout", spec.op_timeout, _DEFAULTS.op_timeout),
+        ("--name", spec.name, _DEFAULTS.name),
+        ("--store", str(spec.store), str(_DEFAULTS.store)),
+    )
+    for option, value, default in optional:
+        if value != default:
+            argv += [option, f"{value:g}" if isinstance(value, float) else str(value)]
     return argv

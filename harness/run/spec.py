@@ -12,6 +12,7 @@ from nemeses import DEFAULT_NEMESES
 
 __all__ = [
     "LIMITS",
+    "MAX_FINAL_READS",
     "SPANNING_WORKLOADS",
     "Limit",
     "SpecError",
@@ -66,6 +67,14 @@ LIMITS: Final[dict[str, Limit]] = {
 }
 """Bounds of the numeric spec fields (README "Limits"): beyond them a run hangs, exhausts memory
 or cannot mean anything (a lease longer than the run never lapses)."""
+
+MAX_FINAL_READS: Final = 300_000
+"""At most this many final reads (keys x locks x sinks read) in one run: every key of every
+lock of every sink read after healing. The checker keeps about 1.6 KB per key it saw read
+(bench/work_bound.py: 1,000,000 final reads peaked at 1.6 GB), and each read is one request
+(about 3,000 a second), so this keeps a run's last phases within a few hundred MB and a few
+minutes; within the per-option limits the product alone could reach 300 million. It admits every
+key count with one lock on a system of up to three sinks."""
 
 SPANNING_WORKLOADS: Final = ("append",)
 """The workloads that send writes spanning several keys (``--keys-per-write`` above 1)."""
@@ -147,11 +156,33 @@ class TestSpec:
             )
         if self.keys_per_write > 1:
             self._check_spanning()
+        # One sink at least: the runner checks again with the workload's sinks once known.
+        too_much = self.final_reads_problem(1)
+        if too_much is not None:
+            raise SpecError(too_much)
         if self.time_limit / self.ttl > _MAX_TTLS_PER_RUN:
             raise SpecError(
                 f"--time-limit {self.time_limit:g} is more than {_MAX_TTLS_PER_RUN:,} TTLs of "
                 f"{self.ttl:g} s; raise --ttl or lower --time-limit (or run several shorter runs)"
             )
+
+    def final_reads_problem(self, sinks: int) -> str | None:
+        """Why the final reads of this spec reading ``sinks`` sinks are too many (keys x locks x
+        sinks above :data:`MAX_FINAL_READS`), naming the product and a fix; ``None`` if not."""
+        total = self.keys * self.locks * sinks
+        if total <= MAX_FINAL_READS:
+            return None
+        keys = max(1, MAX_FINAL_READS // (self.locks * sinks))
+        fix = f"e.g. --keys {keys:,}"
+        if self.keys * sinks <= MAX_FINAL_READS:
+            fix += f" or --locks {MAX_FINAL_READS // (self.keys * sinks):,}"
+        if sinks > 1:
+            fix += ", or a workload that reads one sink (--workload append)"
+        return (
+            f"--keys {self.keys:,} x --locks {self.locks:,} x {sinks} sink(s) read = {total:,} "
+            f"final reads, more than the {MAX_FINAL_READS:,} one run may make; lower --keys or "
+            f"--locks ({fix})"
+        )
 
     def _check_spanning(self) -> None:
         """A write spanning keys needs that many distinct keys, and a workload that sends it."""

@@ -2,7 +2,7 @@
 
 Layout of a run directory: ``test.json`` (the full spec, seed, schedule, versions),
 ``history.jsonl`` (streamed during the run), ``results.json`` (the checker's verdict),
-``report.html``, ``logs/<node>/<file>``. ``store/latest`` links to the newest run.
+``report.html``, ``logs/<node>/<file>``. ``store/latest`` links to the newest checked run.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ __all__ = [
     "find_runs",
     "new_run_dir",
     "open_run_dir",
+    "point_latest",
     "unique_tmp",
     "why_unwritable",
 ]
@@ -91,13 +92,18 @@ def check_store(root: Path, test_name: str) -> None:
 
 
 def check_output_file(path: Path, option: str) -> None:
-    """Make sure ``path`` can be written later (its folder exists and is writable, it is not a
-    folder); raises :class:`StoreError` naming ``option``."""
+    """Make sure ``path`` can be written later (its folder is created when missing and is
+    writable, it is not a folder); raises :class:`StoreError` naming ``option``.
+
+    The folder is made here, as ``--store`` is: a CI job's ``--junit-xml reports/x.xml`` names a
+    folder nothing else creates.
+    """
     why = None
     if path.is_dir():
         why = "it is a folder"
     else:
         try:
+            path.parent.mkdir(parents=True, exist_ok=True)
             _probe(path.parent, len(path.name))
         except OSError as problem:
             why = why_unwritable(problem)
@@ -117,6 +123,11 @@ class RunDir:
     def test_json(self) -> Path:
         """The spec, seed, schedule and versions."""
         return self.path / "test.json"
+
+    @property
+    def replay(self) -> Path:
+        """For a replay: what it replayed, whether it reproduced and why it may not have."""
+        return self.path / "replay.json"
 
     @property
     def history(self) -> Path:
@@ -150,6 +161,14 @@ class RunDir:
         data: dict[str, Any] = json.loads(self.results.read_text())
         return data
 
+    def read_replay(self) -> dict[str, Any] | None:
+        """The decoded ``replay.json`` of a replay, or ``None`` (not a replay, or unreadable)."""
+        try:
+            data = json.loads(self.replay.read_text())
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
     def write_json(self, path: Path, data: Any) -> None:
         """Write ``data`` as indented JSON atomically (write, then rename)."""
         text = json.dumps(data, indent=2, sort_keys=False, default=str) + "\n"
@@ -157,23 +176,29 @@ class RunDir:
 
 
 def new_run_dir(test_name: str, root: Path = DEFAULT_STORE, now: datetime | None = None) -> RunDir:
-    """Create ``root/<test_name>/<timestamp>/`` with an empty history; point ``root/latest`` at
-    it."""
+    """Create ``root/<test_name>/<timestamp>/`` with an empty history (``root/latest`` moves
+    to it once it is checked: :func:`point_latest`)."""
     stamp = (now or datetime.now(UTC)).strftime(_STAMP_FORMAT)
     path = root / _SAFE.sub("_", test_name) / stamp
     path.mkdir(parents=True, exist_ok=False)
     (path / "logs").mkdir()
     # An empty history from the start: a run stopped at once is still a run that can be checked.
     RunDir(path).history.touch()
+    return RunDir(path)
+
+
+def point_latest(run: RunDir) -> None:
+    """Point the store's ``latest`` (two folders up) at ``run``, atomically: called once the run
+    is checked, so ``latest`` never names a run without results."""
+    root = run.path.parent.parent
     latest = root / "latest"
     tmp = unique_tmp(latest)
-    tmp.symlink_to(path.relative_to(root))
+    tmp.symlink_to(run.path.relative_to(root))
     try:
         os.replace(tmp, latest)
     except BaseException:
         tmp.unlink(missing_ok=True)
         raise
-    return RunDir(path)
 
 
 def open_run_dir(path: str | os.PathLike[str]) -> RunDir:

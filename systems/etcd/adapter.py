@@ -148,6 +148,14 @@ class EtcdSystem(PackagesBeside, SwitchTable):
     ready_timeout: float = 30.0
     client_timeout: float = 5.0
 
+    def clock_roles(self) -> Mapping[str, str]:
+        """Neither: etcd is Go, PostgreSQL is not started under libfaketime."""
+        return {
+            "lock": "etcd is a Go program, which reads the clock through the vDSO without libc, "
+            "so libfaketime has no effect on it (measured: a preloaded etcd logs the real time)",
+            "store": "PostgreSQL is not started under libfaketime",
+        }
+
     def describe(self) -> str:
         """What the system is."""
         return (

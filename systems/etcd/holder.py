@@ -366,7 +366,9 @@ class Client:
                     with self._state:
                         self._held[(lock, epoch)] = held
                     # The lease runs from the last refresh sent, not from when the lock came.
-                    return api.Grant(epoch, max(0.0, anchor - start))
+                    # The lock key's create revision is etcd's own order of the grants: the
+                    # queue is served in it, whatever the token is.
+                    return api.Grant(epoch, max(0.0, anchor - start), revision)
                 if lowest is None or lowest > revision:
                     break  # our lease ran out while we waited: queue again under a new one
                 if time.monotonic() >= deadline:

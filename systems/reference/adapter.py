@@ -54,6 +54,22 @@ BUG_SWITCHES: Final = switch_table(
         ("grant-regression", "epoch-reuse"),
     ),
     BugSwitch(
+        "token-before-lease",
+        "the lock service draws a request's epoch when it arrives, before the lease is won: "
+        "two waiting holders may win in the other order, the later lease with the lower epoch",
+        # Holders paused past their lease let the lease expire with others waiting, who then
+        # race for it; the fence keeps the superseded holder writing.
+        PAUSE_PAST_LEASE,
+        ("stale-holder-accepted", "current-holder-refused", "grant-regression"),
+    ),
+    BugSwitch(
+        lock_server.TIMESTAMP_TOKEN,
+        "the lock service makes each epoch its wall clock in milliseconds: a clock that steps "
+        "back gives a later grant a lower epoch (only a clock fault shows it)",
+        Exposure(faults=("clock-step",), targets=("lock",), ttl_multiples=(1.1, 3.0)),
+        ("grant-regression",),
+    ),
+    BugSwitch(
         "store-forgets",
         "the store keeps its highest-seen epochs in memory only (its log is durable)",
         Exposure(faults=("restart-while-paused",)),
@@ -152,6 +168,10 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
                 "pass --lock-delay (lock_delay in a spec), e.g. 3 x the lease TTL"
             )
 
+    def clock_roles(self) -> Mapping[str, str]:
+        """Both servers run under libfaketime (stdlib Python, which it reaches)."""
+        return {"lock": "", "store": ""}
+
     def spanning_sinks(self) -> tuple[str, ...]:
         """Every sink: the store appends a write's items to their keys under one lock and fsync."""
         return (store_server.STORE, store_server.BATCH, store_server.AUDIT)
@@ -224,8 +244,13 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
         data = f"{self.data_dir}/lock"
         argv = self._server(lock_server, node, self.ports.lock, data, config)
         argv += ["--lock-delay", repr(self._lock_delay(config))]
-        if "epoch-in-memory" in config.bugs:
-            argv += ["--bug", lock_server.EPOCH_IN_MEMORY]
+        for bug in (
+            lock_server.EPOCH_IN_MEMORY,
+            lock_server.TOKEN_BEFORE_LEASE,
+            lock_server.TIMESTAMP_TOKEN,
+        ):
+            if bug in config.bugs:
+                argv += ["--bug", bug]
         return self._launch(node, lock_server, data, _LOCK_DAEMON, argv, self.ports.lock)
 
     def _start_store(self, node: Node, config: SystemConfig) -> Daemon:
@@ -259,7 +284,9 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
         files = {self._path(program): deploy.source_of(program)}
         deploy.install(node, {**files, **deploy.nodeside_files(self.install_dir)})
         deploy.fresh_dir(node, data)
-        return deploy.start_and_wait(node, name, argv, deploy.Pings(port, self.ready_timeout))
+        # Both servers answer for their own clock (every wire server does).
+        ready = deploy.Pings(port, self.ready_timeout)
+        return deploy.start_clocked(node, name, argv, ready, f"wire:{node.ip}:{port}")
 
     def teardown(self, nodes: Mapping[str, Node]) -> None:
         """SIGKILL the lock server and the store (their data stays for collection)."""

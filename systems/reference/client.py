@@ -51,7 +51,10 @@ class Client:
         except wire.NotDelivered:
             return Refused(UNAVAILABLE)
         if reply.get("ok"):
-            return Grant(int(reply["epoch"]), float(reply["waited"]))
+            seq = reply.get("grant_seq")
+            return Grant(
+                int(reply["epoch"]), float(reply["waited"]), int(seq) if seq is not None else None
+            )
         return Refused(str(reply.get("error", "refused")))
 
     def renew(self, lock: str, epoch: int) -> bool:

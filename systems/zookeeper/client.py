@@ -166,18 +166,18 @@ class Client:
                 return _TIMED_OUT
             break
         path = f"{parent}/{recipe.node}"
-        if self._sequence_token:
-            epoch = int(recipe.node[-_SEQUENCE_DIGITS:])
-        else:
-            stat = self._zk.exists(path)
-            if stat is None:
-                # The session expired between the grant and this read: the lease is already gone.
-                recipe.release()
-                return _SESSION_LOST
-            epoch = int(stat.czxid)
+        stat = self._zk.exists(path)
+        if stat is None:
+            # The session expired between the grant and this read: the lease is already gone.
+            recipe.release()
+            return _SESSION_LOST
+        # The lock node's czxid is ZooKeeper's own order of the grants (the recipe serves the
+        # queue in creation order), whatever the token is.
+        order = int(stat.czxid)
+        epoch = int(recipe.node[-_SEQUENCE_DIGITS:]) if self._sequence_token else order
         with self._state:
             self._held[lock] = _Held(recipe, path, epoch)
-        return api.Grant(epoch, time.monotonic() - start)
+        return api.Grant(epoch, time.monotonic() - start, order)
 
     def _grant(self, lock: str, epoch: int) -> _Held | None:
         with self._state:

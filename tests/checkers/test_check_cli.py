@@ -6,6 +6,8 @@ import gzip
 import json
 import os
 import re
+import subprocess
+import sys
 import threading
 from pathlib import Path
 from typing import Any
@@ -142,13 +144,59 @@ def test_bad_input_exits_3_naming_the_line(tmp_path: Path, content: bytes, messa
 def test_missing_files_and_bad_options_exit_3_with_the_fix(tmp_path: Path) -> None:
     code, _, err = run(str(tmp_path / "nope.jsonl"))
     assert (code, "pass the path of a history.jsonl" in err) == (EXIT_ERROR, True)
-    code, _, err = run(str(EXAMPLES / "valid.jsonl"), "--ttl", "soon")
-    assert (code, "write it as 2, 2s or 1500ms" in err) == (EXIT_ERROR, True)
+    # A usage error: the program (main) turns click's 2 into 3.
+    done = subprocess.run(
+        [sys.executable, "-m", "harness", "check", str(EXAMPLES / "valid.jsonl"), "--ttl", "soon"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (done.returncode, "write e.g. 500ms, 5s, 2m or 1.5" in done.stderr) == (EXIT_ERROR, True)
     bad = tmp_path / "inventory.json"
     bad.write_bytes(b'{"store": {"fenced": false, "mitigation": "hope"}}')
     code, _, err = run(str(EXAMPLES / "valid.jsonl"), "--inventory", str(bad))
     assert code == EXIT_ERROR
     assert "use one of lock-delay, idempotent, proxy, none" in err
+
+
+def test_integers_beyond_64_bits_are_written_exactly_by_json_output(tmp_path: Path) -> None:
+    huge = 2**64 + 1
+    text = (EXAMPLES / "stale-write.jsonl").read_text()
+    history = tmp_path / "history.jsonl"
+    history.write_text(text.replace('"epoch":8', f'"epoch":{huge}'))
+    code, out, err = run(str(history), "--json")
+    assert (code, err) == (EXIT_INVALID, "")
+    assert str(huge) in out
+    (evidence,) = json.loads(out)["anomalies"]["stale-write"]
+    assert huge in [op["epoch"] for op in evidence["ops"]]
+
+
+def test_max_evidence_zero_counts_every_anomaly_and_keeps_no_evidence() -> None:
+    code, out, err = run(str(EXAMPLES / "stale-write.jsonl"), "--json", "--max-evidence", "0")
+    assert (code, err) == (EXIT_INVALID, "")
+    result = json.loads(out)
+    assert (result["anomaly_counts"], result["anomalies"]) == (
+        {"stale-write": 1},
+        {"stale-write": []},
+    )
+    code, out, _ = run(str(EXAMPLES / "stale-write.jsonl"), "--max-evidence", "0")
+    assert code == EXIT_INVALID
+    assert "stale-write" in out
+    for bad in ("-1", "many"):
+        code, _, err = run(str(EXAMPLES / "stale-write.jsonl"), "--max-evidence", bad)
+        assert code == EXIT_ERROR
+        assert err.strip().splitlines() == [
+            f"Error: --max-evidence {bad!r} is not a whole number >= 0: write it as 0, 5, 100"
+        ]
+
+
+def test_grants_without_grant_seq_say_so_in_the_coverage() -> None:
+    code, out, _ = run(str(EXAMPLES / "valid.jsonl"))
+    assert code == EXIT_VALID
+    flat = " ".join(out.split())
+    assert "coverage: grants: grant order not observable: the lock service reports no" in flat
+    code, out, _ = run(str(EXAMPLES / "valid.jsonl"), "--json")
+    assert json.loads(out)["grants"]["grant_seq_observable"] is False
 
 
 def test_check_file_agrees_with_the_command() -> None:
@@ -221,7 +269,14 @@ def malformed_histories(draw: st.DrawFn) -> tuple[bytes, bool]:
     elif how == "value-field":
         value = event.setdefault("value", {})
         name = draw(
-            st.sampled_from(("epoch", "id", "lock", "sink", "key", "entries", "targets", "seq"))
+            st.sampled_from(
+                (
+                    *("epoch", "id", "lock", "sink", "key", "entries", "targets", "seq"),
+                    *("grant_seq", "waited", "prev", "also", "restart", "mid_write", "applied"),
+                    *("scheduled", "confirmed", "step_scheduled", "step_confirmed", "verb"),
+                    *("error", "read"),
+                )
+            )
         )
         value[name] = draw(json_values)
         sure = False
@@ -264,3 +319,18 @@ def test_the_bundled_cross_key_example_is_caught_by_seq_and_unobservable_without
     code, out, _ = run(str(unsequenced))
     assert code == EXIT_VALID
     assert "coverage: store: cross-key staleness not observable" in " ".join(out.split())
+
+
+def test_check_shows_the_coverage_counted_on_its_one_pass() -> None:
+    code, out, _ = run(str(EXAMPLES / "stale-write.jsonl"), "--json", "--ttl", "2s")
+    assert code == EXIT_INVALID
+    coverage = orjson.loads(out)["coverage"]
+    assert coverage["stale_attempts"] >= 1 and coverage["epochs_granted"] == 3
+    assert coverage["stops_past_lease"] == {"pause": 1}
+    # Standard input is read once too, and gets the same coverage.
+    piped = CliRunner().invoke(
+        cli,
+        ["check", "-", "--json", "--ttl", "2s"],
+        input=(EXAMPLES / "stale-write.jsonl").read_bytes(),
+    )
+    assert orjson.loads(piped.stdout)["coverage"] == coverage

@@ -143,6 +143,26 @@ def test_a_failed_higher_write_raised_nothing() -> None:
     assert "wrongful-refusal" in judged(history).anomaly_types
 
 
+def test_a_refusal_excused_by_a_higher_write_in_flight_is_wrongful_once_that_write_fails() -> None:
+    # The excuse (w2's epoch 4) was sent before the refusal and failed after it: it never
+    # reached a fence, so nothing could have overtaken epoch 3.
+    history = HistoryBuilder().acquire("w1", 1, 3).write("w1", 1, "z", 3)
+    history.acquire("w2", 2, 4).send("w2", 2, "b", 4)
+    history.write("w1", 1, "a", 3, "fail", error="stale-epoch")
+    history.done("w2", 2, "b", "fail", error="unavailable").read("w1", 1, [("z", 3)])
+    explanation = only(judged(history), "wrongful-refusal")
+    assert "(epoch 4, in flight then, failed: it never reached a fence)" in explanation
+    for outcome in ("ok", "info"):
+        excused = HistoryBuilder().acquire("w1", 1, 3).acquire("w2", 2, 4).send("w2", 2, "b", 4)
+        excused.write("w1", 1, "a", 3, "fail", error="stale-epoch").done("w2", 2, "b", outcome)
+        excused.read("w1", 1, [("b", 4)])
+        assert "wrongful-refusal" not in judged(excused).anomaly_types, outcome
+    still_open = HistoryBuilder().acquire("w1", 1, 3).acquire("w2", 2, 4).send("w2", 2, "b", 4)
+    still_open.write("w1", 1, "a", 3, "fail", error="stale-epoch").write("w1", 3, "c", 5)
+    still_open.read("w1", 1, [("c", 5)])
+    assert "wrongful-refusal" not in judged(still_open).anomaly_types  # open counts as info
+
+
 # -- 4. divergent reads do not hide other anomalies -------------------------------------------
 
 
@@ -160,6 +180,48 @@ def test_a_divergent_read_is_still_examined_for_stale_writes_and_duplicates() ->
     history2.read("w1", 1, [("a", 7), ("b", 8)]).read("w1", 1, [("b", 8), ("a", 7)])
     history2.read("w1", 1, [("a", 7), ("b", 8)])
     assert judged(history2).anomaly_types == ["divergent-reads", "stale-write"]
+
+
+def test_a_divergent_read_does_not_hide_phantoms_lost_updates_or_seq_staleness() -> None:
+    # The reference is [a]; a forked read shows [x, p, q, f, s]: f failed (a phantom), x was
+    # never sent here (a phantom), p and q are based on one read (a lost update), and s sits
+    # after w3's epoch-8 write on k2 in the store's seq order (a stale write).
+    history = HistoryBuilder().acquire("w1", 1, 7).write("w1", 1, "a", 7)
+    history.write("w1", 1, "p", 7, prev="a").write("w1", 1, "q", 7, prev="a")
+    history.write("w1", 1, "f", 7, "fail", error="unavailable")
+    history.acquire("w3", 3, 8).write("w3", 3, "n", 8, key="k2").send("w1", 1, "s", 7)
+    history.done("w1", 1, "s")
+    seq_read(history, "k2", [("n", 8, 10)])
+    history.read("w1", 1, [("a", 7)])
+    seq_read(history, "k", [("x", 7, 1), ("p", 7, 2), ("q", 7, 3), ("f", 7, 4), ("s", 7, 11)])
+    result = judged(history, inventory={"store": Sink("store", True, seq=True)})
+    assert result.anomaly_counts == {
+        "divergent-reads": 1,
+        "phantom-write": 2,
+        "lost-update": 1,
+        "stale-write": 1,
+        "lost-write": 1,  # a, missing from the final read
+    }
+    reasons = {anomaly.details["reason"] for anomaly in result.anomalies["phantom-write"]}
+    assert reasons == {"failed", "unknown"}
+
+
+def test_a_write_only_a_divergent_read_shows_is_judged_in_real_time_too() -> None:
+    history = HistoryBuilder().acquire("w1", 1, 7).write("w1", 1, "a", 7)
+    # c's outcome is unknown (info): only the forked read shows that the store accepted it.
+    history.acquire("w2", 2, 8).write("w2", 2, "b", 8, key="k2").write("w1", 3, "c", 7, "info")
+    history.read("w1", 1, [("a", 7)]).read("w1", 1, [("b", 8)], key="k2")
+    history.read("w1", 1, [("c", 7)])
+    result = judged(history)
+    assert result.anomaly_counts["stale-write"] == 1
+    assert result.anomalies["stale-write"][0].details["rule"] == "realtime"
+
+
+def test_a_lost_update_whose_first_write_sits_before_its_prev_is_found() -> None:
+    history = HistoryBuilder().acquire("w1", 1, 7).write("w1", 1, "x", 7)
+    history.write("w1", 1, "a", 7, prev="x").write("w1", 1, "b", 7, prev="x")
+    history.read("w1", 1, [("a", 7), ("x", 7), ("b", 7)])
+    assert "lost-update" in judged(history).anomaly_types
 
 
 # -- 5. ties: on equal times the index decides --------------------------------------------------
@@ -263,6 +325,21 @@ def test_a_fault_is_described_in_the_words_its_history_recorded() -> None:
     # A kind the checker has never heard of, recorded without words, is still explained.
     unknown = FaultWindow("clock-skew", ("w1",), 1_000_000_000, 2_000_000_000, 3, 4)
     assert describe_fault(unknown) == "clock-skew on w1 from 1 s to 2 s"
+    # A fault whose events said what happened (the clock kinds) is told in their sentences.
+    step = FaultWindow(
+        "clock-step",
+        ("l1",),
+        12_100_000_000,
+        15_400_000_000,
+        5,
+        6,
+        verb="clock-stepped",
+        opened="l1's clock jumped 3 s forward",
+        closed="l1's clock jumped 3 s back",
+    )
+    assert describe_fault(step) == (
+        "l1's clock jumped 3 s forward at 12.1 s, and l1's clock jumped 3 s back at 15.4 s"
+    )
 
 
 # -- 11. the anomaly registry -------------------------------------------------------------------
@@ -329,3 +406,64 @@ def test_the_docs_list_every_anomaly_as_the_registry_defines_it() -> None:
     begin = text.index("<!-- anomalies: generated from checkers/registry.py -->\n")
     end = text.index("\n<!-- end anomalies -->")
     assert text[begin:end].split("\n", 1)[1] == markdown_table()
+
+
+# -- the design points of docs/design.md §5 that the event order used to decide (issue 27) ----
+
+
+def test_a_reacquire_invoked_while_the_grant_stood_is_a_reentry_whenever_the_release_lands() -> (
+    None
+):
+    # w1's release completes while its re-acquire waits: the service may have applied it after
+    # the re-acquire, so the same epoch is a re-entry, not a reuse.
+    history = HistoryBuilder().acquire("w1", 1, 5)
+    history.event(2, "invoke", "acquire", {"lock": "L"}, node="w1")
+    history.release("w1", 1)
+    history.event(2, "ok", "acquire", {"lock": "L", "epoch": 5}, node="w1")
+    history.write("w1", 2, "a", 5).read("w1", 2, [("a", 5)])
+    assert judged(history).valid is True
+    after = HistoryBuilder().acquire("w1", 1, 5).release("w1", 1).acquire("w1", 1, 5)
+    after.write("w1", 1, "a", 5).read("w1", 1, [("a", 5)])
+    assert judged(after).anomaly_types == ["epoch-reuse", "grant-regression"]
+
+
+def test_lost_updates_among_writes_no_read_shows_are_lost_writes_not_lost_updates() -> None:
+    history = HistoryBuilder().acquire("w1", 1, 7).write("w1", 1, "x", 7)
+    history.write("w1", 1, "a", 7, prev="x").write("w1", 1, "b", 7, prev="x")
+    history.read("w1", 1, [("x", 7)])
+    result = judged(history)
+    assert result.anomaly_counts == {"lost-write": 2}
+
+
+def test_a_repeated_entry_is_judged_at_its_first_position_only() -> None:
+    history = HistoryBuilder().acquire("w1", 1, 7).write("w1", 1, "a", 7)
+    history.acquire("w2", 2, 8).write("w2", 2, "b", 8)
+    history.read("w1", 1, [("a", 7), ("b", 8), ("a", 7)])
+    assert only(judged(history), "duplicate-write")
+
+
+def test_the_final_read_is_the_one_begun_last_whichever_answers_last() -> None:
+    def overlapping(second_shows: bool) -> HistoryBuilder:
+        history = HistoryBuilder().acquire("w1", 1, 7).write("w1", 1, "a", 7)
+        history.event(3, "invoke", "read", {"sink": "store", "key": "k"}, node="w3")
+        history.write("w1", 1, "b", 7)
+        later = [("a", 7), ("b", 7)] if second_shows else [("a", 7)]
+        history.read("w2", 2, later)  # begun after b's ack, answered first
+        entries = [{"id": "a", "epoch": 7}]
+        history.event(3, "ok", "read", {"sink": "store", "key": "k", "entries": entries})
+        return history
+
+    assert judged(overlapping(second_shows=True)).valid is True
+    assert only(judged(overlapping(second_shows=False)), "lost-write")
+
+
+def test_a_retry_is_exempt_only_by_the_holders_latest_grant_completed_after_the_refusal() -> None:
+    def refused_then_regranted() -> HistoryBuilder:
+        history = HistoryBuilder().acquire("w1", 1, 5).acquire("w2", 2, 6)
+        history.write("w2", 2, "b", 6).write("w1", 1, "a", 5, "fail", error="stale-epoch")
+        return history.acquire("w1", 1, 5)  # the service grants 5 again after the refusal
+
+    exempt = refused_then_regranted().write("w1", 1, "c", 5)
+    assert "retry-after-reject" not in judged(exempt).anomaly_types
+    older = refused_then_regranted().acquire("w1", 1, 7).write("w1", 1, "c", 5)
+    assert "retry-after-reject" in judged(older).anomaly_types

@@ -44,6 +44,16 @@ def test_images_list_shows_the_current_tags(
     code, out = _fencecheck(capsys, "images", "list")
     assert code == EXIT_VALID
     assert node_image in out
+    # Each installed system's image is listed too (etcd's carries its Debian packages).
+    for system in ("reference", "etcd", "redis", "zookeeper"):
+        assert f"system {system}" in out, out
+    code, out = _fencecheck(capsys, "images", "list", "--system", "etcd")
+    assert code == EXIT_VALID and "system etcd" in out and "system redis" not in out
+
+
+def test_images_build_names_an_unknown_system(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _fencecheck(capsys, "images", "build", "--system", "no-such-system")
+    assert code == EXIT_ERROR and "no-such-system" in out
 
 
 def test_doctor_finds_everything_working_here(node_image: str) -> None:
@@ -58,6 +68,7 @@ def test_doctor_finds_everything_working_here(node_image: str) -> None:
         "iptables from the host (nsenter)",
         "cgroup CPU quota",
         "cgroup freezer",
+        "libfaketime (clock faults)",
         "signals (SIGSTOP/SIGCONT)",
     ]
     assert not [run for run in list_runs() if run.run_id.startswith("doctor-") and run.owner_alive]

@@ -1,4 +1,5 @@
-"""A wheel installed outside the checkout carries its image recipes and runs a whole test."""
+"""A wheel installed outside the checkout carries its image recipes, matrices and examples, and
+runs a whole test."""
 
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ def _source_copy(where: Path) -> Path:
     into the wheel (setuptools reuses build/lib)."""
     source = where / "source"
     ignore = shutil.ignore_patterns("__pycache__", "build", "*.egg-info", "store", ".*")
-    for name in (*_PACKAGES, "docker"):
+    for name in (*_PACKAGES, "docker", "matrices", "examples"):
         shutil.copytree(ROOT / name, source / name, ignore=ignore, symlinks=True)
     for name in ("pyproject.toml", "README.md"):
         shutil.copy(ROOT / name, source / name)
@@ -58,6 +59,16 @@ def test_a_wheel_outside_the_checkout_builds_images_and_runs_valid(tmp_path: Pat
     where = _run([python, "-c", "import harness; print(harness.__file__)"], tmp_path)
     assert str(env_dir) in where.stdout, where.stdout + where.stderr
     fencecheck = str(env_dir / "bin" / "fencecheck")
+    # The matrices and examples ship inside the wheel, as files of the installed package.
+    shipped = _run([fencecheck, "matrices"], tmp_path)
+    assert shipped.returncode == 0, shipped.stderr
+    lines = shipped.stdout.splitlines()
+    assert any(line.startswith("detection  (") for line in lines), shipped.stdout
+    assert all(str(env_dir) in line for line in lines), shipped.stdout
+    examples = _run([fencecheck, "examples"], tmp_path).stdout.split()
+    assert any(p.endswith("stale-write.jsonl") and Path(p).is_file() for p in examples), examples
+    dry = _run([fencecheck, "run-all", "--matrix", "detection", "--dry-run"], tmp_path)
+    assert dry.returncode == 0 and "expect" in dry.stdout, dry.stdout + dry.stderr
     images = _run([fencecheck, "images", "build"], tmp_path)
     assert images.returncode == 0, images.stdout + images.stderr
     run = _run(

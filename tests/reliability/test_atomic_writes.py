@@ -6,7 +6,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 from harness.report.page import write_file
-from harness.run.store import RunDir, new_run_dir
+from harness.run.store import RunDir, new_run_dir, point_latest
 
 
 def test_concurrent_atomic_writes_of_one_file_all_succeed(tmp_path: Path) -> None:
@@ -21,8 +21,13 @@ def test_concurrent_atomic_writes_of_one_file_all_succeed(tmp_path: Path) -> Non
 def test_concurrent_runs_in_one_store_each_get_a_folder_and_latest_points_at_one(
     tmp_path: Path,
 ) -> None:
+    def checked(_: int) -> RunDir:
+        run = new_run_dir("t", tmp_path)
+        point_latest(run)
+        return run
+
     with ThreadPoolExecutor(16) as pool:
-        runs = list(pool.map(lambda _: new_run_dir("t", tmp_path), range(48)))
+        runs = list(pool.map(checked, range(48)))
     assert len({run.path for run in runs}) == 48
     assert (tmp_path / "latest").resolve() in {run.path.resolve() for run in runs}
     assert sorted(p.name for p in tmp_path.iterdir()) == ["latest", "t"]

@@ -1,6 +1,7 @@
 """Faults by hand, as the README shows them, on a shared engine: `cluster up` deploys a system so
 `nemesis pause w1` has a daemon to stop; a killed main process does not make `heal` refuse the
-cluster; commands without a run id touch only clusters this user kept that no run drives."""
+cluster, and heal names what the stopped node lost; commands without a run id touch only
+clusters this user kept that no run drives."""
 
 from __future__ import annotations
 
@@ -52,14 +53,20 @@ def test_the_readme_manual_faults_work_on_a_fresh_cluster(
     assert "start-pause pause w1: confirmed" in out and "stop-pause" in out
     code, out = _fencecheck(capsys, "nemesis", "partition", "--lock-cut", "w2", *run)
     assert code == EXIT_VALID, out
-    # Killing the container's main process stops the node; heal must bring it back, not refuse.
+    # Killing the container's main process stops the node; heal brings it back (not refuse),
+    # and says what did not come back with it: the agent that ran in it.
     code, out = _fencecheck(capsys, "nemesis", "kill", "w2", "--process", "sleep", *run)
     assert code == EXIT_VALID, out
     code, out = _fencecheck(capsys, "nemesis", "heal", *run)
-    assert code == EXIT_VALID, out
-    assert "started node w2 again" in out and "is healed" in out
+    assert code == EXIT_ERROR, out
+    assert "started node w2 again" in out and "is healed" not in out
+    assert "agent did not survive it" in out and f"cluster down {kept_cluster}" in out
     states = next(info.states for info in list_runs() if info.run_id == kept_cluster)
     assert set(states) == {"running"}
+    # Nothing of ours runs on w2 now: a pause finds no daemon, rather than "confirming" a sleep.
+    code, out = _fencecheck(capsys, "nemesis", "pause", "w2", "--for", "0.2s", *run)
+    assert code == EXIT_ERROR, out
+    assert "found no daemon" in out
     # Piped, status keeps whole run ids (rich would cut them to fit 80 columns).
     shown = CliRunner().invoke(cli, ["cluster", "status"], terminal_width=40)
     assert kept_cluster in shown.output.split()

@@ -161,3 +161,56 @@ def test_a_stored_invalid_run_replays_with_its_anomaly(tmp_path: Path) -> None:
     }
     aimed = json.loads(((store / "latest").resolve() / "test.json").read_text())["schedule"]
     assert {w["index"]: w["targets"] for w in aimed["windows"]} == landed
+
+
+def test_a_replay_that_did_not_reproduce_says_which_windows_landed_otherwise(
+    tmp_path: Path,
+) -> None:
+    """Each window's landing (node, applied, inside a write or not) is compared: the report and
+    ``replay`` name the differences instead of a bare "not reproduced"."""
+    from harness.report import write_report
+    from harness.run.replay import differences
+    from harness.run.store import RunDir
+
+    def landed(store: str, windows: list[dict[str, object]]) -> RunDir:
+        path = _stored(tmp_path / store, _SCHEDULE, checked=True)
+        with HistoryWriter(path / "history.jsonl") as history:
+            for value in windows:
+                history.append(time=1, process=NEMESIS, type="info", f="start-pause", value=value)
+        return RunDir(path)
+
+    first = landed(
+        "a",
+        [
+            {"id": 0, "targets": ["w2"], "applied": True, "mid_write": True},
+            {"id": 1, "targets": ["w1"], "applied": True},
+            {"id": 2, "targets": ["w3"], "applied": True},
+        ],
+    )
+    again = landed(
+        "b",
+        [
+            {"id": 0, "targets": ["w2"], "applied": True, "mid_write": False},
+            {"id": 1, "targets": ["w3"], "applied": True},
+        ],
+    )
+    assert differences(first, again) == [
+        "window 0 (pause) began inside a write the first time, between writes in the replay (a "
+        "pause between writes only delays a holder that checks its lease)",
+        "window 1 (pause) landed on w1 the first time, on w3 in the replay (pin it with --pin)",
+        "window 2 (pause) started the first time, not in the replay",
+    ]
+    assert differences(first, first) == []
+    reasons = differences(first, again)
+    again.write_json(
+        again.replay,
+        {
+            "of": str(first.path),
+            "original": "invalid",
+            "again": "valid",
+            "reproduced": False,
+            "differences": reasons,
+        },
+    )
+    page = write_report(again).read_text()
+    assert "not reproduced. Why it may not:" in page and "landed on w1 the first time" in page

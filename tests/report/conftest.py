@@ -17,11 +17,12 @@ from typing import Any
 
 import pytest
 
-from checkers import CheckResult, check_file
-from harness.history import HistoryWriter, Sink
+from checkers import CheckResult
+from harness.history import HistoryWriter
 from harness.run.runner import RunError, RunOutcome
+from harness.run.runner import check_run as run_check
 from harness.run.spec import TestSpec
-from harness.run.store import RunDir, new_run_dir
+from harness.run.store import RunDir, new_run_dir, point_latest
 from tests.support.simulation import recorded_words
 
 MS = 1_000_000
@@ -233,7 +234,8 @@ def build_run(
     when: datetime | None = None,
     failed_fault: bool = False,
 ) -> RunDir:
-    """A run directory with ``test.json`` and ``history.jsonl`` (no results yet)."""
+    """A run directory with ``test.json`` and ``history.jsonl`` (no results yet), the store's
+    ``latest``."""
     bugs = [STALE_BUG] if stale else []
     when = when or datetime.now(UTC)
     run = new_run_dir("reference-pause", root, when)
@@ -246,6 +248,7 @@ def build_run(
     _rounds(sim, range(workers), rounds - rounds // 2)
     sim.final_reads(90, "w1")
     sim.close()
+    point_latest(run)  # as the runner does once a run is over
     return run
 
 
@@ -253,15 +256,18 @@ RunFactory = Callable[..., RunDir]
 
 
 def check_run(run: RunDir) -> CheckResult:
-    """Judge ``run``'s history with the real checker and write ``results.json``."""
-    test = run.read_test()
-    inventory = {
-        entry["sink"]: Sink(entry["sink"], entry["fenced"], entry["mitigation"])
-        for entry in test["inventory"]
-    }
-    result = check_file(run.history, inventory=inventory, lease_ttl=test["lease_ttl"])
-    run.write_json(run.results, result.to_json())
-    return result
+    """Judge ``run``'s history as the runner does (the real checker, coverage included) and
+    write ``results.json``."""
+    return run_check(run)
+
+
+def weakened(outcome: RunOutcome, gap: str) -> RunOutcome:
+    """``outcome`` with its coverage naming ``gap``: a valid run that tested less than it
+    claims ("VALID, but weak"), as --strict must refuse."""
+    results = outcome.run_dir.read_results() or {}
+    results["coverage"]["gaps"] = [gap]
+    outcome.run_dir.write_json(outcome.run_dir.results, results)
+    return outcome
 
 
 @pytest.fixture

@@ -118,6 +118,8 @@ def test_a_valid_report_renders_cleanly(browser: Any, make_run: RunFactory, tmp_
         assert browser.execute_script(_INK, canvas) > 1000, canvas
     titles = [e.text for e in browser.find_elements("css selector", ".epoch-plot .plot-title")]
     assert any("sink journal" in t for t in titles) and any("sink store" in t for t in titles)
+    # The fence's refusals of stale writes are the fence working: drawn in their own colour.
+    assert "refused by the fence" in browser.find_element("id", "legend").text
     _screenshot(browser, tmp_path / "valid-report.png")
 
 
@@ -195,6 +197,28 @@ def test_a_spanning_write_shows_every_key_it_wrote(
     panel = browser.find_element("id", "selected").text
     assert "k1" in panel and "k2 (w1-2)" in panel and "k3 (w1-3)" in panel
     assert _console_errors(browser) == []
+
+
+def test_many_stale_writes_keep_their_labels_legible(
+    browser: Any, store_root: Path, tmp_path: Path
+) -> None:
+    """40 stale writes on one plot: labels take free spots and never overlap; those with no
+    room are counted in one "+N more" note instead of piling up."""
+    from tests.support.shapes import falling_writes
+
+    run = new_run_dir("reference-pause", store_root, datetime(2024, 5, 1, 12, 0, tzinfo=UTC))
+    write_spec(run, bugs=[], seed=11, workers=3, when=datetime(2024, 5, 1, 12, 0, tzinfo=UTC))
+    with HistoryWriter(run.history) as history:
+        for event in falling_writes(40):
+            event.pop("index")
+            history.append(**event)
+    check_run(run)
+    _open(browser, write_report(run))
+    assert _console_errors(browser) == []
+    stats = _stats(browser)
+    assert stats["staleMarked"] >= 39
+    assert 0 < stats.get("staleLabelsHidden", 0) < stats["staleMarked"]
+    _screenshot(browser, tmp_path / "many-stale-epochs.png", "epochs")
 
 
 def test_a_large_history_is_aggregated_and_stays_interactive(

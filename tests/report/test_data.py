@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from harness.history import HistoryWriter
-from harness.report import extract, summarize
+from harness.report import extract, summarize, write_report
 from harness.run.store import RunDir
 from harness.run.summary import as_names
 
@@ -117,7 +117,8 @@ def test_fault_windows_carry_the_nemesis_timing(make_run: RunFactory) -> None:
     assert failed.window.error == "no such process"
     (stats,) = data.fault_stats
     assert (stats.started, stats.applied, stats.failed, stats.healed) == (2, 1, 1, 1)
-    assert data.payload["fault_nodes"] == ["l1", "w2"]
+    # The lock service's and the store's nodes have rows whether or not a fault hit them.
+    assert data.payload["fault_nodes"] == ["l1", "s1", "w2"]
 
 
 def test_inventory_rows_carry_the_sink_verdicts(make_run: RunFactory) -> None:
@@ -277,3 +278,12 @@ def test_no_two_operations_overlap_in_a_lane(ops: list[tuple[str, int, int, str]
             spans.sort()
             for (_, first_end), (second_start, _) in itertools.pairwise(spans):
                 assert first_end <= second_start
+
+
+def test_the_report_links_each_nodes_logs(make_run: RunFactory) -> None:
+    run = make_run(stale=False)
+    (run.path / "logs" / "s1").mkdir(parents=True)
+    (run.path / "logs" / "s1" / "ref-store.log").write_text("started\n")
+    page = write_report(run).read_text()
+    assert '<a href="logs/s1/ref-store.log">ref-store.log</a>' in page
+    assert 'href="#logs"' in page

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 from harness.report import write_report
 from harness.report.page import DATA_ELEMENT_ID, asset, embed_json, page
 from harness.run.store import RunDir
+from tests.report.conftest import check_run
 
 RunFactory = Callable[..., RunDir]
 
@@ -151,3 +152,15 @@ def test_page_shell_inlines_the_named_assets() -> None:
     assert asset("base.css") in text
     assert asset("index.js") in text
     assert f'<script type="application/json" id="{DATA_ELEMENT_ID}">{{"a":1}}</script>' in text
+
+
+def test_epochs_beyond_64_bits_are_reported_exactly(make_run: RunFactory) -> None:
+    run = make_run(stale=True, checked=False)
+    huge = 2**64
+    text = run.history.read_text()
+    run.history.write_text(
+        re.sub(r'"epoch":(\d+)', lambda found: f'"epoch":{int(found.group(1)) + huge}', text)
+    )
+    assert check_run(run).valid is False
+    page_text = write_report(run).read_text()
+    assert str(huge + 1) in page_text

@@ -15,11 +15,12 @@ import pytest
 from rich.console import Console
 
 import harness.cli.run_all as run_all_module
-from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_VALID, main
+from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, main
 from harness.cli.run_all import run_matrix
 from harness.run.matrix import MatrixError, entries_from, load_matrix, tally
 from harness.run.runner import RunOutcome
 from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
+from tests.report.conftest import weakened
 
 FakeRunner = Callable[[RunSpec], RunOutcome]
 
@@ -207,3 +208,48 @@ def test_dry_run_lists_the_runs_with_overrides(
         "1. reference [no bugs] pause  seed 7  expect valid",
         "2. reference [no bugs] kill  seed 7  expect valid",
     ]
+
+
+_NO_STALE = "no stale write was even attempted, so no fence was tested"
+
+
+@pytest.fixture
+def weak_when_correct(monkeypatch: pytest.MonkeyPatch, fake_runner: FakeRunner) -> None:
+    """``run-all``'s fake runs: a correct one comes out valid but weak (its coverage names the
+    gap a run without faults has)."""
+
+    def run_test(spec: RunSpec, **_: object) -> RunOutcome:
+        outcome = fake_runner(spec)
+        return outcome if spec.bugs else weakened(outcome, _NO_STALE)
+
+    monkeypatch.setattr(run_all_module, "run_test", run_test)
+
+
+@pytest.mark.usefixtures("weak_when_correct")
+def test_strict_makes_a_weak_valid_run_a_surprise_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``--strict`` (or a row's ``"strict": true``) turns valid-but-weak into exit 2 with the
+    coverage's reason; an invalid row that was expected invalid is not touched."""
+    store = tmp_path / "store"
+    argv = ["run-all", "--bugs", "none", "--store", str(store), "--json"]
+    assert _main(argv) == EXIT_VALID
+    capsys.readouterr()
+    assert _main([*argv, "--strict"]) == EXIT_UNKNOWN
+    (result,) = json.loads(capsys.readouterr().out)
+    assert result["verdict"] == "valid" and not result["as_expected"]
+    assert result["mismatch"] == f"weak (strict): {_NO_STALE}"
+    matrix = tmp_path / "m.json"
+    rows = [
+        {"strict": True, "bugs": ["store-skips-check"], "expect": "invalid"},
+        {"expect": "valid"},
+    ]
+    matrix.write_text(json.dumps({"defaults": {"time_limit": 5}, "runs": rows}))
+    assert _main(["run-all", "--matrix", str(matrix), "--store", str(store)]) == EXIT_VALID
+    rows[1]["strict"] = True
+    matrix.write_text(json.dumps({"defaults": {"time_limit": 5}, "runs": rows}))
+    assert _main(["run-all", "--matrix", str(matrix), "--store", str(store)]) == EXIT_UNKNOWN
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"runs": [{"strict": "yes"}]}))
+    with pytest.raises(MatrixError, match="strict must be true or false"):
+        load_matrix(bad)

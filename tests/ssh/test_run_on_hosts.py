@@ -68,10 +68,12 @@ def test_a_run_on_real_hosts_finds_exactly_the_planted_bug(
         assert "stale-write" in result["anomaly_types"]
 
 
-def _fault_in_force(history: Path) -> bool:
-    if not history.exists():
+def _fault_in_force(store: Path) -> bool:
+    # store/latest names a run only once it is checked: read the run in progress.
+    histories = list(store.glob("*/*/history.jsonl"))
+    if not histories:
         return False
-    for line in history.read_text().splitlines():
+    for line in histories[0].read_text().splitlines():
         event = json.loads(line)
         starts = str(event.get("f", "")).startswith("start-")
         if event.get("process") == "nemesis" and starts and event.get("type") != "invoke":
@@ -91,9 +93,8 @@ def test_an_interrupted_run_heals_every_host(test_hosts: SshdHosts, tmp_path: Pa
         env={**os.environ, "PYTHONUNBUFFERED": "1"},
     )
     try:
-        history = store / "latest" / "history.jsonl"
         deadline = time.monotonic() + 90
-        while not _fault_in_force(history):
+        while not _fault_in_force(store):
             assert time.monotonic() < deadline, "no fault was applied within 90 s"
             time.sleep(0.1)
         run.send_signal(signal.SIGINT)
@@ -101,7 +102,7 @@ def test_an_interrupted_run_heals_every_host(test_hosts: SshdHosts, tmp_path: Pa
     finally:
         if run.poll() is None:
             run.kill()
-    assert run.returncode in (0, 1, 2), err.decode()[-3000:]
+    assert run.returncode in (1, 2), err.decode()[-3000:]  # never valid: it was interrupted
     hosts = load_hosts(test_hosts.hosts_file)
     # Connected without SshCluster, whose own clean-up on entry would hide leftovers.
     for spec in hosts.hosts:

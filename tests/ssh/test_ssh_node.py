@@ -16,9 +16,11 @@ from harness.node.ssh import SshCluster, SshNode, connect, load_hosts
 from harness.node.ssh.containers import SshdHosts, write_hosts_file
 from harness.node.ssh.doctor import CHECKS
 from harness.node.ssh.packages import missing_packages
+from nemeses.clock import ClockStepNemesis
 from nemeses.partition import PartitionNemesis
 from nemeses.protocol import Fault
 from nemeses.topology import partition_fault
+from tests.support.clocked import NAME, start_clocked_server
 
 pytestmark = pytest.mark.docker
 
@@ -273,3 +275,20 @@ def test_a_run_on_unreachable_hosts_is_an_error_naming_the_host(
         check=False,
     )
     assert bad.returncode == 3 and "cannot read hosts file" in bad.stderr
+
+
+def test_a_clock_step_on_a_real_host_moves_one_process_and_not_the_host(
+    cluster: SshCluster,
+) -> None:
+    node = cluster.nodes["w2"]
+    start_clocked_server(node)
+    nemesis = ClockStepNemesis()
+    nemesis.setup(cluster.nodes)
+    fault = Fault("clock-step", ("w2",), {"process": NAME, "by_s": 7.5, "back": True})
+    facts = nemesis.invoke("start-clock-step", fault)["clocks"][f"w2:{NAME}"]
+    assert facts["confirmed"]["offset_s"] == pytest.approx(7.5, abs=0.5)  # host clocks may differ
+    host_before = float(node.run("date +%s.%N", check=True).stdout)
+    stop = nemesis.invoke("stop-clock-step", fault)["clocks"][f"w2:{NAME}"]
+    assert stop["confirmed"]["offset_s"] == pytest.approx(0.0, abs=0.5)
+    host_after = float(node.run("date +%s.%N", check=True).stdout)
+    assert 0 <= host_after - host_before < 5  # the host's own clock never jumped

@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import random
+from collections.abc import Iterable, Iterator
 from typing import Any, Final
 
-__all__ = ["SHAPES", "stray_ids", "unknown_prevs"]
+__all__ = [
+    "SHAPES",
+    "falling_grants",
+    "falling_writes",
+    "shuffled_grants",
+    "stray_ids",
+    "unknown_prevs",
+]
 
 _MS: Final = 1_000_000
 
@@ -38,4 +46,44 @@ def unknown_prevs(count: int) -> Iterator[dict[str, Any]]:
     yield _event(index + 1, 1, "ok", "read", {"sink": "store", "key": "k", "entries": entries})
 
 
-SHAPES: Final = {"stray ids in one read": stray_ids, "rmw prevs not in the log": unknown_prevs}
+def _grants(epochs: Iterable[int]) -> Iterator[dict[str, Any]]:
+    """One grant per epoch, in the order given, each by its own holder process."""
+    for number, epoch in enumerate(epochs):
+        process = 1 + number % 64
+        yield _event(2 * number, process, "invoke", "acquire", {"lock": "L"})
+        yield _event(2 * number + 1, process, "ok", "acquire", {"lock": "L", "epoch": epoch})
+
+
+def falling_grants(count: int) -> Iterator[dict[str, Any]]:
+    """``count`` grants of ever lower epochs (each a grant-regression)."""
+    return _grants(range(count, 0, -1))
+
+
+def shuffled_grants(count: int) -> Iterator[dict[str, Any]]:
+    """``count`` grants of distinct epochs in a seeded random order."""
+    epochs = list(range(1, count + 1))
+    random.Random(count).shuffle(epochs)
+    return _grants(epochs)
+
+
+def falling_writes(count: int) -> Iterator[dict[str, Any]]:
+    """One holder granted ``count`` epochs at once, writing with ever lower ones (stale writes
+    that a fenced store accepted)."""
+    yield from _grants(range(1, count + 1))
+    index = 2 * count
+    for number, epoch in enumerate(range(count, 0, -1)):
+        process = 1 + number % 64
+        value = {"lock": "L", "sink": "store", "key": f"k{number % 8}", "id": f"w-{number}",
+                 "epoch": epoch}  # fmt: skip
+        yield _event(index, process, "invoke", "write", value)
+        yield _event(index + 1, process, "ok", "write", value)
+        index += 2
+
+
+SHAPES: Final = {
+    "stray ids in one read": stray_ids,
+    "rmw prevs not in the log": unknown_prevs,
+    "falling grants": falling_grants,
+    "shuffled grants": shuffled_grants,
+    "one lock, falling write epochs": falling_writes,
+}

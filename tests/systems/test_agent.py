@@ -5,6 +5,7 @@ from __future__ import annotations
 import signal
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -381,3 +382,23 @@ def test_an_agent_whose_client_cannot_span_keys_refuses_such_a_write(tmp_path: P
     reply = agent.handle({**request, "also": [{"key": "k2", "id": "b"}]})
     assert reply["ok"] is False
     assert reply["error"] == "bad-request"
+
+
+def test_the_acquire_reply_carries_the_services_grant_seq_and_how_long_it_waited(
+    make_cluster: MakeCluster,
+) -> None:
+    cluster = make_cluster(workers=2, lease_ttl=1.0)
+    first = cluster.agent("w1", {"op": "acquire", "lock": "L", "wait": 5.0})
+    waiter: list[dict[str, Any]] = []
+    thread = threading.Thread(
+        target=lambda: waiter.append(
+            cluster.agent("w2", {"op": "acquire", "lock": "L", "wait": 20.0})
+        )
+    )
+    thread.start()
+    time.sleep(0.3)  # w2 waits for w1's lease
+    assert cluster.agent("w1", {"op": "release", "lock": "L"})["ok"]
+    thread.join(timeout=30)
+    (second,) = waiter
+    assert (first["grant_seq"], second["grant_seq"]) == (1, 2)
+    assert type(second["waited"]) is int and second["waited"] >= 200_000_000

@@ -6,11 +6,13 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from click.testing import CliRunner
 
 from harness.cli import EXIT_ERROR, cli, main
+from harness.run.contract import _Battery
 from harness.run.exposure import ExposureError, expose, switches_of
 from harness.run.runner import kill_restarter
 from harness.run.spec import TestSpec
@@ -25,6 +27,7 @@ from nemeses import (
     resolve,
 )
 from systems import load_system
+from systems.reference import ReferenceSystem
 from tests.support.localcluster import MakeCluster
 
 
@@ -192,3 +195,22 @@ def test_adapter_check_of_an_unknown_system_is_an_error_naming_the_installed_one
     assert done.value.code == EXIT_ERROR
     # The message may wrap (the console is 80 columns wide when it is not a terminal).
     assert re.search(r"available systems: .*\breference\b", capsys.readouterr().err, re.S)
+
+
+def test_adapter_check_proves_grant_seq_only_where_the_client_reports_it() -> None:
+    def judged(seqs: dict[str, list[object]]) -> list[tuple[bool, str]]:
+        deployment = SimpleNamespace(targets=())  # the battery reads only its targets here
+        battery = _Battery(ReferenceSystem(), {}, None, deployment, None)  # type: ignore[arg-type]
+        battery.grant_seqs = seqs
+        battery.grant_seq_rises()
+        return [(item.ok, item.detail) for item in battery.items]
+
+    assert judged({"check": [None, None]}) == []  # not claimed: nothing to prove
+    assert judged({"check": [1, 2], "check-read": [1]}) == [
+        (True, "grant_seqs {'check': [1, 2], 'check-read': [1]}")
+    ]
+    ((ok, detail),) = judged({"check": [1, 2, 2]})
+    assert (ok, detail) == (False, "check: grant_seq does not rise strictly: [1, 2, 2]")
+    ((ok, detail),) = judged({"check": [1, None]})
+    assert not ok
+    assert "grants without an integer grant_seq >= 0" in detail

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from systems.scaffold import package_name, scaffold
+from systems.scaffold import fencecheck_requirement, package_name, scaffold
 
 _NAME = "scaffolded-demo"
 
@@ -75,3 +75,21 @@ def test_a_generated_system_is_listed_passes_the_check_and_runs_valid(
     done = fencecheck(*run, timeout=600)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "VALID" in done.stdout
+
+
+def test_the_generated_package_depends_on_fencecheck_as_it_was_installed(tmp_path: Path) -> None:
+    """fencecheck is no PyPI package: the scaffold names it as this install came (a checkout's
+    file URL), and pip can resolve the new package's dependencies as generated."""
+    project = scaffold("dep-demo", tmp_path)
+    text = (project / "pyproject.toml").read_text()
+    wanted = fencecheck_requirement()
+    assert f'dependencies = ["{wanted}"]' in text
+    assert wanted.startswith("fencecheck @ file://")  # the suite runs from an editable install
+    done = subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--dry-run", "--quiet", str(project)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

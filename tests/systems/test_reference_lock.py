@@ -6,6 +6,7 @@ can only make the bound easier to meet), never as an upper bound on how fast any
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -124,3 +125,43 @@ def test_a_corrupt_epoch_file_stops_the_lock_server(tmp_path: Path) -> None:
     (tmp_path / "epochs.json").write_text('{"L": {"epoch": "seven"}}')
     with pytest.raises(SystemExit, match="is corrupt"):
         LockService(tmp_path, lock_delay=0.0, durable=True)
+
+
+def test_grant_seq_counts_the_grants_of_each_lock_and_survives_a_restart(
+    make_cluster: MakeCluster,
+) -> None:
+    cluster = make_cluster(lease_ttl=0.3)
+    client = cluster.client()
+    seqs = []
+    for _ in range(3):
+        result = client.acquire("L", 0.3, 5.0)
+        assert isinstance(result, Grant), result
+        seqs.append(result.grant_seq)
+        assert client.release("L", result.epoch)
+    assert seqs == [1, 2, 3]
+    cluster.kill_and_restart("l1")
+    after = client.acquire("L", 0.3, 10.0)
+    assert isinstance(after, Grant), after
+    assert after.grant_seq == 4
+
+
+def test_token_before_lease_lets_a_later_lease_carry_the_lower_epoch(tmp_path: Path) -> None:
+    service = LockService(tmp_path, lock_delay=0.0, durable=True, early_tokens=True)
+    request = {"op": "acquire", "lock": "L", "ttl": 5.0, "owner": "h"}
+    first = service.handle({**request, "wait": 0.0})
+    answers: list[dict[str, object]] = []
+    waiter = threading.Thread(
+        target=lambda: answers.append(service.handle({**request, "owner": "a", "wait": 10.0}))
+    )
+    waiter.start()  # a draws epoch 2 on arrival and waits for h's lease
+    wait_until(lambda: service.handle({"op": "status", "lock": "L"})["epoch"] == 2, "a's draw")
+    # The service's own lock is reentrant: h's release and c's acquire happen as one step, so
+    # c (arriving later, drawing 3) wins the free lock before the waiter wakes.
+    with service._cond:
+        assert service.handle({"op": "release", "lock": "L", "epoch": first["epoch"]})["ok"]
+        later = service.handle({**request, "owner": "c", "wait": 0.0})
+    assert (later["epoch"], later["grant_seq"]) == (3, 2)
+    assert service.handle({"op": "release", "lock": "L", "epoch": 3})["ok"]
+    waiter.join(timeout=10)
+    (answer,) = answers
+    assert (answer["epoch"], answer["grant_seq"]) == (2, 3)  # the later lease, the lower epoch

@@ -26,6 +26,8 @@ from systems import (
     load_system,
     topology,
 )
+from systems.base import clock_problem
+from systems.etcd.adapter import EtcdSystem
 from systems.reference import BUG_SWITCHES, Ports, ReferenceSystem
 from tests.support.fake import FakeSystem
 from tests.support.localcluster import (
@@ -48,6 +50,8 @@ _MISTAKES = {
     "unfenced-path",
     "long-ttl-no-fence",
     "short-lock-delay",
+    "token-before-lease",
+    "timestamp-token",
 }
 
 
@@ -212,3 +216,12 @@ def test_a_program_that_cannot_start_fails_setup_with_its_log(tmp_path: Path) ->
     finally:
         for node in nodes.values():
             node.close()
+
+
+def test_clock_faults_aimed_at_a_daemon_that_cannot_take_them_are_refused_with_why() -> None:
+    refused = clock_problem(EtcdSystem(), ["pause", "clock-step"], ["holder", "lock-leader"])
+    assert refused is not None
+    assert "lock-leader: etcd is a Go program" in refused and "--target holder" in refused
+    assert clock_problem(EtcdSystem(), ["clock-rate"], ["holder", "w2"]) is None
+    assert clock_problem(EtcdSystem(), ["pause"], ["lock"]) is None
+    assert clock_problem(ReferenceSystem(), ["clock-rate"], ["lock", "s1", "holder"]) is None

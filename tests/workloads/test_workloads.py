@@ -6,7 +6,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any
 
-from workloads import HolderFlaws, WorkloadOptions, get_workload
+from workloads import HolderFlaws, WorkloadOptions, final_read_count, final_reads, get_workload
 from workloads.base import Completion
 
 
@@ -151,10 +151,11 @@ def test_sinks_stops_the_unit_at_a_refusal() -> None:
 
 def test_final_reads_cover_every_key_of_every_lock() -> None:
     options = WorkloadOptions(keys=2, locks=2, all_sinks=("store", "audit"))
-    assert get_workload("append").final_reads(options) == [
+    assert list(final_reads(get_workload("append"), options)) == [
         ("store", "L0-k0"),
         ("store", "L0-k1"),
         ("store", "L1-k0"),
         ("store", "L1-k1"),
     ]
-    assert len(get_workload("sinks").final_reads(options)) == 8
+    assert len(list(final_reads(get_workload("sinks"), options))) == 8
+    assert final_read_count(get_workload("sinks"), options) == 8

@@ -9,6 +9,7 @@ init (``--init``) so signals and orphaned children behave as on a real host.
 from __future__ import annotations
 
 import contextlib
+import getpass
 import os
 import re
 import secrets
@@ -27,7 +28,7 @@ from docker.models.containers import Container
 from docker.models.networks import Network
 
 from harness.node import NodeError
-from harness.node.docker.engine import engine
+from harness.node.docker.engine import EngineError, engine
 from harness.node.docker.images import node_image
 from harness.node.docker.node import DockerNode
 from harness.node.interrupts import interrupts_deferred
@@ -61,7 +62,8 @@ LABEL_INDEX: Final = "fencecheck.index"
 LABEL_OWNER: Final = "fencecheck.owner"
 LABEL_KEEP: Final = "fencecheck.keep"
 LABEL_USER: Final = "fencecheck.user"
-"""The uid that created the run: on a shared engine, commands without a run id touch only yours."""
+"""Who created the run (``uid:person``): on a shared engine, commands without a run id touch only
+yours."""
 ROLES: Final = ("lock", "store", "worker")
 
 _RUN_ID = re.compile(r"[a-z0-9][a-z0-9_.-]{0,47}")
@@ -123,7 +125,10 @@ def _start_ticks(pid: int) -> str:
 
 
 def _me() -> str:
-    return str(os.getuid())
+    """``uid:person``: on a shared engine many people are root (through sudo), so the uid alone
+    would call every root-owned cluster "yours"; the person is who invoked sudo, else the login."""
+    person = os.environ.get("SUDO_USER") or getpass.getuser()
+    return f"{os.getuid()}:{person}"
 
 
 def _owner_alive(owner: str) -> bool:
@@ -307,7 +312,13 @@ class Cluster:
         """
         self._close_nodes()
         with interrupts_deferred():
-            remove_run(self.run_id)
+            try:
+                remove_run(self.run_id)
+            except (docker.errors.DockerException, EngineError, ClusterError, OSError) as problem:
+                raise ClusterError(
+                    f"cluster {self.run_id} may be left on the engine ({problem}); once the "
+                    f"engine answers, remove it with `fencecheck cluster down {self.run_id}`"
+                ) from problem
         self.nodes = {}
 
     def _close_nodes(self) -> None:
@@ -378,7 +389,7 @@ class Cluster:
         if stopped and not start_stopped:
             raise ClusterError(
                 f"cluster {run.run_id}: nodes {', '.join(c.labels[LABEL_NODE] for c in stopped)} "
-                f"are not running (their main process ended); `fencecheck nemesis heal --run "
+                f"are not running (their main process ended); `fencecheck nemesis heal --run-id "
                 f"{run.run_id}` starts them again, `fencecheck cluster down {run.run_id}` "
                 "removes the cluster"
             )
@@ -432,12 +443,13 @@ class RunInfo:
     network: bool
     """Whether the run's network still exists."""
     user: str = ""
-    """The uid that created it ("" for runs from before the label existed)."""
+    """``uid:person`` that created it (a bare uid for older runs, "" before the label
+    existed)."""
 
     @property
     def mine(self) -> bool:
-        """Whether this user created the run."""
-        return self.user == _me()
+        """Whether the invoking person created the run (an older run: whether the uid did)."""
+        return self.user in (_me(), str(os.getuid()))
 
 
 def _containers(run_id: str | None = None) -> list[Container]:

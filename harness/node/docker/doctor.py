@@ -15,6 +15,7 @@ from typing import Final
 import docker.errors
 
 from harness.node import NodeError
+from harness.node.clocks import check_libfaketime
 from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.engine import EngineError, engine
 from harness.node.docker.images import ImageError, image_exists, node_tag
@@ -152,6 +153,11 @@ _PROBES: Final[list[tuple[str, _Probe, str]]] = [
         "enable CONFIG_CFS_BANDWIDTH in the kernel; check `docker info` for cpu cfs quota",
     ),
     ("cgroup freezer", _freezer, "the kernel needs the freezer cgroup (CONFIG_CGROUP_FREEZER)"),
+    (
+        "libfaketime (clock faults)",
+        check_libfaketime,
+        "rebuild the node image (fencecheck images build): docker/node/packages.txt has faketime",
+    ),
     (
         "signals (SIGSTOP/SIGCONT)",
         _signals,

@@ -31,7 +31,7 @@ from typing import Any, Final
 
 import docker.errors
 
-from harness.node.docker.engine import engine
+from harness.node.docker.engine import builder, engine
 
 __all__ = [
     "BASE_REPOSITORY",
@@ -260,7 +260,7 @@ def _build_base(tag: str, progress: Progress) -> None:
         ) as tar:
             assert tar.stdout is not None
             try:
-                engine().api.import_image_from_stream(
+                builder().api.import_image_from_stream(
                     tar.stdout,
                     repository=repository,
                     tag=version,
@@ -268,6 +268,9 @@ def _build_base(tag: str, progress: Progress) -> None:
                 )
             except docker.errors.APIError as problem:
                 raise ImageError(f"the engine refused to import {tag}: {problem}") from problem
+            except BaseException:
+                tar.kill()
+                raise
         if tar.returncode != 0:
             raise ImageError(
                 f"packing the root filesystem for {tag} failed (tar exit {tar.returncode})"
@@ -337,7 +340,7 @@ def _build_recipe(
     progress(f"building {tag} on {base}")
     output: list[str] = []
     try:
-        for chunk in engine().api.build(
+        for chunk in builder().api.build(
             path=str(context or RECIPES / recipe),
             tag=tag,
             buildargs={"BASE": base},
@@ -373,9 +376,13 @@ def _stream(command: list[str], progress: Progress, what: str) -> None:
         command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, errors="replace"
     ) as process:
         assert process.stdout is not None
-        for line in process.stdout:
-            tail = [*tail[-40:], line]
-            progress(line.rstrip())
+        try:
+            for line in process.stdout:
+                tail = [*tail[-40:], line]
+                progress(line.rstrip())
+        except BaseException:
+            process.kill()  # a stop signal: the build ends with the controller, not minutes later
+            raise
     if process.returncode != 0:
         raise ImageError(
             f"{what} failed (exit {process.returncode}):\n{''.join(tail)}"

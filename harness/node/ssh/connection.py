@@ -106,25 +106,42 @@ class SshConnection:
         """``name (user@address:port)``, for messages."""
         self._shell_lock = threading.Lock()
         self._shell: _Shell | None = None
+        self._lost: str | None = None
+        """Why the host counts as lost (no answer in time, a failed connection), once it does."""
 
     def exec(
         self, command: str, *, stdin: bytes | None = None, timeout: float | None = None
     ) -> Output:
         """Run the shell ``command`` on the host (through ``sudo -n`` unless root): in the
-        persistent shell when it is free and there is no input, else on a channel of its own."""
-        if stdin is None and self._shell_lock.acquire(blocking=False):
-            try:
-                return self._in_shell(command, timeout)
-            finally:
-                self._shell_lock.release()
-        return self._on_channel(command, stdin, timeout)
+        persistent shell when it is free and there is no input, else on a channel of its own.
+
+        A host that does not answer within ``timeout`` (or whose connection fails) is lost:
+        this command and every later one raise :class:`NodeError` at once naming it, so a run
+        whose host dropped heals the others and ends instead of waiting on it command by
+        command.
+        """
+        if self._lost is not None:
+            raise NodeError(self._lost)
+        try:
+            if stdin is None and self._shell_lock.acquire(blocking=False):
+                try:
+                    return self._in_shell(command, timeout)
+                finally:
+                    self._shell_lock.release()
+            return self._on_channel(command, stdin, timeout)
+        except _HostLost as lost:
+            self._lost = (
+                f"{self.where}: the host stopped answering ({lost}); it is left as it was: once "
+                "it answers, `fencecheck hosts heal HOSTS_FILE` undoes what the run left on it"
+            )
+            raise NodeError(self._lost) from None
 
     def _in_shell(self, command: str, timeout: float | None) -> Output:
         if self._shell is None:
             self._shell = _Shell(self._transport, self.sudo, self.where)
         try:
             return self._shell.run(command, timeout)
-        except NodeError:
+        except (NodeError, _HostLost):
             # A broken or timed-out shell is dropped; the next command starts a fresh one.
             self._shell.close()
             self._shell = None
@@ -141,9 +158,7 @@ class SshConnection:
                 stdout, stderr = _drain(channel, timeout, self.where)
                 code = channel.recv_exit_status()
         except (paramiko.SSHException, OSError, EOFError) as problem:
-            raise NodeError(
-                f"{self.where}: the SSH connection failed ({problem}); check the host is up"
-            ) from None
+            raise _HostLost(f"the SSH connection failed: {problem}") from None
         return Output(code, stdout, stderr)
 
     def control_endpoint(self) -> ControlEndpoint | None:
@@ -198,7 +213,11 @@ def _drain(channel: paramiko.Channel, timeout: float | None, where: str) -> tupl
     try:
         return channel.makefile("rb").read(), channel.makefile_stderr("rb").read()
     except TimeoutError:
-        raise NodeError(f"{where}: no answer from the command within {timeout:g} s") from None
+        raise _HostLost(f"no answer within {timeout:g} s") from None
+
+
+class _HostLost(Exception):
+    """The host did not answer in time, or its connection failed (:meth:`SshConnection.exec`)."""
 
 
 class _Shell:
@@ -237,11 +256,9 @@ class _Shell:
                     raise NodeError(f"{self._where}: the remote shell ended; check the host")
                 self._buffer += chunk
         except TimeoutError:
-            raise NodeError(
-                f"{self._where}: no answer from the command within {timeout:g} s"
-            ) from None
+            raise _HostLost(f"no answer within {timeout:g} s") from None
         except (paramiko.SSHException, OSError) as problem:
-            raise NodeError(f"{self._where}: the remote shell failed: {problem}") from None
+            raise _HostLost(f"the remote shell failed: {problem}") from None
         answer, _, self._buffer = self._buffer.partition(end)
         stdout, _, rest = answer.partition(token.encode())
         code, _, stderr = rest.partition(b"\n")

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from harness.node import NodeError
+from harness.node.clocks import check_libfaketime
 from harness.node.ssh.cluster import connect, on_hosts
 from harness.node.ssh.hosts import HostsFile, HostSpec
 from harness.node.ssh.node import SshNode
@@ -35,6 +36,7 @@ CHECKS: Final = (
     "python3",
     "packages",
     "clock offset",
+    "libfaketime",
     "free disk",
     "control exempt",
 )
@@ -152,6 +154,13 @@ def _clock(node: SshNode) -> tuple[str, str]:
     return detail, ""
 
 
+def _libfaketime(node: SshNode) -> tuple[str, str]:
+    try:
+        return check_libfaketime(node), ""
+    except NodeError as problem:
+        return str(problem), "fencecheck hosts install FILE (installs faketime with apt-get)"
+
+
 def _disk(node: SshNode) -> tuple[str, str]:
     result = node.run("df -Pk /var/lib /tmp | awk 'NR>1{print $4}'", check=True)
     free_mb = min(int(x) for x in result.stdout.split()) // 1024
@@ -180,6 +189,7 @@ _PROBES: Final[tuple[tuple[str, Callable[[SshNode], tuple[str, str]]], ...]] = (
     ("python3", _python),
     ("packages", _packages),
     ("clock offset", _clock),
+    ("libfaketime", _libfaketime),
     ("free disk", _disk),
     ("control exempt", _control),
 )

@@ -12,6 +12,7 @@ channel.
 from __future__ import annotations
 
 import io
+import os
 import secrets
 import shlex
 import tarfile
@@ -35,8 +36,19 @@ PID_DIR: Final = "/run/fencecheck"
 _TIMEOUT_EXIT: Final = 124
 _GONE_EXIT: Final = 3
 _BUILTIN_CHAINS: Final = frozenset({"INPUT", "OUTPUT", "FORWARD", "PREROUTING", "POSTROUTING"})
-# A command given no timeout still must not hang the controller for ever.
-_GUARD_S: Final = 600.0
+_DEFAULT_GUARD_S: Final = 120.0
+"""A command given no timeout still must not hang the controller: a host that does not answer
+one in this long (``FENCECHECK_SSH_TIMEOUT`` to change it) is lost (see ``SshConnection``)."""
+
+
+def _guard() -> float:
+    try:
+        seconds = float(os.environ.get("FENCECHECK_SSH_TIMEOUT", _DEFAULT_GUARD_S))
+    except ValueError:
+        return _DEFAULT_GUARD_S
+    return seconds if seconds > 0 else _DEFAULT_GUARD_S
+
+
 _CONFIRM_S: Final = 5
 
 
@@ -93,7 +105,7 @@ class SshNode(NodeIdentity):
             command = f"timeout --kill-after=1 {timeout:g} sh -c {shlex.quote(command)}"
         started = time.perf_counter()
         out = self.connection.exec(
-            command, stdin=stdin, timeout=(timeout + 5) if timeout else _GUARD_S
+            command, stdin=stdin, timeout=(timeout + 5) if timeout else _guard()
         )
         result = CommandResult(
             out.exit_code, text(out.stdout), text(out.stderr), time.perf_counter() - started
@@ -105,7 +117,7 @@ class SshNode(NodeIdentity):
         return result
 
     def _checked(self, command: str, what: str, stdin: bytes | None = None) -> bytes:
-        out = self.connection.exec(command, stdin=stdin, timeout=_GUARD_S)
+        out = self.connection.exec(command, stdin=stdin, timeout=_guard())
         if out.exit_code != 0:
             raise NodeError(
                 f"{self._name}: cannot {what} (exit {out.exit_code}): "
@@ -148,7 +160,7 @@ class SshNode(NodeIdentity):
             f'echo "$pid ${{20}}" >{PID_DIR}/{name}.pid\n'
             'echo "$pid ${20}"\n'
         )
-        out = self.connection.exec(script, timeout=_GUARD_S)
+        out = self.connection.exec(script, timeout=_guard())
         fields = text(out.stdout).split()
         if out.exit_code != 0 or len(fields) != 2 or not fields[0].isdigit():
             raise NodeError(
@@ -191,7 +203,7 @@ class SshNode(NodeIdentity):
             if ticks
             else ""
         )
-        out = self.connection.exec(f"{check}kill -{int(signum)} {daemon.pid}", timeout=_GUARD_S)
+        out = self.connection.exec(f"{check}kill -{int(signum)} {daemon.pid}", timeout=_guard())
         if out.exit_code == 0:
             return
         if out.exit_code == _GONE_EXIT:
@@ -208,7 +220,7 @@ class SshNode(NodeIdentity):
         """The one-letter state from ``/proc/PID/stat`` (``R``, ``S``, ``T``…), None if gone."""
         # Shell builtins only (no cat): this is on the hot path of every pause.
         out = self.connection.exec(
-            f"read -r s </proc/{daemon.pid}/stat && printf '%s\\n' \"$s\"", timeout=_GUARD_S
+            f"read -r s </proc/{daemon.pid}/stat && printf '%s\\n' \"$s\"", timeout=_guard()
         )
         if out.exit_code != 0:
             return None
@@ -250,7 +262,7 @@ class SshNode(NodeIdentity):
                     return bytes(handle.read())
             except OSError as problem:
                 raise NodeError(f"{self._name}: cannot read {target}: {problem}") from None
-        out = self.connection.exec(f"cat {shlex.quote(target)}", timeout=_GUARD_S)
+        out = self.connection.exec(f"cat {shlex.quote(target)}", timeout=_guard())
         if out.exit_code != 0:
             raise NodeError(f"{self._name}: no file {target}: {text(out.stderr).strip()}")
         return out.stdout
@@ -259,7 +271,7 @@ class SshNode(NodeIdentity):
         """Each daemon's log, by daemon name."""
         out = self.connection.exec(
             f"[ -d {DAEMON_LOG_DIR} ] && tar -C {DAEMON_LOG_DIR} -cf - . || true",
-            timeout=_GUARD_S,
+            timeout=_guard(),
         )
         result: dict[str, bytes] = {}
         if not out.stdout:

@@ -2,7 +2,8 @@
 
 The harness itself runs only standard tools on a host: python3 for the node-side programs (the
 systems' agents and servers are stdlib-only Python), iptables for partitions, coreutils and
-util-linux to start and time commands, tar to fetch logs. Each command maps to the Debian package
+util-linux to start and time commands, tar to fetch logs, libfaketime (package ``faketime``) for
+the clock faults. Each command maps to the Debian package
 that provides it; installing goes through ``apt-get`` over SSH.
 """
 
@@ -26,6 +27,8 @@ REQUIRED: Final[Mapping[str, str]] = {
     "setsid": "util-linux",
     "tar": "tar",
     "awk": "mawk",
+    # The command comes with libfaketime, which the clock faults preload into daemons.
+    "faketime": "faketime",
 }
 """Command the harness runs on hosts -> the Debian package that provides it."""
 

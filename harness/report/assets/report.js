@@ -14,6 +14,12 @@
 
   const OUTCOME_COLOR = ["#3aa76d", "#e0625a", "#f2b134", "#a78bfa"];
   const OUTCOME_LABEL = ["ok", "fail", "info (unknown)", "open (never completed)"];
+  // How an operation is drawn: its outcome, except two kinds of fail that are no failure.
+  const REFUSED = 4;
+  const NOT_SENT = 5;
+  const LOOK_COLOR = [...OUTCOME_COLOR, "#2f6fd6", "#a3a9b3"];
+  const LOOK_LABEL = [...OUTCOME_LABEL, "refused by the fence (stale epoch)",
+    "not sent (lease gone, or lock busy)"];
   const HOLDER_COLOR = ["#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#9c755f",
     "#edc948", "#ff9da7", "#e15759", "#bab0ac"];
   const STALE = "#d0021b";
@@ -33,6 +39,17 @@
   for (let i = 0; i < N; i++) {
     ends[i] = C.e[i] == null ? END : C.e[i];
     maxDuration = Math.max(maxDuration, ends[i] - C.s[i]);
+  }
+  const errorsIn = (words) => new Set((D.ops.errors || []).flatMap((e, n) => (words || []).includes(e) ? [n] : []));
+  const refusalErrors = errorsIn(D.refusal_errors);
+  const contentionErrors = errorsIn(D.contention_errors);
+  const look = new Uint8Array(N);
+  for (let i = 0; i < N; i++) {
+    look[i] = C.o[i];
+    if (C.o[i] === 1 && C.err[i] != null) {
+      if (refusalErrors.has(C.err[i])) look[i] = REFUSED;
+      else if (contentionErrors.has(C.err[i])) look[i] = NOT_SENT;
+    }
   }
   const fName = (i) => D.ops.fs[C.f[i]];
   const nodeName = (i) => (C.n[i] == null ? null : D.ops.nodes[C.n[i]]);
@@ -87,7 +104,7 @@
   }
   function opDetails(i) {
     const rows = [
-      ["operation", esc(fName(i)) + " · <b>" + OUTCOME_LABEL[C.o[i]] + "</b>"],
+      ["operation", esc(fName(i)) + " · <b>" + LOOK_LABEL[look[i]] + "</b>"],
       ["process", (C.p[i] < 0 ? "?" : C.p[i]) + (nodeName(i) ? " on " + esc(nodeName(i)) : "")],
       ["time", fmtS(C.s[i]) + " → " + (C.e[i] == null ? "never completed" : fmtS(C.e[i]))],
       ["latency", C.e[i] == null ? "—" : fmtDur(C.e[i] - C.s[i])],
@@ -509,10 +526,10 @@
           const x1 = X(ends[i], w);
           const width = x1 - x0;
           if (loud(i) || i === selected) marked.push([i, y, height]);
-          if (width < 1 && Math.floor(x0) === lastPx && C.o[i] === lastOutcome) continue;
+          if (width < 1 && Math.floor(x0) === lastPx && look[i] === lastOutcome) continue;
           lastPx = Math.floor(x0);
-          lastOutcome = C.o[i];
-          ctx.fillStyle = OUTCOME_COLOR[C.o[i]];
+          lastOutcome = look[i];
+          ctx.fillStyle = LOOK_COLOR[look[i]];
           ctx.globalAlpha = C.o[i] === 3 ? 0.55 : 1;
           ctx.fillRect(x0, y, Math.max(width - (width > 3 ? 1 : 0), 1), height);
           ctx.globalAlpha = 1;
@@ -716,19 +733,48 @@
     out.sort((a, b) => (D.ops.sinks[a.sink] + a.lock).localeCompare(D.ops.sinks[b.sink] + b.lock));
     return out;
   }
-  // "stale: w2-15 (epoch 7)" beside the ring, on whichever side has room, on a white patch.
-  function staleLabel(ctx, w, i, x, y) {
+  // "stale: w2-15 (epoch 7)" beside the ring, on a white patch, in the first spot near it that
+  // no earlier label took (right or left, above or below, then further out); a label with no
+  // free spot is left out and counted, so many stale writes never pile into an unreadable heap.
+  function staleLabel(ctx, w, i, x, y, placed, bottom) {
     const text = "stale: " + (C.id[i] || "write") + " (epoch " + C.ep[i] + ")";
     ctx.font = "bold " + FONT;
     const width = ctx.measureText(text).width;
-    const left = x + 12 + width > w - MR ? x - 12 - width : x + 12;
-    const top = y - 20 < 2 ? y + 6 : y - 20;
+    const spots = [];
+    for (let step = 0; step < 6; step++) {
+      for (const dy of [-20 - 16 * step, 6 + 16 * step]) {
+        for (const left of [x + 12, x - 12 - width]) spots.push([left, y + dy]);
+      }
+    }
+    const free = spots.find(([left, top]) => left >= ML && left + width <= w - MR && top >= 2 &&
+      top + 15 <= bottom && placed.every((r) => left + width + 3 < r[0] || left - 3 > r[2] ||
+        top + 15 < r[1] || top > r[3]));
+    if (!free) {
+      ctx.font = FONT;
+      return false;
+    }
+    const [left, top] = free;
+    placed.push([left - 3, top - 1, left + width + 3, top + 14]);
     ctx.fillStyle = "rgba(255, 255, 255, .85)";
     ctx.fillRect(left - 3, top - 1, width + 6, 15);
     ctx.fillStyle = STALE;
     ctx.textAlign = "left";
     ctx.textBaseline = "top";
     ctx.fillText(text, left, top);
+    ctx.font = FONT;
+    return true;
+  }
+  const hiddenByPlot = new Map();
+  function hiddenLabels(ctx, w, top, count) {
+    hiddenByPlot.set(ctx.canvas, count);
+    stats.staleLabelsHidden = Array.from(hiddenByPlot.values()).reduce((a, b) => a + b, 0);
+    if (!count) return;
+    const text = "+" + count + " more stale write" + (count === 1 ? "" : "s") + " (zoom in)";
+    ctx.font = "bold " + FONT;
+    ctx.fillStyle = STALE;
+    ctx.textAlign = "right";
+    ctx.textBaseline = "top";
+    ctx.fillText(text, w - MR - 4, top + 2);
     ctx.font = FONT;
   }
   function epochPlot(g, holder) {
@@ -851,6 +897,8 @@
           if (C.a[i] === 2) ctx.stroke(); else ctx.fill();
           stats.epochPoints++;
         }
+        const placed = [];
+        let hidden = 0;
         for (const [i, x, y] of rings) {
           const kind = loud(i) ? mark.get(i) : null;
           const radius = kind === "stale" ? 8 : 6.5;
@@ -869,8 +917,14 @@
             ctx.stroke();
           }
           ctx.lineWidth = 1;
-          if (kind === "stale") staleLabel(ctx, w, i, x, y);
         }
+        // Labels after every ring, so no ring covers one; the corner note's place is kept.
+        placed.push([w - MR - 230, top, w - MR, top + 18]);
+        for (const [i, x, y] of rings) {
+          const stale = loud(i) && mark.get(i) === "stale";
+          if (stale && !staleLabel(ctx, w, i, x, y, placed, bottom)) hidden++;
+        }
+        hiddenLabels(ctx, w, top, hidden);
         ctx.restore();
         drawSelectionGuides(ctx, w, top, bottom);
       },
@@ -974,10 +1028,10 @@
         if (C.e[i] == null || C.e[i] < view.t0 || C.e[i] > view.t1) continue;
         const x = Math.round(X(C.e[i], w));
         const y = Math.round(this.Y(C.e[i] - C.s[i], top, bottom));
-        const key = (x * 4096 + y) * 4 + C.o[i];
+        const key = (x * 4096 + y) * 8 + look[i];
         if (seen.has(key)) continue;
         seen.add(key);
-        ctx.fillStyle = OUTCOME_COLOR[C.o[i]];
+        ctx.fillStyle = LOOK_COLOR[look[i]];
         ctx.fillRect(x - 1, y - 1, 3, 3);
         stats.latencyPoints++;
       }
@@ -1095,8 +1149,9 @@
   // ---- legend, buttons, keys, links -----------------------------------------------------------
   function buildLegend() {
     const kinds = Array.from(new Set(D.faults.map((f) => f.kind)));
-    const parts = OUTCOME_LABEL.map((label, o) => (o === 3 && !C.o.includes(3)) ? "" :
-      '<span><i style="background:' + OUTCOME_COLOR[o] + '"></i>' + label + "</span>");
+    const present = new Set(look);
+    const parts = LOOK_LABEL.map((label, o) => (o >= 3 && !present.has(o)) ? "" :
+      '<span><i style="background:' + LOOK_COLOR[o] + '"></i>' + label + "</span>");
     for (const kind of kinds) {
       parts.push('<span><i style="background:' + faultColor(kind) + ';opacity:.6"></i>' +
         esc(kind) + "</span>");

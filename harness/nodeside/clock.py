@@ -1,0 +1,252 @@
+"""Clock faults in one process: libfaketime's control file, its arithmetic, the node-side writer.
+
+A process that can take clock faults is started under libfaketime (Debian's ``faketime``
+package) by :func:`preloaded`, with a control file of its own. Measured on the node image
+(bookworm, libfaketime 0.9.10, python3 and OpenJDK 17 in a container):
+
+- With ``FAKETIME_NO_CACHE=1`` the process reads its control file at every clock call, so a
+  rewrite takes effect at its next clock read (well under 1 ms for a busy process).
+- ``time.time()`` and ``time.monotonic()`` (Java: ``currentTimeMillis``, ``nanoTime``) both follow
+  it: under the preload the monotonic clock reads the same epoch-based value as the wall clock.
+- ``+D x1`` makes the clock real time plus ``D`` seconds, exactly, whenever it is written.
+- ``+D xR`` with a rate ``R`` other than 1 applies the rate from the process's start, so writing
+  it jumps the clock: a rate window is written as ``@T xR`` (with ``FAKETIME_FMT=%s``), which
+  makes the clock read ``T`` at the process's next clock read and run at ``R`` from there (an
+  ``@`` resets libfaketime's start). ``T`` is the clock's value at the write, so the only jump is
+  backwards by the time between the write and that next read; the writer reads the process's
+  clock right after writing (:func:`main`), which bounds it.
+- Go programs (etcd) read the clock through the vDSO without libc: the preload changes nothing.
+
+:class:`ClockState` is the pure arithmetic (a process's fake clock as a line through one anchor);
+:func:`control_text` turns a state into the file's text. :func:`apply` runs on the node (this file
+is sent whole as ``python3 -c``): it changes the clock at the node's own real time and reads the
+process's clock back.
+Stdlib only, like all node-side code.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+__all__ = [
+    "ASK_ENV",
+    "CONTROL_DIR",
+    "PRELOAD",
+    "ClockState",
+    "Preload",
+    "apply",
+    "changed",
+    "control_file",
+    "control_text",
+    "main",
+    "preload_in",
+    "preload_of",
+    "preloaded",
+]
+
+PRELOAD: Final = "/usr/$LIB/faketime/libfaketime.so.1"
+"""libfaketime as Debian installs it; the dynamic loader expands ``$LIB`` to the multiarch
+directory (``lib/x86_64-linux-gnu``), so one path serves every architecture."""
+CONTROL_DIR: Final = "/var/lib/fencecheck/clock"
+"""Where each clock-faultable daemon's control file lives, one per daemon name."""
+ASK_ENV: Final = "FENCECHECK_CLOCK_ASK"
+"""The environment variable (in the daemon's command line) naming how to read its own clock:
+``wire:HOST:PORT`` (a :mod:`harness.nodeside.wire` server's ``clock`` request) or
+``redis:HOST:PORT`` (Redis ``TIME``)."""
+_FILE_ENV: Final = "FAKETIME_TIMESTAMP_FILE"
+_RATE_GAP_S: Final = 0.05
+_ASK_TIMEOUT_S: Final = 2.0
+
+
+@dataclass(frozen=True, slots=True)
+class ClockState:
+    """A process's fake clock: it read ``anchor_fake`` at real time ``anchor_real`` and runs at
+    ``rate`` (real seconds to fake seconds) from there. The default is the real clock."""
+
+    anchor_real: float = 0.0
+    anchor_fake: float = 0.0
+    rate: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.rate > 0:
+            raise ValueError(f"clock rate {self.rate!r} must be above 0 (e.g. 0.5 or 2)")
+
+    def fake_at(self, real: float) -> float:
+        """What the process's clock reads at real time ``real``."""
+        return self.anchor_fake + (real - self.anchor_real) * self.rate
+
+    def offset_at(self, real: float) -> float:
+        """How far the process's clock is ahead of the real one at ``real`` (behind: negative)."""
+        return self.fake_at(real) - real
+
+    def stepped(self, by: float, real: float) -> ClockState:
+        """The clock after jumping ``by`` seconds (signed) at real time ``real``, same rate."""
+        return ClockState(real, self.fake_at(real) + by, self.rate)
+
+    def at_rate(self, rate: float, real: float) -> ClockState:
+        """The clock running at ``rate`` from real time ``real`` on, without a jump there."""
+        return ClockState(real, self.fake_at(real), rate)
+
+    def to_json(self) -> dict[str, float]:
+        """The state as JSON data."""
+        return {"anchor_real": self.anchor_real, "anchor_fake": self.anchor_fake, "rate": self.rate}
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> ClockState:
+        """Rebuild a state from :meth:`to_json` output."""
+        return cls(float(data["anchor_real"]), float(data["anchor_fake"]), float(data["rate"]))
+
+
+def control_text(state: ClockState, real: float) -> str:
+    """The control file's text that puts the process on ``state``, written at real time ``real``.
+
+    At rate 1 the offset form is exact whenever it is read; at another rate the ``@`` form anchors
+    the clock at its value at the write (a rate in the offset form would count from the process's
+    start). The sign is explicit: libfaketime reads ``+-3`` as 0.
+    """
+    if state.rate == 1.0:
+        return f"{state.offset_at(real):+.6f} x1"
+    return f"@{state.fake_at(real):.6f} x{state.rate:.6g}"
+
+
+def control_file(name: str) -> str:
+    """The control file of daemon ``name``."""
+    return f"{CONTROL_DIR}/{name}"
+
+
+@dataclass(frozen=True, slots=True)
+class Preload:
+    """How a daemon was started under libfaketime: its control file and how to ask its clock."""
+
+    control: str
+    ask: str
+
+
+def preloaded(name: str, argv: Sequence[str], ask: str) -> list[str]:
+    """``argv`` run under libfaketime with daemon ``name``'s control file.
+
+    The settings go in the command line (through ``env``, which execs: same pid), not in the
+    environment of the start: a restart runs the recorded command line again, and a nemesis reads
+    them back from it (:func:`preload_of`). ``ask`` says how to read the daemon's own clock (see
+    :data:`ASK_ENV`). Until its file is written the clock is the real one.
+    """
+    return [
+        "env",
+        f"LD_PRELOAD={PRELOAD}",
+        f"{_FILE_ENV}={control_file(name)}",
+        "FAKETIME_NO_CACHE=1",
+        "FAKETIME_FMT=%s",
+        f"{ASK_ENV}={ask}",
+        *argv,
+    ]
+
+
+def preload_of(argv: Sequence[str]) -> Preload | None:
+    """The preload settings of a command line made by :func:`preloaded` (``None``: not one)."""
+    if not argv or argv[0] != "env":
+        return None
+    words = []
+    for word in argv[1:]:
+        if "=" not in word:
+            break
+        words.append(word)
+    return preload_in(words)
+
+
+def preload_in(environment: Sequence[str]) -> Preload | None:
+    """The preload settings among ``KEY=VALUE`` words (a command line's or ``/proc/PID/environ``'s;
+    ``None``: the process is not under libfaketime with a control file)."""
+    settings = dict(word.partition("=")[::2] for word in environment if "=" in word)
+    if _FILE_ENV not in settings:
+        return None
+    return Preload(settings[_FILE_ENV], settings.get(ASK_ENV, ""))
+
+
+def _ask_clock(ask: str) -> float:
+    """The process's own clock (seconds since the epoch, as it reads them), through ``ask``."""
+    kind, _, address = ask.partition(":")
+    host, _, port = address.rpartition(":")
+    with socket.create_connection((host, int(port)), timeout=_ASK_TIMEOUT_S) as connection:
+        reader = connection.makefile("rb")
+        if kind == "wire":
+            connection.sendall(b'{"op":"clock"}\n')
+            return float(json.loads(reader.readline())["wall"])
+        if kind == "redis":
+            connection.sendall(b"*1\r\n$4\r\nTIME\r\n")
+            values = [reader.readline() for _ in range(5)]  # *2, $n, seconds, $n, microseconds
+            return int(values[2]) + int(values[4]) / 1e6
+    raise ValueError(f"unknown clock probe {ask!r}; expected wire:HOST:PORT or redis:HOST:PORT")
+
+
+def _reading(ask: str) -> list[float]:
+    """``[real midpoint, the process's clock, round trip]`` of one read of the process's clock."""
+    before = time.time()
+    fake = _ask_clock(ask)
+    after = time.time()
+    return [(before + after) / 2, fake, after - before]
+
+
+def changed(state: ClockState, change: str, amount: float, real: float) -> ClockState:
+    """``state`` after ``change`` at real time ``real``: ``step`` by ``amount`` seconds (signed),
+    ``rate`` to ``amount`` without a jump, or ``reset`` to the real clock."""
+    if change == "step":
+        return state.stepped(amount, real)
+    if change == "rate":
+        return state.at_rate(amount, real)
+    if change == "reset":
+        return ClockState()
+    raise ValueError(f"unknown clock change {change!r}; expected step, rate or reset")
+
+
+def apply(path: str, change: str, amount: float, ask: str) -> dict[str, Any]:
+    """Change the clock of the process whose control file is ``path`` now, then read its clock
+    back through ``ask`` (twice, apart, at a rate other than 1): what the nemesis confirms against.
+
+    Runs on the node, not preloaded, so that its own clock is the real one. The state lives beside
+    the control file (``PATH.state``), so every controller, a run's or a manual command's, changes
+    the clock from where it is.
+    """
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    try:
+        with open(f"{path}.state") as saved:
+            before = ClockState.from_json(json.load(saved))
+    except FileNotFoundError:
+        before = ClockState()
+    real = time.time()
+    after = changed(before, change, amount, real)
+    text = control_text(after, real)
+    # Renames are atomic: the process never reads a half-written file.
+    for target, content in ((path, text), (f"{path}.state", json.dumps(after.to_json()))):
+        with open(f"{target}.new", "w") as out:
+            out.write(content)
+        os.replace(f"{target}.new", target)
+    readings = [_reading(ask)] if ask else []
+    if ask and after.rate != 1.0:
+        time.sleep(_RATE_GAP_S)
+        readings.append(_reading(ask))
+    return {
+        "before": before.to_json(),
+        "after": after.to_json(),
+        "written_at": real,
+        "text": text,
+        "readings": readings,
+    }
+
+
+def main(argv: Sequence[str]) -> None:
+    """``PATH step|rate|reset AMOUNT ASK``: :func:`apply`, its result printed as JSON."""
+    if len(argv) != 4:
+        raise SystemExit("usage: clock.py PATH step|rate|reset AMOUNT ASK")
+    path, change, amount, ask = argv
+    print(json.dumps(apply(path, change, float(amount), ask)))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])
