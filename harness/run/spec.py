@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import secrets
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
@@ -17,6 +18,7 @@ __all__ = [
     "Limit",
     "SpecError",
     "TestSpec",
+    "folder_name_problem",
     "spec_from_dict",
     "split_names",
     "store_path",
@@ -143,6 +145,13 @@ class TestSpec:
         The command line and matrix files both pass through here, so a matrix row is held to the
         same bounds as ``fencecheck run``'s options.
         """
+        folder_problem = folder_name_problem(self.test_name)
+        if folder_problem is not None:
+            given = f"name {self.name!r}" if self.name else f"the test name {self.test_name!r}"
+            raise SpecError(
+                f"{given} cannot be a folder of the store: {folder_problem}; use letters, "
+                "digits, '-', '_' and '+' (e.g. --name etcd-pause)"
+            )
         for name, limit in LIMITS.items():
             raw = getattr(self, name)
             for value in raw if isinstance(raw, tuple) else (raw,):
@@ -204,6 +213,20 @@ class TestSpec:
         data["store"] = str(self.store)
         data["test_name"] = self.test_name
         return data
+
+
+def folder_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be one folder inside the store (``.``, ``..``, a leading dot, a
+    separator or NUL would put a run elsewhere or hide it); ``None`` when it can."""
+    if name in (".", ".."):
+        return f"{name!r} names a folder that is already there (the store or its parent)"
+    if name.startswith("."):
+        return "it begins with a dot (a hidden folder, or a way out of the store)"
+    separators = {"/", "\\", "\0", os.sep, *((os.altsep,) if os.altsep else ())}
+    found = sorted(repr(c) for c in separators if c in name)
+    if found:
+        return f"it contains {', '.join(found)} (a path separator or NUL)"
+    return None
 
 
 def split_names(text: str) -> tuple[str, ...]:

@@ -93,6 +93,16 @@ def test_a_bad_path_is_refused_before_anything_starts(
     assert not list((tmp_path / "store").glob("*/*/history.jsonl"))
 
 
+@pytest.mark.parametrize("name", ["..", ".", ".hidden", "../escape", "a/b", "a\\b"])
+def test_a_run_name_that_would_leave_the_store_is_refused(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "deep" / "store"
+    code, output = _run(["run", "--store", str(store), "--no-progress", "--name", name], capsys)
+    _assert_one_clean_error(code, output, "cannot be a folder of the store")
+    assert not (tmp_path / "deep").exists()  # neither the store nor its parent got a run
+
+
 def test_a_matrix_that_is_not_utf8_is_refused(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -110,6 +120,10 @@ def test_a_matrix_that_is_not_utf8_is_refused(
         ({"work_ms": 10**23}, "--work-ms must be"),
         ({"time_limit": 0}, "--time-limit must be"),
         ({"store": ""}, "--store must name a folder"),
+        ({"name": ".."}, "name '..' cannot be a folder of the store"),
+        ({"name": "."}, "name '.' cannot be a folder of the store"),
+        ({"name": ".git"}, "begins with a dot"),
+        ({"name": "a/b"}, "a path separator"),
     ],
 )
 def test_a_matrix_row_passes_the_same_checks_as_the_command_line(

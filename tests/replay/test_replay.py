@@ -17,10 +17,11 @@ from harness.run.store import new_run_dir
 from tests.support.cli import fencecheck
 
 
-def _stored(store: Path, schedule: dict[str, object], *, checked: bool) -> Path:
-    """A run directory as the runner leaves it (no cluster needed to read one back)."""
-    spec = RunSpec(store=store, seed=5)
-    run = new_run_dir(spec.test_name, store)
+def _stored(store: Path, schedule: dict[str, object], *, checked: bool, name: str = "") -> Path:
+    """A run directory as the runner leaves it (no cluster needed to read one back); its spec
+    carries ``name``, whatever folder it is in."""
+    spec = RunSpec(store=store, seed=5, name=name)
+    run = new_run_dir(RunSpec(seed=5).test_name, store)
     record = RunRecord(
         spec=spec,
         run_id="r",
@@ -68,6 +69,20 @@ def test_a_run_that_cannot_be_replayed_exits_3_naming_why(
     assert says in err
     assert "Traceback" not in err
     assert len(list((tmp_path / "store").glob("*/*/history.jsonl"))) == 1  # nothing was run
+
+
+@pytest.mark.parametrize("name", ["..", ".", ".hidden", "up/../../x"])
+def test_a_stored_name_that_leaves_the_store_is_refused_before_the_replay_runs(
+    name: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    store = tmp_path / "store"
+    run = _stored(store, _SCHEDULE, checked=True, name=name)
+    assert _exit(["replay", str(run), "--no-progress"]) == EXIT_ERROR
+    err = capsys.readouterr().err
+    assert "cannot be a folder of the store" in err, err
+    assert "Traceback" not in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["store"]  # nothing beside the store
+    assert len(list(store.rglob("history.jsonl"))) == 1  # nothing was run
 
 
 def _window(index: int, kind: str, targets: list[str]) -> dict[str, object]:
