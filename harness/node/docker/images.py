@@ -42,6 +42,7 @@ __all__ = [
     "Progress",
     "base_image",
     "base_tag",
+    "build_lock_path",
     "debian_mirror",
     "ensure_images",
     "image_exists",
@@ -68,7 +69,7 @@ shipped in the wheel as package data."""
 _BASE_PROCEDURE: Final = 1
 _MIRROR_ENV: Final = "FENCECHECK_DEBIAN_MIRROR"
 _APT_SOURCES: Final = Path("/etc/apt")
-_LOCK_FILE: Final = Path(tempfile.gettempdir()) / "fencecheck-images.lock"
+_LOCK_NAME: Final = "fencecheck/images.lock"
 
 
 class ImageError(RuntimeError):
@@ -207,15 +208,41 @@ def _deb822_entries(text: str) -> Iterator[tuple[str, list[str]]]:
             yield uri, suites
 
 
+def build_lock_path() -> Path:
+    """The build lock: in the invoking user's own cache folder (``$XDG_CACHE_HOME``, else
+    ``~/.cache``), where no other user can create or lock it; a shared ``/tmp`` file let anyone
+    ``flock`` it and hold every build back for ever."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / _LOCK_NAME
+
+
 @contextmanager
 def _build_lock() -> Iterator[None]:
-    """One build at a time on this machine, so parallel test runs do not build twice."""
-    with open(_LOCK_FILE, "a") as handle:
-        fcntl.flock(handle, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+    """One build at a time for this user, so parallel test runs do not build twice.
+
+    The file is opened without following a symlink (one planted there would lock, or create,
+    another file) and must belong to this user.
+    """
+    path = build_lock_path()
+    flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+    try:
+        path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+        descriptor = os.open(path, flags, 0o600)
+    except OSError as problem:
+        raise ImageError(
+            f"cannot open the image build lock {path}: {problem.strerror or problem} (a symlink "
+            "there is refused); remove it, or set XDG_CACHE_HOME to a folder of your own"
+        ) from None
+    try:
+        if os.fstat(descriptor).st_uid != os.geteuid():
+            raise ImageError(
+                f"the image build lock {path} belongs to another user; remove it, or set "
+                "XDG_CACHE_HOME to a folder of your own"
+            )
+        fcntl.flock(descriptor, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(descriptor)  # closing releases the lock
 
 
 def base_image(progress: Progress | None = None) -> str:
