@@ -414,7 +414,7 @@ def entries_from(
         raise MatrixError(
             f"{source}: unknown key(s) {', '.join(unknown)}; use defaults, runs, cross"
         )
-    defaults = data.get("defaults") or {}
+    defaults = data.get("defaults", {})
     if not isinstance(defaults, Mapping):
         raise MatrixError(f"{source}: 'defaults' must be an object of spec fields")
     overrides = overrides or {}

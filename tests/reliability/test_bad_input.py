@@ -133,6 +133,12 @@ def test_a_matrix_row_passes_the_same_checks_as_the_command_line(
         entries_from({"runs": [row]}, "m.json")
 
 
+@pytest.mark.parametrize("defaults", [[], "", 0, None])
+def test_defaults_that_are_no_object_are_refused_even_when_empty(defaults: object) -> None:
+    with pytest.raises(MatrixError, match="m.json: 'defaults' must be an object of spec fields"):
+        entries_from({"defaults": defaults, "runs": [{}]}, "m.json")
+
+
 def test_every_limit_is_documented_in_the_readme() -> None:
     readme = (Path(__file__).parents[2] / "README.md").read_text()
     for limit in LIMITS.values():
