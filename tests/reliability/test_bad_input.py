@@ -135,7 +135,7 @@ def test_a_matrix_row_passes_the_same_checks_as_the_command_line(
 
 @pytest.mark.parametrize("defaults", [[], "", 0, None])
 def test_defaults_that_are_no_object_are_refused_even_when_empty(defaults: object) -> None:
-    with pytest.raises(MatrixError, match="m.json: 'defaults' must be an object of spec fields"):
+    with pytest.raises(MatrixError, match=r"m\.json: 'defaults' must be an object of spec fields"):
         entries_from({"defaults": defaults, "runs": [{}]}, "m.json")
 
 
