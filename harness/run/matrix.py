@@ -464,6 +464,12 @@ def load_matrix(
     except (ValueError, tomllib.TOMLDecodeError) as problem:
         kind = "TOML" if file.suffix == ".toml" else "JSON"
         raise MatrixError(f"matrix {file} is not valid {kind}: {problem}") from None
+    except RecursionError:
+        # The parsers recurse per nesting level: a matrix nested thousands deep is no matrix.
+        raise MatrixError(
+            f"matrix {file} nests too deep to read; a matrix is an object of runs, a few levels "
+            "deep (see matrices/etcd.json)"
+        ) from None
     return entries_from(data, str(file), overrides)
 
 

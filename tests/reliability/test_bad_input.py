@@ -133,6 +133,19 @@ def test_a_matrix_row_passes_the_same_checks_as_the_command_line(
         entries_from({"runs": [row]}, "m.json")
 
 
+@pytest.mark.parametrize("suffix", [".json", ".toml"])
+def test_a_matrix_nested_100000_deep_is_refused_in_one_line(
+    suffix: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    matrix = tmp_path / f"m{suffix}"
+    deep = "[" * 100_000 + "]" * 100_000
+    matrix.write_text(deep if suffix == ".json" else f"runs = {deep}\n")
+    code, output = _run(["run-all", "--matrix", str(matrix), "--store", str(tmp_path)], capsys)
+    _assert_one_clean_error(code, output, "nests too deep to read")
+    assert "RecursionError" not in output
+    assert len(output.strip().splitlines()) == 1
+
+
 @pytest.mark.parametrize("defaults", [[], "", 0, None])
 def test_defaults_that_are_no_object_are_refused_even_when_empty(defaults: object) -> None:
     with pytest.raises(MatrixError, match=r"m\.json: 'defaults' must be an object of spec fields"):
