@@ -3,11 +3,11 @@
 A lease is a promise about time; these faults break the clock it is measured by, in one process at
 a time, never the host's: the target daemon runs under libfaketime with a control file of its own
 (:func:`systems.deploy.start_clocked`), and the fault rewrites that file on the node
-(:func:`harness.nodeside.clock.apply`, which does the arithmetic at the node's real time). The wall
-clock moves, not the monotonic one: a faked monotonic clock makes Python's timed waits hang
-(measured; see :mod:`harness.nodeside.clock`). Confirmed from inside the faulted
-process: right after the write the node-side writer reads the process's own clock (a wire server's
-``clock`` answer, Redis ``TIME``), and the nemesis checks each reading against the schedule.
+(:func:`harness.nodeside.clock.apply`, which does the arithmetic at the node's real time). Both the
+wall and the monotonic clock move (:mod:`harness.nodeside.clock` says what that costs). Confirmed
+from inside the faulted process: right after the write the node-side writer reads the process's
+own clock (a wire server's ``clock`` answer, Redis ``TIME``), and the nemesis checks each reading
+against the schedule.
 Each start and stop records, per daemon, the scheduled and the confirmed clock.
 
 - ``clock-step``: the clock jumps ``by_s`` seconds (signed; a schedule draws 0.5, 1.1 or 3 lease
@@ -260,8 +260,8 @@ _PROCESS_OPTION = ManualOption(
 
 STEP_KIND = FaultKind(
     name=CLOCK_STEP,
-    summary="a process's wall clock jumps by a signed TTL multiple (libfaketime), back "
-    "at the end or not; confirmed by the process's own clock",
+    summary="a process's wall and monotonic clocks jump by a signed TTL multiple "
+    "(libfaketime), back at the end or not; confirmed by the process's own clock",
     verb="clock-stepped",
     colour="#c9a227",
     heal_rank=6,
@@ -291,7 +291,7 @@ STEP_KIND = FaultKind(
 
 RATE_KIND = FaultKind(
     name=CLOCK_RATE,
-    summary="a process's wall clock runs at a rate (0.25x to 4x, libfaketime) for the window, "
+    summary="a process's clocks run at a rate (0.25x to 4x, libfaketime) for the window, "
     "without a jump at either edge; confirmed by the process's own clock",
     verb="run on a skewed clock",
     colour="#8f6f3a",

@@ -205,9 +205,9 @@ class SystemConfig:
     secret_file: str | None = None
     clocked: bool = False
     """Start the daemons that can take clock faults under libfaketime (a run that asks for clock
-    faults; :func:`systems.deploy.start_clocked`). Off otherwise: under the preload a paused
-    process's timed waits can fail with EINVAL on waking (measured), which would change what a
-    pause shows."""
+    faults; :func:`systems.deploy.start_clocked`). Off otherwise: under the preload a Python
+    process's timed lock waits never time out (measured; see :mod:`harness.nodeside.clock`),
+    which other runs must not pay for."""
 
     def __post_init__(self) -> None:
         if not self.lease_ttl > 0:

@@ -8,11 +8,11 @@ package) by :func:`preloaded`, with a control file of its own. Measured on the n
   rewrite takes effect at its next clock read (well under 1 ms for a busy process).
 - ``time.time()`` and ``time.monotonic()`` (Java: ``currentTimeMillis``, ``nanoTime``) both follow
   it: under the preload the monotonic clock reads the same epoch-based value as the wall clock.
-  That breaks Python's timed waits: ``Lock.acquire(timeout=0.5)`` computes its deadline on the
-  faked monotonic clock and hands it to ``sem_clockwait``, which libfaketime does not intercept,
-  so it never times out (measured: still waiting after 5 s). So only the wall clock is faked
-  (``FAKETIME_DONT_FAKE_MONOTONIC=1``, read at start only): the clock faults move ``time.time()``,
-  Java's ``currentTimeMillis`` and ``CLOCK_REALTIME``, and leave monotonic timers alone.
+  Both move: leaving the monotonic clock alone (``FAKETIME_DONT_FAKE_MONOTONIC=1``) made every
+  ``time.sleep`` of a preloaded agent fail with EINVAL (measured). The price, also measured: a
+  Python ``Lock.acquire(timeout=...)`` computes its deadline on the faked monotonic clock and
+  waits in ``sem_clockwait``, which libfaketime does not intercept, so it never times out (it
+  returns when the lock is released). That is why only runs with clock faults preload.
 - ``+D x1`` makes the clock real time plus ``D`` seconds, exactly, whenever it is written.
 - ``+D xR`` with a rate ``R`` other than 1 applies the rate from the process's start, so writing
   it jumps the clock: a rate window is written as ``@T xR`` (with ``FAKETIME_FMT=%s``), which
@@ -148,8 +148,6 @@ def preloaded(name: str, argv: Sequence[str], ask: str) -> list[str]:
         f"{_FILE_ENV}={control_file(name)}",
         "FAKETIME_NO_CACHE=1",
         "FAKETIME_FMT=%s",
-        # A faked monotonic clock breaks timed waits (see the module docstring): wall clock only.
-        "FAKETIME_DONT_FAKE_MONOTONIC=1",
         f"{ASK_ENV}={ask}",
         *argv,
     ]
