@@ -64,6 +64,7 @@ from nemeses import (
 from nemeses.processes import ProcessImage, restart
 from nemeses.protocol import Nemesis
 from systems import (
+    CLOCK_KINDS,
     HOLDER_FLAWS,
     AdapterError,
     CollectsData,
@@ -165,6 +166,7 @@ def run_test(
         lease_ttl=spec.ttl,
         lock_delay=spec.lock_delay,
         bugs=frozenset(b for b in spec.bugs if b not in HOLDER_FLAWS),
+        clocked=bool(set(CLOCK_KINDS) & set(spec.nemeses)),
     )
     try:
         if isinstance(system, PlantsBugs):

@@ -251,14 +251,14 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
         ):
             if bug in config.bugs:
                 argv += ["--bug", bug]
-        return self._launch(node, lock_server, data, _LOCK_DAEMON, argv, self.ports.lock)
+        return self._launch(node, lock_server, data, _LOCK_DAEMON, argv, self.ports.lock, config)
 
     def _start_store(self, node: Node, config: SystemConfig) -> Daemon:
         data = f"{self.data_dir}/store"
         argv = self._server(store_server, node, self.ports.store, data, config)
         for bug in sorted({_STORE_BUGS[b] for b in config.bugs if b in _STORE_BUGS}):
             argv += ["--bug", bug]
-        return self._launch(node, store_server, data, _STORE_DAEMON, argv, self.ports.store)
+        return self._launch(node, store_server, data, _STORE_DAEMON, argv, self.ports.store, config)
 
     def _path(self, module: types.ModuleType) -> str:
         """Where ``module`` goes on a node: the install dir, under its own file name."""
@@ -280,13 +280,15 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
         name: str,
         argv: list[str],
         port: int,
+        config: SystemConfig,
     ) -> Daemon:
         files = {self._path(program): deploy.source_of(program)}
         deploy.install(node, {**files, **deploy.nodeside_files(self.install_dir)})
         deploy.fresh_dir(node, data)
         # Both servers answer for their own clock (every wire server does).
         ready = deploy.Pings(port, self.ready_timeout)
-        return deploy.start_clocked(node, name, argv, ready, f"wire:{node.ip}:{port}")
+        ask = f"wire:{node.ip}:{port}"
+        return deploy.start_clocked(node, name, argv, ready, ask, config.clocked)
 
     def teardown(self, nodes: Mapping[str, Node]) -> None:
         """SIGKILL the lock server and the store (their data stays for collection)."""
