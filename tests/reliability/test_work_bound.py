@@ -119,6 +119,7 @@ def test_ctrl_c_stops_the_final_reads_promptly() -> None:
         )
     stopped = time.monotonic()
     after = [t for reader in readers for t in reader.done if t > sent[0]]
-    # Each reader finishes the read in hand and takes no other.
-    assert len(after) <= len(readers)
-    assert stopped - sent[0] < 1.0
+    # The main thread notices the signal within a tenth of a second (it waits in slices), then
+    # each reader finishes the read in hand and takes no other.
+    assert len(after) <= len(readers) * (0.1 / 0.002 + 1)
+    assert stopped - sent[0] < 0.5
