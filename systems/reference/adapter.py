@@ -63,6 +63,15 @@ BUG_SWITCHES: Final = switch_table(
         ("stale-holder-accepted", "current-holder-refused", "grant-regression"),
     ),
     BugSwitch(
+        "grant-to-expired-waiter",
+        "the lock service grants a waiter whose own session expired while it waited "
+        "(etcd-io/etcd#11456): the holder's session had already been told its lease ended",
+        # A waiting worker paused past its session's TTL while the lease changes hands: its
+        # keepalives stop, the service ends its session, and grants it the lock anyway.
+        Exposure(faults=("pause",), targets=("worker",), ttl_multiples=(1.5,)),
+        ("grant-after-expiry",),
+    ),
+    BugSwitch(
         "store-forgets",
         "the store keeps its highest-seen epochs in memory only (its log is durable)",
         Exposure(faults=("restart-while-paused",)),
@@ -237,6 +246,8 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
             argv += ["--bug", lock_server.EPOCH_IN_MEMORY]
         if "token-before-lease" in config.bugs:
             argv += ["--bug", lock_server.TOKEN_BEFORE_LEASE]
+        if "grant-to-expired-waiter" in config.bugs:
+            argv += ["--bug", lock_server.GRANT_TO_EXPIRED_WAITER]
         return self._launch(node, lock_server, data, _LOCK_DAEMON, argv, self.ports.lock)
 
     def _start_store(self, node: Node, config: SystemConfig) -> Daemon:

@@ -49,6 +49,7 @@ _MISTAKES = {
     "long-ttl-no-fence",
     "short-lock-delay",
     "token-before-lease",
+    "grant-to-expired-waiter",
 }
 
 
