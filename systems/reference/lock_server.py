@@ -26,8 +26,9 @@ while the acquire waits, and ended by the service when they stop for a TTL (the 
 is then refused ``expired``); once granted, the session is the lease, and it ends with it. A
 keepalive on an ended session answers ``expired`` with the lock's count of grants when the
 service ended it (its ``grant_seq`` then), so the holder can prove a grant came after. The switch
-``--bug grant-to-expired-waiter`` grants a waiter whose session has ended anyway
-(etcd-io/etcd#11456: a lock returned to a waiter whose lease had expired).
+``--bug grant-to-expired-waiter`` grants a waiter whose session has ended anyway, at once, as
+if the end of its wait were its turn, over any live lease (etcd-io/etcd#11456: the waiter's key,
+deleted with its expired lease, left no key before it, and the lock was returned to it).
 
 Protocol (one JSON object per line, see :mod:`harness.nodeside.wire`):
 ``{"op":"session","lock":L,"ttl":S}`` -> ``{"ok":true,"session":ID}``;
@@ -254,15 +255,13 @@ class LockService:
             while True:
                 now = time.monotonic()
                 self._expire(name, state, now)
-                if (
-                    session is not None
-                    and self._session_ended(session, now)
-                    and not self._grant_expired
-                ):
+                ended = session is not None and self._session_ended(session, now)
+                if ended and not self._grant_expired:
                     # The waiter stopped keeping its session alive: it is not granted.
                     return {"ok": False, "error": "expired"}
-                if state.lease is None and now >= state.grantable_at:
-                    if session is not None and session.ended_seq is not None:
+                if ended or (state.lease is None and now >= state.grantable_at):
+                    if ended:
+                        # The mistake: the waiter's end taken for its turn, over any live lease.
                         wire.log(f"granting {name} to {owner}, whose session had expired")
                     reply = self._grant(name, state, ttl, owner, received, token)
                     if session is not None:
