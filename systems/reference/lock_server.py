@@ -185,9 +185,7 @@ class LockService:
 
     def _open_session(self, request: dict[str, Any]) -> dict[str, Any]:
         lock = wire.text(request, "lock")
-        ttl = wire.number(request, "ttl")
-        if ttl <= 0:
-            raise wire.BadRequest("field 'ttl' must be positive (seconds)")
+        ttl = _ttl(request)
         now = time.monotonic()
         with self._cond:
             for name, old in list(self._sessions.items()):
@@ -241,9 +239,7 @@ class LockService:
 
     def _acquire(self, request: dict[str, Any]) -> dict[str, Any]:
         name = wire.text(request, "lock")
-        ttl = wire.number(request, "ttl")
-        if ttl <= 0:
-            raise wire.BadRequest("field 'ttl' must be positive (seconds)")
+        ttl = _ttl(request)
         wait = wire.number(request, "wait", 0.0)
         owner = str(request.get("owner", "?"))
         received = time.monotonic()
@@ -365,6 +361,14 @@ class LockService:
                 },
                 "grantable_in": max(0.0, state.grantable_at - now),
             }
+
+
+def _ttl(request: dict[str, Any]) -> float:
+    """The request's ``ttl``: positive seconds."""
+    ttl = wire.number(request, "ttl")
+    if ttl <= 0:
+        raise wire.BadRequest("field 'ttl' must be positive (seconds)")
+    return ttl
 
 
 def main(argv: Sequence[str] | None = None) -> None:
