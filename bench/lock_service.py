@@ -7,7 +7,7 @@ per switch, the runs whose verdict was invalid with one of the switch's own anom
 (detections out of N) and the median time, from the run's start, to the first such violation
 (the completion of the earliest operation its evidence names as the violating one).
 
-    python bench/lock_service.py [--runs 20] [--time-limit 60] [--seed 1] [--switch NAME ...]
+    PYTHONPATH=. python3 bench/lock_service.py [--runs 20] [--time-limit 60] [--seed 1]
 
 Each run is a real Docker cluster: the defaults take about 20 x 2 x 70 s. On a shared machine
 run a few (``--runs 3 --time-limit 30``). Exit status 0 whatever the numbers.
