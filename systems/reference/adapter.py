@@ -70,6 +70,15 @@ BUG_SWITCHES: Final = switch_table(
         ("grant-regression",),
     ),
     BugSwitch(
+        "grant-to-expired-waiter",
+        "the lock service grants a waiter whose own session expired while it waited "
+        "(etcd-io/etcd#11456): the holder's session had already been told its lease ended",
+        # A waiting worker paused past its session's TTL while the lease changes hands: its
+        # keepalives stop, the service ends its session, and grants it the lock anyway.
+        Exposure(faults=("pause",), targets=("worker",), ttl_multiples=(1.5,)),
+        ("grant-after-expiry",),
+    ),
+    BugSwitch(
         "store-forgets",
         "the store keeps its highest-seen epochs in memory only (its log is durable)",
         Exposure(faults=("restart-while-paused",)),
@@ -248,6 +257,7 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
             lock_server.EPOCH_IN_MEMORY,
             lock_server.TOKEN_BEFORE_LEASE,
             lock_server.TIMESTAMP_TOKEN,
+            lock_server.GRANT_TO_EXPIRED_WAITER,
         ):
             if bug in config.bugs:
                 argv += ["--bug", bug]
