@@ -16,6 +16,7 @@ from collections.abc import Iterable
 from typing import Final
 
 from checkers.evidence import OpRef
+from checkers.expiry import ExpiryWatch
 from checkers.faults import FaultTimeline
 from checkers.findings import DEFAULT_MAX_EVIDENCE, Findings
 from checkers.grants import GrantChecker, holder_of
@@ -94,7 +95,8 @@ class _Run:
         self.fence = FenceWatch(self.findings)
         self.faults = FaultTimeline()
         self.order = ServiceOrder(self.findings)
-        self.grants = GrantChecker(self.findings, names, self.order)
+        self.expiry = ExpiryWatch(self.findings)
+        self.grants = GrantChecker(self.findings, names, self.order, self.expiry)
         self.writes = WriteChecker(self.findings, names, self.cross, self.order)
         self.reads = ReadChecker(self.findings, self.writes, names, self.cross)
         self.ops: Counter[tuple[str, str]] = Counter()
@@ -179,7 +181,8 @@ class _Run:
             max_evidence=self.max_evidence,
             grant_seq_observable=bool(self.grants.grants)
             and self.order.sequenced == self.grants.grants,
-            grant_coverage=_grant_coverage(self.order.sequenced, self.grants.grants),
+            grant_coverage=_grant_coverage(self.order.sequenced, self.grants.grants)
+            + self.expiry.coverage(),
         )
 
     def _unknown_reasons(self, unverified: Counter[tuple[str, str]]) -> list[str]:

@@ -18,6 +18,7 @@ __all__ = [
     "duplicate_write",
     "epoch_reuse",
     "generic",
+    "grant_after_expiry",
     "grant_regression",
     "lost_update",
     "lost_write",
@@ -181,6 +182,26 @@ def grant_regression(anomaly: Anomaly) -> str:
         f"{later.holder}'s acquire of {anomaly.lock} began at {seconds(later.invoke_time)}, after "
         f"{earlier.holder}'s grant of epoch {earlier.epoch} completed at "
         f"{seconds(earlier.time)}, yet was granted epoch {later.epoch}"
+    )
+
+
+def grant_after_expiry(anomaly: Anomaly) -> str:
+    """A grant the lock service made after it had ended the waiter's own lease."""
+    granted = anomaly.op("granted")
+    details = anomaly.details
+    if granted is None or "ended_grant_seq" not in details:
+        return generic(anomaly)
+    told = (
+        "its session was told its lease had expired"
+        if details.get("how") == "expired"
+        else ("it lost its session")
+    )
+    return (
+        f"the lock service granted {anomaly.lock} to {granted.holder} (grant_seq "
+        f"{details.get('grant_seq')}, epoch {granted.epoch}, answered at "
+        f"{seconds(granted.time)}) after it had ended that holder's lease: {told} at "
+        f"{seconds(details.get('ended_at'))}, when the service's grant_seq was "
+        f"{details.get('ended_grant_seq')}"
     )
 
 

@@ -12,6 +12,8 @@ row per distinct epoch:
 - **epoch-reuse** (grants): an epoch granted by two different grants.
 - With ``grant_seq`` on both grants, the order is the lock service's own and
   :mod:`checkers.service_order` judges it instead of real time.
+- **grant-after-expiry**: a grant answered after the holder's own session saw its lease end,
+  which the service's order places after that end (:mod:`checkers.expiry`).
 - **re-entry** is one grant, not two: the same node acquiring again and receiving the same epoch
   (and the same ``grant_seq``, where both grants carry one) while its grant stands, i.e. no
   ``release`` of that lock by that node had completed ``ok`` when the re-acquire was invoked
@@ -28,6 +30,7 @@ from bisect import bisect_left
 from dataclasses import dataclass, replace
 
 from checkers.evidence import OpRef
+from checkers.expiry import ExpiryWatch
 from checkers.findings import Findings
 from checkers.service_order import ServiceOrder, grant_sequence
 from checkers.tables import EpochTable, Names
@@ -69,10 +72,13 @@ class _Lock:
 class GrantChecker:
     """Judges ``acquire`` and ``release`` operations."""
 
-    def __init__(self, findings: Findings, names: Names, order: ServiceOrder) -> None:
+    def __init__(
+        self, findings: Findings, names: Names, order: ServiceOrder, expiry: ExpiryWatch
+    ) -> None:
         self._findings = findings
         self._names = names
         self._order = order
+        self._expiry = expiry
         self._locks: dict[str, _Lock] = {}
         # Per open acquire: the best grant completed before it and its holder's standing grant.
         self._waiting: dict[Process, tuple[_Grant | None, _Grant | None]] = {}
@@ -113,6 +119,7 @@ class GrantChecker:
             and (seq is None or standing.seq is None or standing.seq == seq)
         )
         ref = OpRef.completed("later", event, invoke, lock=lock, epoch=epoch)
+        self._expiry.granted(event, ref, seq)
         if seq is not None:
             self._order.granted(lock, holder, seq, epoch, ref, reentry=reentry)
         # Two grants in the service's order are judged there; real time judges the others.

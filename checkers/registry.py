@@ -99,6 +99,17 @@ REGISTRY: Final[dict[str, AnomalyKind]] = {
             ttl_matters=True,
         ),
         AnomalyKind(
+            "grant-after-expiry",
+            "a grant answered to a holder after its own session had seen its lease end, which "
+            "the lock service's own order (grant_seq) places after that end; a grant the "
+            "service made before the end, whose reply the network or a pause merely delayed, "
+            "is not counted",
+            "checkers.expiry",
+            explain.grant_after_expiry,
+            "granted",
+            ttl_matters=True,
+        ),
+        AnomalyKind(
             "lost-write",
             "a write acknowledged ok is missing from the final read of its sink and key",
             "checkers.logs",

@@ -4,9 +4,10 @@ A lease is a promise about time; these faults break the clock it is measured by,
 a time, never the host's: the target daemon runs under libfaketime with a control file of its own
 (:func:`systems.deploy.start_clocked`), and the fault rewrites that file on the node
 (:func:`harness.nodeside.clock.apply`, which does the arithmetic at the node's real time). Both the
-wall and the monotonic clock move (libfaketime moves both). Confirmed from inside the faulted
-process: right after the write the node-side writer reads the process's own clock (a wire server's
-``clock`` answer, Redis ``TIME``), and the nemesis checks each reading against the schedule.
+wall and the monotonic clock move (:mod:`harness.nodeside.clock` says what that costs). Confirmed
+from inside the faulted process: right after the write the node-side writer reads the process's
+own clock (a wire server's ``clock`` answer, Redis ``TIME``), and the nemesis checks each reading
+against the schedule.
 Each start and stop records, per daemon, the scheduled and the confirmed clock.
 
 - ``clock-step``: the clock jumps ``by_s`` seconds (signed; a schedule draws 0.5, 1.1 or 3 lease

@@ -45,6 +45,7 @@ from harness.history import MITIGATIONS, Mitigation, Sink
 from harness.node import Daemon, Node
 
 __all__ = [
+    "CLOCK_KINDS",
     "MITIGATIONS",
     "PAUSE_PAST_LEASE",
     "ROLE_NAMES",
@@ -205,6 +206,11 @@ class SystemConfig:
     lock_delay: float = 0.0
     bugs: frozenset[str] = field(default_factory=frozenset)
     secret_file: str | None = None
+    clocked: bool = False
+    """Start the daemons that can take clock faults under libfaketime (a run that asks for clock
+    faults; :func:`systems.deploy.start_clocked`). Off otherwise: under the preload a Python
+    process's timed lock waits never time out (measured; see :mod:`harness.nodeside.clock`),
+    which other runs must not pay for."""
 
     def __post_init__(self) -> None:
         if not self.lease_ttl > 0:
@@ -393,7 +399,8 @@ class TakesClockFaults(Protocol):
         ...
 
 
-_CLOCK_KINDS: Final = ("clock-step", "clock-rate")
+CLOCK_KINDS: Final = ("clock-step", "clock-rate")
+"""The fault kinds that move clocks (a run with one sets :attr:`SystemConfig.clocked`)."""
 _NOT_PRELOADED: Final = "its daemons are not started under libfaketime"
 _LOCK_SELECTORS: Final = ("lock-leader", "lock-follower", "holder-member")
 
@@ -401,7 +408,7 @@ _LOCK_SELECTORS: Final = ("lock-leader", "lock-follower", "holder-member")
 def clock_problem(system: System, kinds: Sequence[str], targets: Sequence[str]) -> str | None:
     """Why clock faults among ``kinds`` cannot hit ``targets`` on ``system`` (``None``: they can),
     naming the daemons, why, and what can still be moved."""
-    if not set(_CLOCK_KINDS) & set(kinds):
+    if not set(CLOCK_KINDS) & set(kinds):
         return None
     roles = system.roles()
     names = dict(topology(roles, 1))

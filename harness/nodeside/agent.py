@@ -22,7 +22,9 @@ concurrent connections; a ``req`` field is echoed back):
 
 - ``{"op":"acquire","lock":L,"wait":S}`` -> ``{"ok":true,"epoch":N}`` (with ``"waited":NS``,
   nanoseconds the service held the request before the lease began, and ``"grant_seq":G``, the
-  service's own order of grants, when the client reports them); ``{"ok":false,"error":
+  service's own order of grants, and ``"lease_ended":{"after":NS,"how":H,"grant_seq":G}`` when
+  the holder's session saw its lease end before the grant was answered: the agent then gives
+  that lease back at once and holds nothing); ``{"ok":false,"error":
   "timeout"}``; ``{"ok":false,"error":"unavailable"}`` (the lock service was unreachable: not
   granted); ``{"ok":false,"error":"unavailable","info":true}`` (unknown whether granted). A lease
   this agent already holds on ``L`` is released first.
@@ -73,6 +75,7 @@ from harness.nodeside.client import (
     Accepted,
     Grant,
     HolderClient,
+    LeaseEnd,
     Read,
     Refused,
     SpansKeys,
@@ -188,6 +191,23 @@ class Agent:
         if not isinstance(result, Grant):
             return {**_INFO, "message": _unknown_reason(result)}
         epoch = result.epoch
+        reply: dict[str, Any] = {"ok": True, "epoch": epoch}
+        if result.waited > 0:
+            # How long the service held the request before the lease began, in the history's
+            # unit: the checker takes the invoke plus this as the earliest the lease began.
+            reply["waited"] = int(result.waited * 1e9)
+        if result.grant_seq is not None:
+            reply["grant_seq"] = result.grant_seq
+        ended = result.lease_ended
+        if ended is not None:
+            # The holder's own evidence: the checker weighs the grant against the lease's end.
+            reply["lease_ended"] = _lease_ended(ended)
+            wire.log(f"lease {lock} epoch {epoch}: granted after the session saw its lease end")
+            # A careful holder does not trust a lease its session saw end: it gives it back.
+            threading.Thread(
+                target=self._hand_back, args=(lock, epoch, "its session saw it end"), daemon=True
+            ).start()
+            return reply
         lease = _Lease(lock, epoch, self._ttl, sent + result.waited)
         with self._state:
             replaced = self._leases.get(lock)
@@ -196,13 +216,6 @@ class Agent:
                 replaced.stop.set()
             self._leases[lock] = lease
         threading.Thread(target=self._renew, args=(lease,), daemon=True).start()
-        reply: dict[str, Any] = {"ok": True, "epoch": epoch}
-        if result.waited > 0:
-            # How long the service held the request before the lease began, in the history's
-            # unit: the checker takes the invoke plus this as the earliest the lease began.
-            reply["waited"] = int(result.waited * 1e9)
-        if result.grant_seq is not None:
-            reply["grant_seq"] = result.grant_seq
         return reply
 
     def _renew(self, lease: _Lease) -> None:
@@ -375,6 +388,14 @@ class Agent:
 
     def _ping(self, request: dict[str, Any]) -> dict[str, Any]:
         return {"ok": True, "node": self.node, "pid": os.getpid()}
+
+
+def _lease_ended(ended: LeaseEnd) -> dict[str, Any]:
+    """The ``lease_ended`` of an acquire's answer (``docs/design.md`` §4), times in ns."""
+    data: dict[str, Any] = {"after": max(0, int(ended.after * 1e9)), "how": ended.how}
+    if ended.grant_seq is not None:
+        data["grant_seq"] = ended.grant_seq
+    return data
 
 
 def _also(request: dict[str, Any]) -> list[tuple[str, str]]:

@@ -33,6 +33,7 @@ __all__ = [
     "Entry",
     "Grant",
     "HolderClient",
+    "LeaseEnd",
     "Read",
     "Refused",
     "SpansKeys",
@@ -50,16 +51,33 @@ UNKNOWN: Final = "unknown"
 
 
 @dataclass(frozen=True, slots=True)
+class LeaseEnd:
+    """What the holder's session was told while its acquire was open: its lease had ended.
+
+    ``after`` is seconds after the acquire's request went out, by the holder's clock; ``how`` is
+    ``"expired"`` (a keepalive answered so) or ``"lost"`` (the session was gone: the service no
+    longer knew it); ``grant_seq`` is the service's ``grant_seq`` of the lock when it ended the
+    lease, when its answer says so. The checker compares it with the grant's own ``grant_seq``: a
+    higher grant came after the end (``grant-after-expiry``), a lower one only answered late."""
+
+    after: float
+    how: str = "expired"
+    grant_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class Grant:
     """A lease granted with ``epoch``; ``waited`` is how long (by the service's clock) the
     service held the request before the lease began. The holder counts its lease from when it
     sent the request plus ``waited``, never earlier than the service does. ``grant_seq`` is the
     lock service's own order of the grants of that lock (a revision, a zxid, a grant counter),
-    when it has one: strictly increasing per lock, for ever."""
+    when it has one: strictly increasing per lock, for ever. ``lease_ended`` is set when the
+    holder's own session saw its lease end before the grant was answered."""
 
     epoch: int
     waited: float = 0.0
     grant_seq: int | None = None
+    lease_ended: LeaseEnd | None = None
 
 
 @dataclass(frozen=True, slots=True)

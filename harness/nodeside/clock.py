@@ -8,6 +8,11 @@ package) by :func:`preloaded`, with a control file of its own. Measured on the n
   rewrite takes effect at its next clock read (well under 1 ms for a busy process).
 - ``time.time()`` and ``time.monotonic()`` (Java: ``currentTimeMillis``, ``nanoTime``) both follow
   it: under the preload the monotonic clock reads the same epoch-based value as the wall clock.
+  Both move: leaving the monotonic clock alone (``FAKETIME_DONT_FAKE_MONOTONIC=1``) made every
+  ``time.sleep`` of a preloaded agent fail with EINVAL (measured). The price, also measured: a
+  Python ``Lock.acquire(timeout=...)`` computes its deadline on the faked monotonic clock and
+  waits in ``sem_clockwait``, which libfaketime does not intercept, so it never times out (it
+  returns when the lock is released). That is why only runs with clock faults preload.
 - ``+D x1`` makes the clock real time plus ``D`` seconds, exactly, whenever it is written.
 - ``+D xR`` with a rate ``R`` other than 1 applies the rate from the process's start, so writing
   it jumps the clock: a rate window is written as ``@T xR`` (with ``FAKETIME_FMT=%s``), which

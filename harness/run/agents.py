@@ -2,9 +2,9 @@
 
 The adapter's :class:`systems.base.Deployment` names only its holder client (a module and its
 config); the harness ships the agent, :mod:`harness.nodeside` and that module to each worker,
-starts the agent with the run's lease TTL and holder flaws (under libfaketime, so that the clock
-faults can move its clock: :func:`systems.deploy.start_clocked`), and waits until it answers a
-ping.
+starts the agent with the run's lease TTL and holder flaws (under libfaketime in a run with clock
+faults, so that they can move its clock: :func:`systems.deploy.start_clocked`), and waits until it
+answers a ping.
 After a kill the agent is started again the same way (same command line); it holds nothing then.
 """
 
@@ -74,12 +74,14 @@ def start_agents(
     install_dir: str = deploy.INSTALL_DIR,
     ready_timeout: float = 20.0,
     secret: tuple[str, str] | None = None,
+    clocked: bool = False,
 ) -> AgentSet:
     """Install and start an agent on every worker of ``nodes``, using the system's ``client``
     with lease TTL ``ttl`` and the agent's holder ``flaws``; return once every one answers.
 
     With ``secret`` (the run's secret and the file every node keeps it in) the agents refuse
-    requests without it, and their clients send it to the system's services."""
+    requests without it, and their clients send it to the system's services. ``clocked``: under
+    libfaketime, for a run with clock faults."""
     workers = nodes_with_role(nodes, "worker")
     module_path = client_path(install_dir)
     files = {
@@ -94,7 +96,8 @@ def start_agents(
         deploy.install(node, files)
         argv = _argv(install_dir, node, port, module_path, config, secret[1] if secret else None)
         ready = deploy.Pings(port, ready_timeout)
-        return deploy.start_clocked(node, AGENT_DAEMON, argv, ready, f"wire:{node.ip}:{port}")
+        ask = f"wire:{node.ip}:{port}"
+        return deploy.start_clocked(node, AGENT_DAEMON, argv, ready, ask, clocked)
 
     deploy.on_each(workers, start)
     endpoints = {node.name: Endpoint(node.ip, port) for node in workers}
@@ -155,6 +158,7 @@ def deploy_system(
             port=port,
             install_dir=install_dir,
             secret=(token, secret_file),
+            clocked=config.clocked,
         )
     except BaseException:
         system.teardown(nodes)

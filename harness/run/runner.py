@@ -15,7 +15,7 @@ import shlex
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -64,6 +64,7 @@ from nemeses import (
 from nemeses.processes import ProcessImage, restart
 from nemeses.protocol import Nemesis
 from systems import (
+    CLOCK_KINDS,
     HOLDER_FLAWS,
     AdapterError,
     CollectsData,
@@ -109,6 +110,8 @@ __all__ = [
 _DEFAULTS: Final = TestSpec(seed=0)
 """The defaults a rerun command leaves out."""
 _FINAL_READ_TRIES: Final = 3
+_SIGNAL_POLL_S: Final = 0.1
+"""How long the main thread waits on other threads at a time, so a signal is handled promptly."""
 _LOST_AFTER: Final = 3
 """A final reader whose agent is unreachable this many times in a row stops: the agent is lost."""
 _READERS_PER_AGENT: Final = 8
@@ -165,6 +168,7 @@ def run_test(
         lease_ttl=spec.ttl,
         lock_delay=spec.lock_delay,
         bugs=frozenset(b for b in spec.bugs if b not in HOLDER_FLAWS),
+        clocked=bool(set(CLOCK_KINDS) & set(spec.nemeses)),
     )
     try:
         if isinstance(system, PlantsBugs):
@@ -776,7 +780,9 @@ def _outlast(schedule: Schedule, ttl: float) -> float:
 def _join(threads: Sequence[threading.Thread], timeout: float) -> None:
     deadline = time.monotonic() + timeout
     for thread in threads:
-        thread.join(max(0.0, deadline - time.monotonic()))
+        # In slices, so a stop signal the kernel handed to another thread is handled promptly.
+        while thread.is_alive() and time.monotonic() < deadline:
+            thread.join(min(_SIGNAL_POLL_S, max(0.0, deadline - time.monotonic())))
 
 
 def _holders(
@@ -885,7 +891,12 @@ def _final_reads(
 
     with ThreadPoolExecutor(len(readers), thread_name_prefix="final-read") as pool:
         try:
-            for done in [pool.submit(read_all, reader) for reader in readers]:
+            futures = [pool.submit(read_all, reader) for reader in readers]
+            # Waited for in slices: the kernel may hand a signal to a reader's thread, and the
+            # main thread runs Python's handler only once its own wait returns.
+            while wait(futures, timeout=_SIGNAL_POLL_S).not_done:
+                pass
+            for done in futures:
                 done.result()
         except BaseException:
             halt.set()  # a signal (or a reader's error): the others stop after the read in hand

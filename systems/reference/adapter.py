@@ -70,6 +70,15 @@ BUG_SWITCHES: Final = switch_table(
         ("grant-regression",),
     ),
     BugSwitch(
+        "grant-to-expired-waiter",
+        "the lock service grants a waiter whose own session expired while it waited "
+        "(etcd-io/etcd#11456): the holder's session had already been told its lease ended",
+        # A waiting worker paused past its session's TTL while the lease changes hands: its
+        # keepalives stop, the service ends its session, and grants it the lock anyway.
+        Exposure(faults=("pause",), targets=("worker",), ttl_multiples=(1.5,)),
+        ("grant-after-expiry",),
+    ),
+    BugSwitch(
         "store-forgets",
         "the store keeps its highest-seen epochs in memory only (its log is durable)",
         Exposure(faults=("restart-while-paused",)),
@@ -248,17 +257,18 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
             lock_server.EPOCH_IN_MEMORY,
             lock_server.TOKEN_BEFORE_LEASE,
             lock_server.TIMESTAMP_TOKEN,
+            lock_server.GRANT_TO_EXPIRED_WAITER,
         ):
             if bug in config.bugs:
                 argv += ["--bug", bug]
-        return self._launch(node, lock_server, data, _LOCK_DAEMON, argv, self.ports.lock)
+        return self._launch(node, lock_server, data, _LOCK_DAEMON, argv, self.ports.lock, config)
 
     def _start_store(self, node: Node, config: SystemConfig) -> Daemon:
         data = f"{self.data_dir}/store"
         argv = self._server(store_server, node, self.ports.store, data, config)
         for bug in sorted({_STORE_BUGS[b] for b in config.bugs if b in _STORE_BUGS}):
             argv += ["--bug", bug]
-        return self._launch(node, store_server, data, _STORE_DAEMON, argv, self.ports.store)
+        return self._launch(node, store_server, data, _STORE_DAEMON, argv, self.ports.store, config)
 
     def _path(self, module: types.ModuleType) -> str:
         """Where ``module`` goes on a node: the install dir, under its own file name."""
@@ -280,13 +290,15 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
         name: str,
         argv: list[str],
         port: int,
+        config: SystemConfig,
     ) -> Daemon:
         files = {self._path(program): deploy.source_of(program)}
         deploy.install(node, {**files, **deploy.nodeside_files(self.install_dir)})
         deploy.fresh_dir(node, data)
         # Both servers answer for their own clock (every wire server does).
         ready = deploy.Pings(port, self.ready_timeout)
-        return deploy.start_clocked(node, name, argv, ready, f"wire:{node.ip}:{port}")
+        ask = f"wire:{node.ip}:{port}"
+        return deploy.start_clocked(node, name, argv, ready, ask, config.clocked)
 
     def teardown(self, nodes: Mapping[str, Node]) -> None:
         """SIGKILL the lock server and the store (their data stays for collection)."""

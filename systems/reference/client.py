@@ -6,6 +6,13 @@ unknown outcome is an exception (a request sent and not answered). Each thread k
 connections open between calls (:class:`harness.nodeside.wire.Pool`); a call abandoned on a
 timeout drops its connection, so it never confuses the next one.
 
+Each acquire waits under a session of the lock server's, kept alive every TTL/3 by a thread of
+its own while it waits: a holder that stops (a pause, a starved CPU) lets it end, and the service
+then refuses the waiting acquire ``expired``. What the session heard is the holder's own evidence
+of its lease (:class:`~harness.nodeside.client.LeaseEnd` on the grant): a grant answered when the
+session was last heard alive more than a TTL ago is confirmed by one more keepalive first, since a
+holder that was stopped cannot know whether its lease outlived the wait.
+
 Its configuration (the ``client`` object of the agent's ``--config``): ``lock`` and ``store``
 addresses as ``host:port``, ``node`` (the holder's name, shown in the lock server's log) and
 ``timeout`` (seconds to wait for a reply beyond any requested wait; default 10).
@@ -13,6 +20,8 @@ addresses as ``host:port``, ``node`` (the holder's name, shown in the lock serve
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -22,6 +31,7 @@ from harness.nodeside.client import (
     Accepted,
     Entry,
     Grant,
+    LeaseEnd,
     Read,
     Refused,
 )
@@ -44,18 +54,41 @@ class Client:
         self._store = wire.Pool(wire.parse_address(str(config["store"])), self._timeout, token)
 
     def acquire(self, lock: str, ttl: float, wait: float) -> Grant | Refused:
-        """A new epoch for ``lock`` with a ``ttl``-second lease, waiting up to ``wait`` seconds."""
-        request = {"op": "acquire", "lock": lock, "ttl": ttl, "wait": wait, "owner": self._owner}
+        """A new epoch for ``lock`` with a ``ttl``-second lease, waiting up to ``wait`` seconds
+        under a session of its own."""
+        try:
+            opened = self._lock.call({"op": "session", "lock": lock, "ttl": ttl})
+        except (wire.NotDelivered, OSError):
+            return Refused(UNAVAILABLE)  # opening a session grants nothing: not granted
+        if not opened.get("ok"):
+            return Refused(str(opened.get("error", "refused")))
+        session = _Session(self._lock, str(opened["session"]), ttl)
+        request = {
+            "op": "acquire",
+            "lock": lock,
+            "ttl": ttl,
+            "wait": wait,
+            "owner": self._owner,
+            "session": session.name,
+        }
+        keeper = threading.Thread(target=session.keep_alive, daemon=True)
+        keeper.start()
         try:
             reply = self._lock.call(request, wait + self._timeout)
         except wire.NotDelivered:
             return Refused(UNAVAILABLE)
-        if reply.get("ok"):
-            seq = reply.get("grant_seq")
-            return Grant(
-                int(reply["epoch"]), float(reply["waited"]), int(seq) if seq is not None else None
-            )
-        return Refused(str(reply.get("error", "refused")))
+        finally:
+            session.stop.set()
+        if not reply.get("ok"):
+            return Refused(str(reply.get("error", "refused")))
+        keeper.join()
+        seq = reply.get("grant_seq")
+        return Grant(
+            int(reply["epoch"]),
+            float(reply["waited"]),
+            int(seq) if seq is not None else None,
+            session.confirmed(),
+        )
 
     def renew(self, lock: str, epoch: int) -> bool:
         """Extend the lease of ``epoch``; False when the service says it is no longer held."""
@@ -128,3 +161,44 @@ class Client:
         if not reply.get("ok") or not isinstance(entries, list):
             return Refused(str(reply.get("error", "refused")))
         return Read(tuple(Entry(str(e["id"]), int(e["epoch"]), e.get("seq")) for e in entries))
+
+
+class _Session:
+    """One acquire's session: the keepalives while it waits and what they heard."""
+
+    def __init__(self, pool: wire.Pool, name: str, ttl: float) -> None:
+        self.name = name
+        self.stop = threading.Event()
+        self._pool = pool
+        self._ttl = ttl
+        self._opened = time.monotonic()
+        self._alive = self._opened  # when the last keepalive that was answered alive was sent
+        self._ended: LeaseEnd | None = None
+
+    def keep_alive(self) -> None:
+        """Until stopped: a keepalive every TTL/3, until one says the session ended."""
+        while not self.stop.wait(self._ttl / 3) and self._ended is None:
+            self._ask()
+
+    def confirmed(self) -> LeaseEnd | None:
+        """After a grant: the end the session heard of, if any; one last keepalive first when
+        it was last heard alive more than a TTL ago (the holder may have been stopped)."""
+        if self._ended is None and time.monotonic() - self._alive > self._ttl:
+            self._ask()
+        return self._ended
+
+    def _ask(self) -> None:
+        sent = time.monotonic()
+        try:
+            reply = self._pool.call({"op": "keepalive", "session": self.name})
+        except (wire.NotDelivered, OSError):
+            return  # no answer: no evidence either way
+        if reply.get("ok"):
+            self._alive = sent
+            return
+        error = str(reply.get("error"))
+        if error in ("expired", "lost"):
+            seq = reply.get("grant_seq")
+            self._ended = LeaseEnd(
+                time.monotonic() - self._opened, error, int(seq) if seq is not None else None
+            )

@@ -23,11 +23,24 @@ tell it from a late reply. The switch ``--bug timestamp-token`` makes each epoch
 clock in milliseconds at the grant: it goes up while the clock does, and a clock that steps back
 gives a later grant a lower epoch (only a clock fault shows it).
 
+A waiter may wait under a **session**: opened for one lock with a TTL, kept alive by keepalives
+while the acquire waits, and ended by the service when they stop for a TTL (the waiting acquire
+is then refused ``expired``); once granted, the session is the lease, and it ends with it. A
+keepalive on an ended session answers ``expired`` with the lock's count of grants when the
+service ended it (its ``grant_seq`` then), so the holder can prove a grant came after. The switch
+``--bug grant-to-expired-waiter`` grants a waiter whose session has ended anyway, at once, as
+if the end of its wait were its turn, over any live lease (etcd-io/etcd#11456: the waiter's key,
+deleted with its expired lease, left no key before it, and the lock was returned to it).
+
 Protocol (one JSON object per line, see :mod:`harness.nodeside.wire`):
-``{"op":"acquire","lock":L,"ttl":S,"wait":S,"owner":NAME}`` -> ``{"ok":true,"epoch":N,
+``{"op":"session","lock":L,"ttl":S}`` -> ``{"ok":true,"session":ID}``;
+``{"op":"keepalive","session":ID}`` -> ``{"ok":true}``, ``{"ok":false,"error":"expired",
+"grant_seq":G}`` or ``{"ok":false,"error":"lost"}`` (a session this server does not know);
+``{"op":"acquire","lock":L,"ttl":S,"wait":S,"owner":NAME,"session":ID?}`` -> ``{"ok":true,"epoch":N,
 "waited":S,"grant_seq":G}`` (seconds between the request's arrival and the lease's start; the
 lock's count of grants so far, this one included) or
-``{"ok":false,"error":"timeout"}``; ``{"op":"renew","lock":L,"epoch":N}`` and
+``{"ok":false,"error":"timeout"}`` or ``{"ok":false,"error":"expired"}`` (its session ended);
+``{"op":"renew","lock":L,"epoch":N}`` and
 ``{"op":"release","lock":L,"epoch":N}`` -> ``{"ok":true}`` or ``{"ok":false,"error":"not-held"}``;
 ``{"op":"status","lock":L}``; ``{"op":"ping"}``.
 """
@@ -45,11 +58,20 @@ from typing import Any
 
 from harness.nodeside import wire
 
-__all__ = ["EPOCH_IN_MEMORY", "TIMESTAMP_TOKEN", "TOKEN_BEFORE_LEASE", "LockService", "main"]
+__all__ = [
+    "EPOCH_IN_MEMORY",
+    "GRANT_TO_EXPIRED_WAITER",
+    "TIMESTAMP_TOKEN",
+    "TOKEN_BEFORE_LEASE",
+    "LockService",
+    "main",
+]
 
 EPOCH_IN_MEMORY = "epoch-in-memory"
 TOKEN_BEFORE_LEASE = "token-before-lease"
 TIMESTAMP_TOKEN = "timestamp-token"
+GRANT_TO_EXPIRED_WAITER = "grant-to-expired-waiter"
+_SESSIONS_KEPT = 10.0  # TTLs an ended or granted session is remembered, for late keepalives
 
 
 @dataclass(slots=True)
@@ -58,6 +80,17 @@ class _Lease:
     owner: str
     ttl: float
     expires: float  # monotonic seconds
+
+
+@dataclass(slots=True)
+class _Session:
+    """A waiter's session: kept alive by keepalives while it waits, it becomes the lease."""
+
+    lock: str
+    ttl: float
+    expires: float  # monotonic seconds
+    epoch: int | None = None  # the epoch granted to it, once granted
+    ended_seq: int | None = None  # the lock's count of grants when the service ended it
 
 
 @dataclass(slots=True)
@@ -79,10 +112,13 @@ class LockService:
         durable: bool,
         early_tokens: bool = False,
         timestamp_token: bool = False,
+        grant_expired: bool = False,
     ) -> None:
         self._cond = threading.Condition()
         self._timestamp_token = timestamp_token
         self._locks: dict[str, _LockState] = {}
+        self._sessions: dict[str, _Session] = {}
+        self._grant_expired = grant_expired
         self._lock_delay = lock_delay
         self._durable = durable
         self._early_tokens = early_tokens
@@ -135,6 +171,10 @@ class LockService:
     def handle(self, request: dict[str, Any]) -> dict[str, Any]:
         """Answer one protocol request (see the module docstring)."""
         op = request.get("op")
+        if op == "session":
+            return self._open_session(request)
+        if op == "keepalive":
+            return self._keepalive(wire.text(request, "session"))
         if op == "acquire":
             return self._acquire(request)
         if op == "renew":
@@ -145,7 +185,53 @@ class LockService:
             return self._status(wire.text(request, "lock"))
         if op == "ping":
             return {"ok": True}
-        raise wire.BadRequest(f"unknown op {op!r}; expected acquire, renew, release, status, ping")
+        raise wire.BadRequest(
+            f"unknown op {op!r}; expected session, keepalive, acquire, renew, release, status, ping"
+        )
+
+    def _open_session(self, request: dict[str, Any]) -> dict[str, Any]:
+        lock = wire.text(request, "lock")
+        ttl = _ttl(request)
+        now = time.monotonic()
+        with self._cond:
+            for name, old in list(self._sessions.items()):
+                # Forget sessions long over; a keepalive this late hears "lost" instead.
+                if old.expires + _SESSIONS_KEPT * old.ttl < now:
+                    del self._sessions[name]
+            session = os.urandom(8).hex()  # random: ids must not repeat across restarts
+            self._sessions[session] = _Session(lock, ttl, now + ttl)
+        return {"ok": True, "session": session}
+
+    def _session_ended(self, session: _Session, now: float) -> bool:
+        """Whether ``session`` has ended; the first time, note the lock's count of grants then.
+
+        A waiting session ends when its keepalives stop for a TTL; a granted one when its lease
+        is no longer the lock's live lease."""
+        if session.ended_seq is not None:
+            return True
+        state = self._locks.setdefault(session.lock, _LockState())
+        if session.epoch is None:
+            ended = now >= session.expires
+        else:
+            self._expire(session.lock, state, now)
+            ended = state.lease is None or state.lease.epoch != session.epoch
+        if ended:
+            session.ended_seq = state.grants
+        return ended
+
+    def _keepalive(self, name: str) -> dict[str, Any]:
+        now = time.monotonic()
+        with self._cond:
+            session = self._sessions.get(name)
+            if session is None:
+                return {"ok": False, "error": "lost"}  # never opened here, or forgotten
+            if self._session_ended(session, now):
+                return {"ok": False, "error": "expired", "grant_seq": session.ended_seq}
+            session.expires = now + session.ttl
+            state = self._locks[session.lock]
+            if session.epoch is not None and state.lease is not None:
+                state.lease.expires = now + state.lease.ttl  # the granted session is the lease
+            return {"ok": True}
 
     def _expire(self, name: str, state: _LockState, now: float) -> None:
         lease = state.lease
@@ -159,25 +245,45 @@ class LockService:
 
     def _acquire(self, request: dict[str, Any]) -> dict[str, Any]:
         name = wire.text(request, "lock")
-        ttl = wire.number(request, "ttl")
-        if ttl <= 0:
-            raise wire.BadRequest("field 'ttl' must be positive (seconds)")
+        ttl = _ttl(request)
         wait = wire.number(request, "wait", 0.0)
         owner = str(request.get("owner", "?"))
         received = time.monotonic()
         deadline = received + wait
         with self._cond:
+            session = self._waiting_session(request, name)
             state = self._locks.setdefault(name, _LockState())
             token = self._draw(name, state) if self._early_tokens else None
             while True:
                 now = time.monotonic()
                 self._expire(name, state, now)
-                if state.lease is None and now >= state.grantable_at:
-                    return self._grant(name, state, ttl, owner, received, token)
+                ended = session is not None and self._session_ended(session, now)
+                if ended and not self._grant_expired:
+                    # The waiter stopped keeping its session alive: it is not granted.
+                    return {"ok": False, "error": "expired"}
+                if ended or (state.lease is None and now >= state.grantable_at):
+                    if ended:
+                        # The mistake: the waiter's end taken for its turn, over any live lease.
+                        wire.log(f"granting {name} to {owner}, whose session had expired")
+                    reply = self._grant(name, state, ttl, owner, received, token)
+                    if session is not None:
+                        session.epoch = reply["epoch"]
+                    return reply
                 if now >= deadline:
                     return {"ok": False, "error": "timeout"}
                 wake = state.lease.expires if state.lease is not None else state.grantable_at
+                if session is not None and session.ended_seq is None:
+                    wake = min(wake, session.expires)  # notice the end of the session at once
                 self._cond.wait(min(wake, deadline) - now)
+
+    def _waiting_session(self, request: dict[str, Any], lock: str) -> _Session | None:
+        """The session an acquire waits under (``None`` for an acquire without one)."""
+        if "session" not in request:
+            return None
+        session = self._sessions.get(wire.text(request, "session"))
+        if session is None or session.lock != lock or session.epoch is not None:
+            raise wire.BadRequest("field 'session' must name an open session of this lock")
+        return session
 
     def _draw(self, name: str, state: _LockState) -> int:
         """The token-before-lease mistake: take the next epoch now, before the lease is won."""
@@ -271,6 +377,14 @@ class LockService:
             }
 
 
+def _ttl(request: dict[str, Any]) -> float:
+    """The request's ``ttl``: positive seconds."""
+    ttl = wire.number(request, "ttl")
+    if ttl <= 0:
+        raise wire.BadRequest("field 'ttl' must be positive (seconds)")
+    return ttl
+
+
 def main(argv: Sequence[str] | None = None) -> None:
     """Parse the command line and serve until killed."""
     parser = wire.with_listen_options("fencecheck reference lock service")
@@ -285,7 +399,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--bug",
         action="append",
         default=[],
-        choices=[EPOCH_IN_MEMORY, TOKEN_BEFORE_LEASE, TIMESTAMP_TOKEN],
+        choices=[EPOCH_IN_MEMORY, TOKEN_BEFORE_LEASE, TIMESTAMP_TOKEN, GRANT_TO_EXPIRED_WAITER],
     )
     args = parser.parse_args(argv)
     if args.lock_delay < 0:
@@ -296,6 +410,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         durable=EPOCH_IN_MEMORY not in args.bug,
         early_tokens=TOKEN_BEFORE_LEASE in args.bug,
         timestamp_token=TIMESTAMP_TOKEN in args.bug,
+        grant_expired=GRANT_TO_EXPIRED_WAITER in args.bug,
     )
     banner = (
         f"lock server, data {args.data_dir}, lock-delay {args.lock_delay:.3f}s, "

@@ -50,7 +50,7 @@ PHASES: Final = (
     "the check",
     "the report",
 )
-_KEYS: Final = {"the final reads": 8000, "the check": 8000, "the report": 8000}
+_KEYS: Final = {"the final reads": 30_000, "the check": 8000, "the report": 8000}
 """Phases made longer by more keys to read back (and so a longer history to check and show)."""
 
 _SITECUSTOMIZE: Final = '''
@@ -214,7 +214,7 @@ def _cell(phase: str, signum: int, base: Path, env: dict[str, str]) -> Cell:
         else:
             _wait_for(run.stderr, f"phase: {phase}", seen)
             if phase in ("the workload", "the final reads"):
-                time.sleep(1.5)  # well into it: the final reads begin a TTL after the phase
+                time.sleep(1.0)  # well into it: the final reads begin a TTL after the phase
             _signal_now(run.pid, signum)
         out, err = run.communicate(timeout=120)
     finally:

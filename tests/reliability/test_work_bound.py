@@ -118,7 +118,10 @@ def test_ctrl_c_stops_the_final_reads_promptly() -> None:
             threading.Event(),
         )
     after = [t for reader in readers for t in reader.done if t > sent[0]]
-    # Each reader finishes the read in hand and takes no other (no timing is asserted: a busy
-    # machine may be slow to deliver the signal, but never lets a reader start another read).
-    assert len(after) <= len(readers)
-    assert sum(len(reader.done) for reader in readers) < 10_000_000
+    # The main thread notices the signal within a tenth of a second (it waits in slices), then
+    # each reader finishes the read in hand and takes no other. No wall time is asserted: a busy
+    # machine may be slow to deliver the signal, but the readers' count of reads after it shows
+    # whether they stopped.
+    # At most five seconds' worth of 2 ms reads per reader after the signal (a slice is 0.1 s:
+    # the margin is for a loaded machine), never the ten million still queued.
+    assert len(after) <= len(readers) * 2500

@@ -402,3 +402,39 @@ def test_the_acquire_reply_carries_the_services_grant_seq_and_how_long_it_waited
     (second,) = waiter
     assert (first["grant_seq"], second["grant_seq"]) == (1, 2)
     assert type(second["waited"]) is int and second["waited"] >= 200_000_000
+
+
+@pytest.mark.parametrize("bug", [False, True])
+def test_a_waiter_paused_past_its_session_is_refused_or_granted_with_its_evidence(
+    make_cluster: MakeCluster, bug: bool
+) -> None:
+    cluster = make_cluster(
+        workers=2, lease_ttl=0.5, bugs=["grant-to-expired-waiter"] if bug else []
+    )
+    assert cluster.agent("w1", {"op": "acquire", "lock": "L", "wait": 5.0})["ok"]
+    waiter: list[dict[str, Any]] = []
+    thread = threading.Thread(
+        target=lambda: waiter.append(
+            cluster.agent("w2", {"op": "acquire", "lock": "L", "wait": 20.0})
+        )
+    )
+    thread.start()
+    time.sleep(0.2)  # w2 waits for w1's lease under its session
+    cluster.signal("w2", signal.SIGSTOP)
+    try:
+        time.sleep(1.5)  # three of w2's TTLs without a keepalive: the service ends its session
+        released = cluster.agent("w1", {"op": "release", "lock": "L"})
+        # The bug grants w2 at its session's end, over w1's lease; else w1 still holds it.
+        assert released["ok"] is not bug
+    finally:
+        cluster.signal("w2", signal.SIGCONT)
+    thread.join(timeout=30)
+    (answer,) = waiter
+    if not bug:
+        assert answer == {"ok": False, "error": "expired"}
+        return
+    assert answer["ok"] is True
+    ended = answer["lease_ended"]
+    assert ended["how"] == "expired"
+    assert ended["grant_seq"] < answer["grant_seq"]  # granted after its session ended
+    assert cluster.agent("w2", {"op": "holds"})["holds"] == {}  # it gave the lease back

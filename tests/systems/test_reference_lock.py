@@ -165,3 +165,69 @@ def test_token_before_lease_lets_a_later_lease_carry_the_lower_epoch(tmp_path: P
     waiter.join(timeout=10)
     (answer,) = answers
     assert (answer["epoch"], answer["grant_seq"]) == (2, 3)  # the later lease, the lower epoch
+
+
+def waiter_session(
+    service: LockService, ttl: float, wait: float
+) -> tuple[str, threading.Thread, list[dict[str, object]]]:
+    """Opens a session for L and starts an acquire waiting under it, never kept alive."""
+    session = str(service.handle({"op": "session", "lock": "L", "ttl": ttl})["session"])
+    request = {"op": "acquire", "lock": "L", "ttl": 5.0, "wait": wait, "owner": "w"}
+    answers: list[dict[str, object]] = []
+    waiter = threading.Thread(
+        target=lambda: answers.append(service.handle({**request, "session": session}))
+    )
+    waiter.start()
+    return session, waiter, answers
+
+
+@pytest.mark.parametrize("bug", [False, True])
+def test_a_waiter_whose_session_ends_is_refused_unless_the_bug_grants_it(
+    tmp_path: Path, bug: bool
+) -> None:
+    service = LockService(tmp_path, lock_delay=0.0, durable=True, grant_expired=bug)
+    held = service.handle({"op": "acquire", "lock": "L", "ttl": 5.0, "wait": 0.0, "owner": "h"})
+    session, waiter, answers = waiter_session(service, ttl=0.2, wait=10.0)
+    waiter.join(timeout=10)  # no keepalive: the session ends while h still holds L
+    (answer,) = answers
+    ended = service.handle({"op": "keepalive", "session": session})
+    assert ended == {"ok": False, "error": "expired", "grant_seq": 1}  # h's grant, no more
+    released = service.handle({"op": "release", "lock": "L", "epoch": held["epoch"]})
+    if bug:
+        # Granted at once, over h's live lease, after the service had ended the session.
+        assert answer["ok"] is True and answer["grant_seq"] == 2
+        assert released["ok"] is False
+    else:
+        assert answer == {"ok": False, "error": "expired"}
+        assert released["ok"] is True
+    assert service.handle({"op": "keepalive", "session": "unknown"})["error"] == "lost"
+
+
+def test_a_granted_session_ends_with_its_lease_after_the_grant(tmp_path: Path) -> None:
+    service = LockService(tmp_path, lock_delay=0.0, durable=True)
+    session, waiter, answers = waiter_session(service, ttl=0.2, wait=1.0)
+    waiter.join(timeout=10)
+    (answer,) = answers
+    assert answer["grant_seq"] == 1
+    wait_until(lambda: service.handle({"op": "status", "lock": "L"})["holder"] is None, "lease end")
+    # A reply held past the lease's end: the service's count then is the grant's own, not above.
+    assert service.handle({"op": "keepalive", "session": session})["grant_seq"] == 1
+
+
+def test_the_client_keeps_its_session_alive_through_a_long_wait(make_cluster: MakeCluster) -> None:
+    cluster = make_cluster()
+    holder, waiter = cluster.client("a"), cluster.client("b")
+    held = grant(holder, "L", 0.3, 5.0)
+    renewing = threading.Event()
+
+    def renew() -> None:
+        while not renewing.wait(0.1):
+            holder.renew("L", held)
+
+    renewer = threading.Thread(target=renew, daemon=True)
+    renewer.start()
+    threading.Timer(1.0, renewing.set).start()  # a holds L for about 1 s: 3 of b's TTLs
+    result = waiter.acquire("L", 0.3, 10.0)
+    renewer.join()
+    assert isinstance(result, Grant), result
+    assert result.lease_ended is None  # b's keepalives kept its session through the wait

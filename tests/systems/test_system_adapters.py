@@ -52,6 +52,7 @@ _MISTAKES = {
     "short-lock-delay",
     "token-before-lease",
     "timestamp-token",
+    "grant-to-expired-waiter",
 }
 
 
