@@ -41,6 +41,7 @@ from harness.history import MITIGATIONS, Mitigation, Sink
 from harness.node import Daemon, Node
 
 __all__ = [
+    "CONTRACT",
     "MITIGATIONS",
     "PAUSE_PAST_LEASE",
     "ROLE_NAMES",
@@ -74,6 +75,11 @@ __all__ = [
     "switch_table",
     "topology",
 ]
+
+CONTRACT: Final = 2
+"""The adapter contract version this fencecheck implements. An adapter says which version it was
+written for with a class attribute of its own, ``CONTRACT = 2`` (written out, not imported);
+:func:`systems.registry.load_system` refuses a mismatch with what changed (CHANGELOG.md)."""
 
 ROLE_NAMES: Final = ("lock", "store", "worker")
 """The roles a node may have: a lock-service member, a sink's server, a lock holder."""
@@ -255,6 +261,8 @@ class System(Protocol):
 
     Adapters are found through the entry-point group ``fencecheck.systems`` (see
     :mod:`systems.registry`); the entry point names a zero-argument factory (usually the class).
+    The adapter also declares the contract version it was written for as a class attribute,
+    ``CONTRACT = 2`` (see :data:`CONTRACT`); the registry checks it before anything else.
     """
 
     @property
