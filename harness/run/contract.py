@@ -34,6 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeGuard
 
+from checkers.result import UNJUDGED_ACROSS_KEYS
 from harness.node import Node, NodeError
 from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.images import system_image
@@ -52,16 +53,12 @@ from systems import (
 )
 
 __all__ = [
-    "UNJUDGED_ACROSS_KEYS",
     "ContractItem",
     "ContractReport",
     "ItemKind",
     "check_adapter",
     "check_deployed",
 ]
-
-UNJUDGED_ACROSS_KEYS: Final = "stale writes across keys of this sink cannot be judged"
-"""The warning for a fenced sink without ``seq`` (the check, the verdict and the report say it)."""
 
 _TTL: Final = 5.0  # long enough that no lease lapses during the battery
 _CALL_TIMEOUT: Final = 20.0

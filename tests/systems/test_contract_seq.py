@@ -1,19 +1,26 @@
-"""``adapter check``'s ``seq`` item and skipped items, against agents answering as a sink would:
-a claimed ``seq`` must be on every accepted write and read entry, rising across keys; a fenced
-sink without it is a warning; an item about a part the system lacks is never a check mark."""
+"""``adapter check``'s ``seq`` item and skipped items, against agents answering as a sink would,
+and the verdict's and report's warning: a claimed ``seq`` must be on every accepted write and read
+entry, rising across keys; a fenced sink without it is a warning; an item about a part the system
+lacks is never a check mark."""
 
 from __future__ import annotations
 
 import io
+import os
+import subprocess
+import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 import pytest
 from rich.console import Console
 
+from checkers.result import UNJUDGED_ACROSS_KEYS
 from harness.cli.adapter import render_report
 from harness.history import Sink
-from harness.run.contract import UNJUDGED_ACROSS_KEYS, ContractReport, _Agents, _Battery
+from harness.report.render import _seq_warnings
+from harness.run.contract import ContractReport, _Agents, _Battery
 from systems import SystemConfig
 from tests.support.fake import FakeSystem
 
@@ -99,3 +106,23 @@ def _shown(report: ContractReport) -> str:
     out = io.StringIO()
     render_report(Console(file=out, width=400, highlight=False), report)
     return out.getvalue()
+
+
+def test_the_verdict_and_the_report_warn_of_a_fenced_sink_without_seq() -> None:
+    root = Path(__file__).resolve().parents[2] / "examples"
+    history, inventory = root / "valid.jsonl", root / "inventory.json"
+    shown = subprocess.run(
+        [sys.executable, "-m", "harness", "check", str(history), "--inventory", str(inventory)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        env={**os.environ, "COLUMNS": "400"},
+    )
+    assert shown.returncode == 0, shown.stderr
+    assert f"warning: store: {UNJUDGED_ACROSS_KEYS}" in shown.stdout
+    numbered = {"fenced": True, "seq_observable": True, "accepted_writes": 3}
+    bare = {**numbered, "seq_observable": False}
+    assert _seq_warnings({"sinks": {"a": numbered, "b": bare, "c": {**bare, "fenced": False}}}) == [
+        ("b", f"{UNJUDGED_ACROSS_KEYS} (it reports no seq)")
+    ]
