@@ -20,7 +20,27 @@ from typing import Any, Final, Literal
 
 from checkers.evidence import Anomaly, FaultWindow
 
-__all__ = ["FORMAT", "CheckResult", "Counts", "SinkVerdict", "Verdict"]
+__all__ = [
+    "FORMAT",
+    "UNJUDGED_ACROSS_KEYS",
+    "CheckResult",
+    "Counts",
+    "SinkVerdict",
+    "Verdict",
+    "seq_warning",
+]
+
+UNJUDGED_ACROSS_KEYS: Final = "stale writes across keys of this sink cannot be judged"
+"""The loud warning for a fenced sink without ``seq`` (adapter check, the verdict, the report)."""
+
+
+def seq_warning(fenced: bool, seq_observable: bool, accepted_writes: int) -> str | None:
+    """The warning a sink's verdict carries (``None`` for none): a fenced sink that accepted
+    writes without reporting ``seq`` was judged on each key alone, not across its keys."""
+    if fenced and not seq_observable and accepted_writes:
+        return f"{UNJUDGED_ACROSS_KEYS} (it reports no seq)"
+    return None
+
 
 Verdict = bool | Literal["unknown"]
 FORMAT: Final = 1
@@ -48,6 +68,11 @@ class SinkVerdict:
     reasons: tuple[str, ...]
     seq_observable: bool = False
     coverage: tuple[str, ...] = ()
+
+    @property
+    def warning(self) -> str | None:
+        """What this sink's verdict could not judge, loudly (see :func:`seq_warning`)."""
+        return seq_warning(self.fenced, self.seq_observable, self.accepted_writes)
 
     def to_json(self) -> dict[str, Any]:
         """A JSON object with every field present."""

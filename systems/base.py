@@ -46,6 +46,7 @@ from harness.node import Daemon, Node
 
 __all__ = [
     "CLOCK_KINDS",
+    "CONTRACT",
     "MITIGATIONS",
     "PAUSE_PAST_LEASE",
     "ROLE_NAMES",
@@ -81,6 +82,11 @@ __all__ = [
     "switch_table",
     "topology",
 ]
+
+CONTRACT: Final = 2
+"""The adapter contract version this fencecheck implements. An adapter says which version it was
+written for with a class attribute of its own, ``CONTRACT = 2`` (written out, not imported);
+:func:`systems.registry.load_system` refuses a mismatch with what changed (CHANGELOG.md)."""
 
 ROLE_NAMES: Final = ("lock", "store", "worker")
 """The roles a node may have: a lock-service member, a sink's server, a lock holder."""
@@ -270,6 +276,8 @@ class System(Protocol):
 
     Adapters are found through the entry-point group ``fencecheck.systems`` (see
     :mod:`systems.registry`); the entry point names a zero-argument factory (usually the class).
+    The adapter also declares the contract version it was written for as a class attribute,
+    ``CONTRACT = 2`` (see :data:`CONTRACT`); the registry checks it before anything else.
     """
 
     @property

@@ -9,6 +9,9 @@ set up).
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Final
+
 import click
 from rich.console import Console
 from rich.markup import escape
@@ -17,7 +20,7 @@ from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_VALID, cli
 from harness.node.docker.engine import EngineError
 from harness.node.docker.images import ImageError
 from harness.node.interrupts import sigterm_interrupts
-from harness.run.contract import ContractReport, check_adapter
+from harness.run.contract import ContractReport, ItemKind, check_adapter
 from systems import AdapterError, load_system
 
 __all__ = ["adapter_group", "render_report"]
@@ -51,14 +54,30 @@ def check_command(system: str) -> None:
 def render_report(console: Console, report: ContractReport) -> None:
     """One line per item (✓ or ✗), with what was seen and, for a failure, the fix."""
     for item in report.items:
-        mark = "[green]✓[/]" if item.ok else "[red]✗[/]"
+        mark = _MARKS[item.kind] if item.ok else "[red]✗[/]"
         detail = f" [dim]({escape(item.detail)})[/]" if item.detail else ""
         console.print(f"{mark} {escape(item.name)}{detail}")
-        if not item.ok:
+        if not item.ok or item.kind == "warning":
             console.print(f"    [bold]fix:[/] {escape(item.fix)}")
     failed = len(report.failed())
     verdict = "[green]passes[/]" if report.ok else f"[red]fails {failed} item(s)[/]"
+    warnings = report.warnings()
+    warned = (
+        f"; [yellow bold]{len(warnings)} warning(s): "
+        + escape("; ".join(item.detail.removeprefix("warning: ") for item in warnings))
+        + "[/]"
+        if warnings
+        else ""
+    )
     console.print(
         f"adapter {escape(report.system)} {verdict} the contract "
-        f"({len(report.items)} items, {report.seconds:.0f}s)"
+        f"({len(report.items)} items, {report.seconds:.0f}s){warned}"
     )
+
+
+# A skipped item is about a part the system lacks: it never shows the check mark of a held one.
+_MARKS: Final[Mapping[ItemKind, str]] = {
+    "checked": "[green]✓[/]",
+    "skipped": "[dim]-[/]",
+    "warning": "[yellow bold]![/]",
+}

@@ -186,6 +186,9 @@ def render_result(
     if result.sinks:
         console.print(_sink_table(result))
         for verdict in result.sinks.values():
+            if verdict.warning:
+                said = f"{verdict.name}: {verdict.warning}"
+                console.print(Text.assemble(("warning: ", "bold yellow"), said))
             for note in verdict.coverage:
                 console.print(Text.assemble(("coverage: ", "cyan"), f"{verdict.name}: {note}"))
     for note in result.grant_coverage:

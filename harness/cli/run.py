@@ -10,7 +10,8 @@ from typing import Any
 
 import click
 from rich.console import Console
-from rich.table import Table
+from rich.table import Column, Table
+from rich.text import Text
 
 from harness.cli import EXIT_ERROR, EXIT_UNKNOWN, EXIT_VALID, cli
 from harness.cli.check import exit_code, render_result
@@ -380,14 +381,22 @@ def list_command() -> None:
     from workloads import WORKLOADS
 
     console = Console()
-    table = Table("system", "bug switch", "exposed by", "expected anomaly", title="systems")
+    # Folded, never cut with an ellipsis: a switch name is what the user types next.
+    table = Table(
+        "system",
+        Column("bug switch", overflow="fold"),
+        "exposed by",
+        "expected anomaly",
+        title="systems",
+    )
     for name in available_systems():
         try:
             system = load_system(name)
             switches = system.bug_switches() if isinstance(system, PlantsBugs) else {}
             about = system.describe()
         except Exception as problem:  # a broken third-party adapter must not hide the others
-            table.add_row(name, f"[red]cannot load: {problem}[/]", "", "")
+            # The whole reason, folded over the row's lines: the fix is usually at its end.
+            table.add_row(name, Text(f"cannot load: {problem}", style="red"))
             continue
         table.add_row(name, f"(none: the correct system) {about}", "", "valid")
         for switch in switches.values():

@@ -16,6 +16,7 @@ from importlib import metadata
 from typing import Any, Final
 
 from checkers.registry import REGISTRY
+from checkers.result import seq_warning
 from harness.report.data import OUTCOMES, Anomaly, ReportData, SinkRow, natural_key
 from harness.report.page import page
 from harness.run.spec import TestSpec
@@ -185,6 +186,10 @@ def _verdict(data: ReportData) -> str:
         details.extend(
             f'<span class="coverage-gap">But: {_e(gap)}.</span>' for gap in _gaps(data.results)
         )
+    details.extend(
+        f'<span class="coverage-gap">Warning: {_e(name)}: {_e(warning)}.</span>'
+        for name, warning in _seq_warnings(data.results)
+    )
     if summary.problem:
         details.append(_e(summary.problem))
     if data.history_problem:
@@ -204,6 +209,26 @@ def _verdict(data: ReportData) -> str:
 def _coverage_of(results: Mapping[str, Any] | None) -> Mapping[str, Any]:
     coverage = results.get("coverage") if results else None
     return coverage if isinstance(coverage, Mapping) else {}
+
+
+def _seq_warnings(results: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+    """Per sink, what its verdict could not judge (a fenced sink without seq), from results."""
+    sinks = results.get("sinks") if results else None
+    if not isinstance(sinks, Mapping):
+        return []
+    found = []
+    for name, verdict in sorted(sinks.items()):
+        if not isinstance(verdict, Mapping):
+            continue
+        accepted = verdict.get("accepted_writes")
+        warning = seq_warning(
+            verdict.get("fenced") is True,
+            verdict.get("seq_observable") is True,
+            accepted if isinstance(accepted, int) else 0,
+        )
+        if warning:
+            found.append((str(name), warning))
+    return found
 
 
 def _gaps(results: Mapping[str, Any] | None) -> list[str]:

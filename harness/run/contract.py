@@ -15,7 +15,13 @@ sets the system up, starts the harness's agents, and checks through them, in ord
    of each, marks are kept (a stale write is still refused) and epochs are kept (the next grant
    is higher than every earlier one);
 7. where the holder client reports ``grant_seq`` (the lock service's own order of grants), every
-   grant carries it and it rises strictly per lock, across the restarts too.
+   grant carries it and it rises strictly per lock, across the restarts too;
+8. where a sink claims ``seq`` (``Sink(seq=True)``), every accepted write and every read entry
+   carries it, strictly increasing in acceptance order across keys; a fenced sink without it is
+   a warning: stale writes across its keys cannot be judged.
+
+An item about a part the system does not have (an unfenced sink, restarts) is shown as skipped,
+never as held.
 
 Each failed item says what the adapter must fix. Writes of an older epoch are sent through the
 agent unchecked (``check_lease: false``), as a holder that outlived its lease would.
@@ -31,8 +37,9 @@ import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, Literal, TypeGuard
 
+from checkers.result import UNJUDGED_ACROSS_KEYS
 from harness.node import Node, NodeError
 from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.images import system_image
@@ -52,7 +59,13 @@ from systems import (
     topology,
 )
 
-__all__ = ["ContractItem", "ContractReport", "check_adapter", "check_deployed"]
+__all__ = [
+    "ContractItem",
+    "ContractReport",
+    "ItemKind",
+    "check_adapter",
+    "check_deployed",
+]
 
 _TTL: Final = 5.0  # long enough that no lease lapses during the battery
 _CALL_TIMEOUT: Final = 20.0
@@ -92,14 +105,21 @@ print(json.dumps(answers))
 """
 
 
+ItemKind = Literal["checked", "skipped", "warning"]
+"""An item checked (held or not); skipped (the system has no part it is about); a warning (it
+holds, but leaves something the checker cannot judge)."""
+
+
 @dataclass(frozen=True, slots=True)
 class ContractItem:
-    """One checked promise: what was checked, whether it held, what was seen, what to fix."""
+    """One checked promise: what was checked, whether it held, what was seen, what to fix; its
+    ``kind`` says whether it was checked at all or holds with a warning."""
 
     name: str
     ok: bool
     detail: str = ""
     fix: str = ""
+    kind: ItemKind = "checked"
 
 
 @dataclass(slots=True)
@@ -118,6 +138,10 @@ class ContractReport:
     def failed(self) -> list[ContractItem]:
         """The items that did not hold."""
         return [item for item in self.items if not item.ok]
+
+    def warnings(self) -> list[ContractItem]:
+        """The items that hold with a warning (the verdict repeats them)."""
+        return [item for item in self.items if item.kind == "warning"]
 
 
 class _Agents:
@@ -156,6 +180,10 @@ class _Agents:
             "check_lease": False,
         }
         return self.ask(worker, request)
+
+
+def _natural(value: object) -> TypeGuard[int]:
+    return type(value) is int and value >= 0
 
 
 def _said(reply: Mapping[str, Any]) -> str:
@@ -227,6 +255,54 @@ class _Battery:
             "grants of the lock (a revision, a zxid, a counter of grants kept on disk) on every "
             "grant, or on none",
             f"grant_seqs {seqs}",
+        )
+
+    def seq_proven(self, lock: str, worker: str, epoch: int) -> None:
+        """Each sink claiming ``seq`` reports it on every accepted write and read entry, strictly
+        increasing in acceptance order across keys; each fenced sink without it is a warning."""
+        for sink in self.inventory:
+            if sink.seq:
+                self._seq_of(sink.name, lock, worker, epoch)
+            elif sink.fenced:
+                self.items.append(
+                    ContractItem(
+                        f"{sink.name} reports seq",
+                        True,
+                        f"warning: {sink.name} has no seq: {UNJUDGED_ACROSS_KEYS}",
+                        "report the sink's own acceptance order across keys (a revision, a zxid, "
+                        "a sequence) as seq on Accepted and Entry, and declare Sink(seq=True)",
+                        kind="warning",
+                    )
+                )
+
+    def _seq_of(self, sink: str, lock: str, worker: str, epoch: int) -> None:
+        problems: list[str] = []
+        keys = ("k-seq-a", "k-seq-b", "k-seq-a")
+        seqs: list[object] = []
+        for key in keys:
+            reply = self.agents.write(worker, lock, epoch, sink, key)
+            if not reply.get("ok"):
+                problems.append(f"a write to {key} answered {_said(reply)}")
+            seqs.append(reply.get("seq"))
+        numbers = [seq for seq in seqs if _natural(seq)]
+        if len(numbers) < len(seqs):
+            problems.append(f"accepted writes without an integer seq >= 0: {seqs}")
+        elif any(b <= a for a, b in itertools.pairwise(numbers)):
+            problems.append(f"seq does not rise strictly across keys {keys}: {seqs}")
+        for key in sorted(set(keys)):
+            answer = self.agents.ask(worker, {"op": "read", "sink": sink, "key": key})
+            entries = answer.get("entries") if answer.get("ok") else None
+            if not isinstance(entries, list):
+                problems.append(f"a read of {key} answered {_said(answer)}")
+            elif any(not isinstance(e, dict) or not _natural(e.get("seq")) for e in entries):
+                problems.append(f"read entries of {key} without an integer seq >= 0: {entries}")
+        self.note(
+            f"{sink} reports seq on every accepted write and read entry, rising across keys",
+            problems,
+            "inventory() claims Sink(seq=True): client.write must return Accepted(seq) and "
+            "client.read Entry(id, epoch, seq) with the sink's own acceptance order across all "
+            "its keys; or declare seq=False",
+            f"seqs {seqs}",
         )
 
     def epochs_increase(self, lock: str) -> None:
@@ -306,13 +382,19 @@ class _Battery:
         )
 
     def unfenced_accepts_stale(self, lock: str, worker: str, stale: int) -> None:
+        name = "every unfenced sink accepts a stale write (the inventory is honest)"
+        if all(sink.fenced for sink in self.inventory):
+            self.items.append(
+                ContractItem(name, True, "skipped: the system has no unfenced sink", kind="skipped")
+            )
+            return
         problems = []
         for sink in (s for s in self.inventory if not s.fenced):
             reply = self.agents.write(worker, lock, stale, sink.name, "k-unfenced")
             if not reply.get("ok"):
                 problems.append(f"{sink.name} answered {_said(reply)} to stale epoch {stale}")
         self.note(
-            "every unfenced sink accepts a stale write (the inventory is honest)",
+            name,
             problems,
             "a sink that refuses stale epochs is fenced: declare it fenced=True in inventory()",
         )
@@ -387,6 +469,7 @@ class _Battery:
                     True,
                     "skipped: the system does not implement Restarts, so kill faults relaunch "
                     "its daemons' command lines without waiting for them",
+                    kind="skipped",
                 )
             )
             return
@@ -482,6 +565,7 @@ def _run(battery: _Battery) -> None:
     battery.granted.append(current)
     stale = battery.granted[0]
     battery.current_write_accepted(lock, worker, current)
+    battery.seq_proven(lock, worker, current)
     battery.stale_refused(
         lock, worker, stale, "a write with an older epoch is refused by every fenced sink", "k"
     )

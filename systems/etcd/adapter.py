@@ -140,6 +140,7 @@ class EtcdSystem(PackagesBeside, SwitchTable):
     how long a holder waits for etcd or PostgreSQL before it reports an outcome as unknown.
     """
 
+    CONTRACT = 2  # the adapter contract this was written for (systems.base.CONTRACT)
     name = "etcd"
     switches = BUG_SWITCHES
 

@@ -41,6 +41,7 @@ class NoopSystem(PackagesBeside):
     client waits for the server before it reports an outcome as unknown. Its ``packages.txt``
     lists none: the server is stdlib-only Python."""
 
+    CONTRACT: ClassVar[int] = 2  # the adapter contract this was written for
     name: ClassVar[str] = "noop"
 
     ready_timeout: float = 20.0

@@ -99,6 +99,7 @@ class RedisSystem(PackagesBeside, SwitchTable):
     waits for the replica to acknowledge a change.
     """
 
+    CONTRACT = 2  # the adapter contract this was written for (systems.base.CONTRACT)
     name = "redis"
     switches = BUG_SWITCHES
 

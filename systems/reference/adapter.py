@@ -148,6 +148,7 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
     reports the operation's outcome as unknown.
     """
 
+    CONTRACT = 2  # the adapter contract this was written for (systems.base.CONTRACT)
     name = "reference"
     switches = BUG_SWITCHES
 

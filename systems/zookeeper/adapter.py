@@ -159,6 +159,7 @@ class ZooKeeperSystem(PackagesBeside, SwitchTable):
     ``-Xmx``.
     """
 
+    CONTRACT = 2  # the adapter contract this was written for (systems.base.CONTRACT)
     name = "zookeeper"
     switches = BUG_SWITCHES
 

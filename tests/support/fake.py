@@ -27,6 +27,7 @@ __all__ = ["FakeSystem"]
 class FakeSystem:
     """Claims one fenced sink ``fake``; needs only workers; records every call."""
 
+    CONTRACT: Final = 2
     name: Final = "fake"
 
     def __init__(self) -> None:
