@@ -11,6 +11,7 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -58,8 +59,12 @@ class SinkAgents(_Agents):
         return {"ok": True, **numbered}
 
 
+_NO_TARGETS: Any = SimpleNamespace(targets=())
+"""A deployment as the battery reads it here: only its process targets."""
+
+
 def _items(claims: bool, step: int) -> Mapping[str, Any]:
-    battery = _Battery(NumberedSink(claims), {}, SinkAgents(step), ())
+    battery = _Battery(NumberedSink(claims), {}, SinkAgents(step), _NO_TARGETS, None)
     battery.seq_proven("L", "w1", 7)
     return {item.name: item for item in battery.items}
 
@@ -92,7 +97,7 @@ def test_a_fenced_sink_without_seq_is_a_loud_warning_in_the_check_and_the_verdic
 
 
 def test_no_check_mark_for_an_unfenced_sink_the_system_does_not_have() -> None:
-    battery = _Battery(NumberedSink(claims=True), {}, SinkAgents(1), ())
+    battery = _Battery(NumberedSink(claims=True), {}, SinkAgents(1), _NO_TARGETS, None)
     battery.unfenced_accepts_stale("L", "w1", 3)
     (item,) = battery.items
     assert item.kind == "skipped"
