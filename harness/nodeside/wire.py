@@ -163,7 +163,15 @@ class Connection:
         if self._token is not None:
             message = {**message, AUTH: self._token}
         self._sock.sendall(json.dumps(message, separators=(",", ":")).encode() + b"\n")
-        line = self._reader.readline()
+        try:
+            line = self._reader.readline()
+        except ValueError:
+            # Closed here while waiting (another thread's teardown): the outcome is unknown, as
+            # for any other failed request, so it must surface as an OSError, never a traceback.
+            raise ConnectionAbortedError(
+                f"{self.address[0]}:{self.address[1]}: the connection was closed while waiting "
+                "for the answer"
+            ) from None
         if not line.endswith(b"\n"):
             raise ConnectionResetError(
                 f"{self.address[0]}:{self.address[1]} closed the connection before answering"

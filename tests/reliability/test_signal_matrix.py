@@ -270,4 +270,10 @@ def test_every_signal_in_every_phase_ends_checked_and_agreed(
     table = "\n".join(cell.row() for cell in done)
     print(table)
     wrong = [cell for cell in done if cell.problems()]
-    assert not wrong, table + "\n\n" + "\n\n".join(c.output[-1500:] for c in wrong[:2])
+    assert not wrong, table + "\n\n" + "\n\n".join(_telling(c.output) for c in wrong[:2])
+
+
+def _telling(output: str) -> str:
+    """The part of a cell's output that tells what went wrong: from a traceback on, if any."""
+    at = output.find("Traceback")
+    return output[at : at + 3000] if at >= 0 else output[-1500:]
