@@ -19,6 +19,7 @@ import pytest
 
 from harness.cli import EXIT_ERROR
 from harness.node.docker.cluster import remove_run
+from tests.support.cli import run_id_once_recording
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 
@@ -103,12 +104,7 @@ def test_an_engine_gone_silent_mid_run_is_named_with_the_cleanup(
     )
     run_id = ""
     try:
-        deadline = time.monotonic() + 60
-        while not any(h.stat().st_size > 2000 for h in store.glob("*/*/history.jsonl")):
-            assert time.monotonic() < deadline and run.poll() is None, "the run never got going"
-            time.sleep(0.1)
-        (test_file,) = store.glob("*/*/test.json")
-        run_id = json.loads(test_file.read_text())["run_id"]
+        run_id = run_id_once_recording(store, run)
         proxy.stop_answering()
         silent_at = time.monotonic()
         out, err = run.communicate(timeout=120)
@@ -124,6 +120,7 @@ def test_an_engine_gone_silent_mid_run_is_named_with_the_cleanup(
     assert "the Docker engine stopped answering" in err
     assert f"fencecheck cluster down {run_id}" in err
     assert out.split(maxsplit=1)[0].rstrip(",") == "UNKNOWN", out
-    results = json.loads((test_file.parent / "results.json").read_text())
+    (results_file,) = store.glob("*/*/results.json")
+    results = json.loads(results_file.read_text())
     assert "stopped answering" in results["run_error"]
     assert "Traceback" not in err

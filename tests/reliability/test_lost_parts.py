@@ -8,7 +8,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -16,6 +15,7 @@ import pytest
 from harness.cli import EXIT_UNKNOWN
 from harness.node.docker.cluster import LABEL_NODE, LABEL_RUN
 from harness.node.docker.engine import engine
+from tests.support.cli import run_id_once_recording
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 
@@ -32,12 +32,7 @@ def test_an_agent_killed_from_outside_is_named_not_advised_about(tmp_path: Path)
         env={**os.environ, "COLUMNS": "300"},
     )
     try:
-        deadline = time.monotonic() + 60
-        while not any(h.stat().st_size > 2000 for h in store.glob("*/*/history.jsonl")):
-            assert time.monotonic() < deadline and run.poll() is None, "the run never got going"
-            time.sleep(0.1)
-        (test_file,) = store.glob("*/*/test.json")
-        run_id = json.loads(test_file.read_text())["run_id"]
+        run_id = run_id_once_recording(store, run)
         (worker,) = engine().containers.list(
             filters={"label": [f"{LABEL_RUN}={run_id}", f"{LABEL_NODE}=w1"]}
         )
