@@ -21,7 +21,7 @@ that never asks for a run nothing.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
@@ -158,9 +158,7 @@ class RunSpec:
             pytest.fail(f"fencecheck could not run {spec.test_name}: {problem}", pytrace=False)
         publish(outcome.run_dir)
         self._remember(outcome.run_dir.report)
-        results = outcome.run_dir.read_results() or {}
-        coverage = results.get("coverage")
-        gaps = coverage.get("gaps", []) if isinstance(coverage, Mapping) else []
+        gaps = (outcome.run_dir.read_coverage() or {}).get("gaps", [])
         return FencedRun(outcome, summarize(outcome.run_dir), tuple(str(g) for g in gaps))
 
 

@@ -369,8 +369,7 @@ def analyze_command(run_dir: Path, as_json: bool) -> None:
 
 def _coverage(run: RunDir) -> dict[str, Any]:
     """The ``coverage`` section ``check_run`` just wrote into ``results.json``."""
-    coverage = (run.read_results() or {}).get("coverage")
-    return coverage if isinstance(coverage, dict) else {}
+    return run.read_coverage() or {}
 
 
 @cli.command("list")

@@ -151,10 +151,9 @@ class Expectation:
 def _coverage(summary: RunSummary) -> Mapping[str, Any] | None:
     """The ``coverage`` section of the run's ``results.json``, or ``None`` when it has none."""
     try:
-        coverage = (summary.run.read_results() or {}).get("coverage")
+        return summary.run.read_coverage()
     except (OSError, ValueError):
         return None
-    return coverage if isinstance(coverage, Mapping) else None
 
 
 @dataclass(frozen=True, slots=True)

@@ -161,6 +161,12 @@ class RunDir:
         data: dict[str, Any] = json.loads(self.results.read_text())
         return data
 
+    def read_coverage(self) -> dict[str, Any] | None:
+        """The ``coverage`` section of ``results.json`` (``None``: never checked, or no such
+        section); raises as :meth:`read_results` does."""
+        coverage = (self.read_results() or {}).get("coverage")
+        return coverage if isinstance(coverage, dict) else None
+
     def read_replay(self) -> dict[str, Any] | None:
         """The decoded ``replay.json`` of a replay, or ``None`` (not a replay, or unreadable)."""
         try:
