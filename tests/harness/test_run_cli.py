@@ -17,7 +17,7 @@ from harness.run.spec import TestSpec, spec_from_dict
         (["--bug", "nope"], "unknown bug switch(es) nope"),
         (["--nemesis", "bogus"], "unknown fault kind(s) bogus"),
         (["--target", "x9"], "unknown target 'x9'"),
-        (["--workload", "sinks", "--bug", "short-lock-delay"], "--lock-delay"),
+        (["--workload", "sinks", "--bug", "short-lock-delay", "--lock-delay", "0"], "--lock-delay"),
         (["--fault-lengths", "3,x"], "give TTL multiples"),
         (["--system", "etcd-someday"], "etcd-someday"),
         (["--keys-per-write", "4", "--keys", "2"], "--keys-per-write 4 is more than --keys 2"),
