@@ -128,14 +128,19 @@ def _field(default: _T, meta: SpecField) -> _T:
 
 _META: Final = "spec"
 _T = TypeVar("_T")
-_DEFAULT_KEYS: Final = 3
+_DEFAULT_KEYS: Final = 100
+"""More keys than one lease writes (20): the next holder leaves most keys unwritten, so a store
+whose mark is kept per key instead of per lock accepts a stale write there (reference switch
+``mark-per-key``; bench/per_key_mark.py measures it). With 3 (the default before) every holder
+wrote every key before a stale write arrived, and such a store never misbehaved."""
 _STORE: Final = Path("store")
 _DEFAULT_WRITES_PER_LEASE: Final = 20
 _MAX_TTLS_PER_RUN: Final = 100_000
 """At most this many TTLs in one run: it bounds the fault schedule (a window per ~4 TTLs)."""
 _KEYS_HELP: Final = (
     "Keys per lock, 1 to 100,000; each holder deals them from a shuffled deck, so with "
-    "many (e.g. 1000) a stale write usually lands on a key the new holder has not touched."
+    "more than a lease writes (the default) a stale write usually lands on a key the new "
+    "holder has not touched: only a store whose mark covers every key of the lock refuses it."
 )
 
 

@@ -104,6 +104,16 @@ BUG_SWITCHES: Final = switch_table(
         ("store-batch",),
     ),
     BugSwitch(
+        store_server.MARK_PER_KEY,
+        "the store keeps its highest-seen epoch per key instead of per lock: a stale write "
+        "to a key the new holder has not written yet is accepted",
+        # Shows with more keys than a lease writes (the default spec's); a stale write lands on
+        # a key of its own, so only the store's seq order across keys tells it stale.
+        PAUSE_PAST_LEASE,
+        ("stale-write",),
+        ("store",),
+    ),
+    BugSwitch(
         "long-ttl-no-fence",
         f"a lease TTL {_LONG_TTL_FACTOR:g}x the configured one instead of fencing: the "
         "store accepts any epoch",
@@ -128,6 +138,7 @@ _STORE_BUGS: Final = {
     "store-forgets": store_server.STORE_FORGETS,
     "lazy-mark": store_server.LAZY_MARK,
     "unfenced-path": store_server.UNFENCED_PATH,
+    store_server.MARK_PER_KEY: store_server.MARK_PER_KEY,
 }
 
 

@@ -53,6 +53,7 @@ _MISTAKES = {
     "token-before-lease",
     "timestamp-token",
     "grant-to-expired-waiter",
+    "mark-per-key",
 }
 
 
