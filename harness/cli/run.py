@@ -33,7 +33,13 @@ from harness.run.store import (
 from nemeses.registry import KINDS
 from systems import load_system
 
-__all__ = ["analyze_command", "list_command", "run_command", "store_option"]
+__all__ = [
+    "analyze_command",
+    "list_command",
+    "no_stale_write_warning",
+    "run_command",
+    "store_option",
+]
 
 _F = TypeVar("_F", bound=Callable[..., Any])
 
@@ -215,6 +221,9 @@ def _conclude(
         )
     if written:
         console.print(f"report: {outcome.run_dir.report}", soft_wrap=True)
+    warning = no_stale_write_warning(coverage)
+    if warning is not None:
+        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)
     if outcome.error is not None:
         console.print(f"[red]error:[/] the run broke off: {outcome.error}")
         return EXIT_ERROR
@@ -226,6 +235,17 @@ def _conclude(
         console.print(f"[yellow]--strict:[/] valid but weak, exit 2: {'; '.join(gaps)}")
         return EXIT_UNKNOWN
     return code
+
+
+def no_stale_write_warning(coverage: Mapping[str, Any]) -> str | None:
+    """The one-line warning for a run whose coverage shows no stale write attempted (it tested
+    no fence, whatever its verdict), or ``None`` (also when no coverage was computed)."""
+    if "stale_attempts" not in coverage or coverage["stale_attempts"]:
+        return None
+    return (
+        "this run attempted no stale write, so it tested no fence; stop a holder past its "
+        "lease (e.g. --nemesis pause --target holder --fault-lengths 3)"
+    )
 
 
 def _exposed(given: Mapping[str, Any]) -> dict[str, Any]:

@@ -87,3 +87,10 @@ def test_the_rerun_of_an_exposed_run_pins_what_the_exposure_set(
     assert spec.keys == 50
     again = _spec_of(_rerun_command(spec)[1:], monkeypatch)
     assert again == spec
+
+
+def test_a_run_that_attempted_no_stale_write_gets_a_one_line_warning() -> None:
+    warning = run_cli.no_stale_write_warning({"stale_attempts": 0, "gaps": []})
+    assert warning is not None and "no stale write" in warning and "\n" not in warning
+    assert run_cli.no_stale_write_warning({"stale_attempts": 4}) is None
+    assert run_cli.no_stale_write_warning({}) is None  # no coverage: nothing to say
