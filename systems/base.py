@@ -251,14 +251,19 @@ class ProcessTarget:
 
 @dataclass(frozen=True, slots=True)
 class HolderClientCode:
-    """The holder client the harness ships to every worker: a stdlib-only module defining
-    ``Client(config)`` (see :class:`harness.nodeside.client.HolderClient`), and its config.
+    """The holder client the harness ships to every worker: a module defining ``Client(config)``
+    (see :class:`harness.nodeside.client.HolderClient`), and its config.
 
-    The module may import :mod:`harness.nodeside` (``wire`` and ``client``), which the harness
-    ships beside it; ``config`` must be JSON data (addresses of the lock service and sinks...).
+    ``module`` is best given by its dotted name (``"fencecheck_my_lock.client"``): the controller
+    then only reads its file and ships it, never imports it, so the client may import what only
+    the nodes have (a Debian ``python3-*`` package of the system's package list; the harness
+    checks on a worker that every module it imports is there before the agents start). An
+    imported module is taken too (contract 2's first form). The module may import
+    :mod:`harness.nodeside` (``wire`` and ``client``), which the harness ships beside it;
+    ``config`` must be JSON data (addresses of the lock service and sinks...).
     """
 
-    module: ModuleType
+    module: ModuleType | str
     config: Mapping[str, Any]
 
 

@@ -30,7 +30,7 @@ from systems.base import (
     switch_table,
 )
 from systems.kit import PackagesBeside, SwitchTable, restart_known, setting_up
-from systems.reference import client, lock_server, store_server
+from systems.reference import lock_server, store_server
 
 __all__ = ["BUG_SWITCHES", "Ports", "ReferenceSystem"]
 
@@ -246,8 +246,9 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
             starters = {"lock": self._start_lock, "store": self._start_store}
             deploy.on_each([lock_node, store_node], lambda node: starters[node.role](node, config))
         return Deployment(
+            # Named, not imported: the controller only ships it.
             client=HolderClientCode(
-                client,
+                "systems.reference.client",
                 {
                     "lock": f"{lock_node.ip}:{self.ports.lock}",
                     "store": f"{store_node.ip}:{self.ports.store}",
