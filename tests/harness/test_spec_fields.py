@@ -9,29 +9,11 @@ from dataclasses import fields
 import pytest
 
 import harness.cli.run as run_cli
-from harness.cli import main
 from harness.run.exposure import EXPOSABLE, EXPOSURE_NAMES, exposure_values
-from harness.run.runner import RunError, _rerun_command
+from harness.run.runner import _rerun_command
 from harness.run.spec import SPEC_FIELDS, TestSpec
 from systems import Exposure
-
-
-class _Parsed(RunError):
-    """Raised by the stand-in for the runner, to stop once the CLI built its spec."""
-
-
-def _spec_of(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> TestSpec:
-    caught: list[TestSpec] = []
-
-    def catch(spec: TestSpec, **_: object) -> None:
-        caught.append(spec)
-        raise _Parsed("parsed")
-
-    monkeypatch.setattr(run_cli, "run_test", catch)
-    with pytest.raises(SystemExit):
-        main(argv)
-    (spec,) = caught
-    return spec
+from tests.support.spec_of import spec_of
 
 
 def test_every_spec_field_is_in_the_table_with_an_option_and_its_default() -> None:
@@ -65,27 +47,27 @@ def test_run_bug_applies_the_whole_exposure_unless_an_option_overrides_it(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # short-lock-delay: pause, sinks workload, 3 TTL pauses, a lock-delay of 3 s.
-    spec = _spec_of(["run", "--bug", "short-lock-delay"], monkeypatch)
+    spec = spec_of(["run", "--bug", "short-lock-delay"], monkeypatch)
     assert (spec.nemeses, spec.workload, spec.fault_lengths, spec.lock_delay) == (
         ("pause",),
         "sinks",
         (3.0,),
         3.0,
     )
-    mine = _spec_of(["run", "--bug", "short-lock-delay", "--fault-lengths", "8"], monkeypatch)
+    mine = spec_of(["run", "--bug", "short-lock-delay", "--fault-lengths", "8"], monkeypatch)
     assert (mine.fault_lengths, mine.lock_delay, mine.workload) == ((8.0,), 3.0, "sinks")
-    flaw = _spec_of(["run", "--bug", "reacquire-no-reread"], monkeypatch)
+    flaw = spec_of(["run", "--bug", "reacquire-no-reread"], monkeypatch)
     assert (flaw.keys, flaw.workload) == (3, "rmw")
-    plain = _spec_of(["run", "--seed", "4"], monkeypatch)
+    plain = spec_of(["run", "--seed", "4"], monkeypatch)
     assert plain == TestSpec(seed=4)
 
 
 def test_the_rerun_of_an_exposed_run_pins_what_the_exposure_set(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    spec = _spec_of(["run", "--bug", "reacquire-no-reread", "--keys", "50"], monkeypatch)
+    spec = spec_of(["run", "--bug", "reacquire-no-reread", "--keys", "50"], monkeypatch)
     assert spec.keys == 50
-    again = _spec_of(_rerun_command(spec)[1:], monkeypatch)
+    again = spec_of(_rerun_command(spec), monkeypatch)
     assert again == spec
 
 
