@@ -1,6 +1,8 @@
 """Write docs/contract-reference.md from the code: every public name of the adapter contract
-(``systems.base``, ``systems.kit``, ``systems.deploy``), with its fields and methods, their types
-and their docstrings, so an adapter author needs no ``inspect.signature`` or ``dir()``.
+(``systems.__all__``, the adapter author's one import: ``systems.base``, ``systems.kit``,
+``systems.deploy``, the node types...), grouped by the module that defines it, with its fields and
+methods, their types and their docstrings, so an adapter author needs no ``inspect.signature`` or
+``dir()``.
 
     python3 scripts/contract_reference.py          # rewrite the file
     python3 scripts/contract_reference.py --check  # exit 1 when the file differs (CI, tests)
@@ -22,15 +24,17 @@ from typing import Any, Final
 
 ROOT: Final = Path(__file__).resolve().parents[1]
 TARGET: Final = ROOT / "docs" / "contract-reference.md"
-MODULES: Final = ("systems.base", "systems.kit", "systems.deploy")
+_ORDER: Final = ("systems.base", "systems.kit", "systems.deploy", "systems.registry")
+"""The contract's own modules first, in this order; the others (node types...) after them."""
+_CONSTANT_HOMES: Final = ("systems.base", "systems.kit", "systems.registry", "systems.holder_flaws")
 
 _HEAD: Final = """# The adapter contract: reference
 
 Generated from the code by `python3 scripts/contract_reference.py` (a test fails when this file
 differs from a regeneration: edit the docstrings, not this file). The guide,
 [adding-a-system.md](adding-a-system.md), says how the pieces fit; this page lists every public
-name of `systems.base`, `systems.kit` and `systems.deploy` with its fields, methods, types and
-docstrings. Import them from those modules (`systems` re-exports most of `systems.base`).
+name the `systems` package exports (`from systems import ...`, the adapter author's one import),
+grouped by the module that defines it, with its fields, methods, types and docstrings.
 """
 
 
@@ -146,17 +150,37 @@ def _entry(name: str, thing: Any) -> list[str]:
     return _value(name, thing)
 
 
+def _home(name: str, thing: Any) -> str:
+    """The module that defines ``thing`` (a constant: the first module of the contract that
+    lists it)."""
+    if inspect.isclass(thing) or inspect.isfunction(thing):
+        return str(thing.__module__)
+    if isinstance(thing, ModuleType):
+        return thing.__name__
+    for module_name in _CONSTANT_HOMES:
+        if name in getattr(sys.modules.get(module_name), "__all__", ()):
+            return module_name
+    return "systems"
+
+
 def render() -> str:
-    """The whole reference page, from the modules' ``__all__``."""
+    """The whole reference page: every name of ``systems.__all__``, grouped by the module that
+    defines it; a module it exports (``deploy``) gets a section of its own ``__all__``."""
     import importlib
 
+    package = importlib.import_module("systems")
+    groups: dict[str, list[str]] = {}
+    for name in package.__all__:
+        groups.setdefault(_home(name, getattr(package, name)), []).append(name)
     lines = [_HEAD]
-    for module_name in MODULES:
+    order = {name: number for number, name in enumerate(_ORDER)}
+    for module_name in sorted(groups, key=lambda m: (order.get(m, len(order)), m)):
         module = importlib.import_module(module_name)
+        names = groups[module_name]
+        if any(isinstance(getattr(package, n), ModuleType) for n in names):
+            names = list(module.__all__)  # an exported module: its own public names
         lines += [f"## `{module_name}`", "", *_quote(_doc(module))]
-        for name in sorted(
-            module.__all__, key=lambda n: (not inspect.isclass(getattr(module, n)), n)
-        ):
+        for name in sorted(names, key=lambda n: (not inspect.isclass(getattr(module, n)), n)):
             lines += _entry(name, getattr(module, name))
     return "\n".join(lines).rstrip() + "\n"
 

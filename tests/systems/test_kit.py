@@ -149,3 +149,29 @@ def test_packages_beside_reads_the_list_beside_the_adapters_module(tmp_path: Pat
         assert Variant().packages() == ("postgresql-15", "etcd-server")
     finally:
         del sys.modules["my_adapter"]
+
+
+def test_the_systems_package_is_the_one_import_of_an_adapter() -> None:
+    import systems
+    import systems.base
+    import systems.kit
+
+    for name in (*systems.base.__all__, *systems.kit.__all__, "deploy", "Node", "PortOpen"):
+        assert name in systems.__all__ and hasattr(systems, name), name
+    template = Path(systems.__file__).parent / "templates/new_system/adapter.py.tmpl"
+    imports = [
+        line for line in template.read_text().splitlines() if line.startswith(("from ", "import "))
+    ]
+    assert all(
+        line.startswith(
+            (
+                "from systems import",
+                "from ${package}",
+                "from __future__",
+                "from collections",
+                "from pathlib",
+                "from typing",
+            )
+        )
+        for line in imports
+    ), imports
