@@ -13,7 +13,8 @@ import click
 from harness.cli import cli
 from harness.report import write_report
 from harness.report.index import write_index
-from harness.run.store import DEFAULT_STORE, find_runs, open_run_dir
+from harness.run.record import read_record
+from harness.run.store import DEFAULT_STORE, RunDir, find_runs, open_run_dir
 
 __all__ = ["LOOPBACK", "make_server", "report", "serve"]
 
@@ -28,7 +29,8 @@ def report(store_dir: Path) -> None:
     """Write report.html for a run (STORE_DIR such as store/latest), or for every run in a store.
 
     Given a store (a folder of <test>/<timestamp>/ runs) it rewrites every run's report and the
-    store's index.html. Exit 0 when written, 3 when STORE_DIR is neither.
+    store's index.html. Exit 0 when written, 3 when STORE_DIR is neither, or when a run's record
+    or history cannot be read (each such run is named; the others are still written).
     """
     if not store_dir.exists():
         raise click.ClickException(
@@ -36,7 +38,7 @@ def report(store_dir: Path) -> None:
             "store/<test>/<timestamp>, or a store such as store"
         )
     if (store_dir / "history.jsonl").exists():
-        click.echo(write_report(open_run_dir(store_dir)))
+        click.echo(write_report(_readable_run(store_dir)))
         return
     runs = find_runs(store_dir)
     if not runs:
@@ -44,9 +46,27 @@ def report(store_dir: Path) -> None:
             f"{store_dir} is neither a run directory (no history.jsonl) nor a store with runs; "
             "pass store/latest, store/<test>/<timestamp> or store"
         )
+    unreadable = 0
     for run in runs:
-        click.echo(write_report(run))
+        try:
+            click.echo(write_report(_readable_run(run.path)))
+        except click.ClickException as problem:
+            problem.show()
+            unreadable += 1
     click.echo(write_index(store_dir))
+    if unreadable:
+        raise click.ClickException(f"{unreadable} of {len(runs)} runs could not be read (above)")
+
+
+def _readable_run(path: Path) -> RunDir:
+    """The run at ``path`` once its record and the start of its history read as a run's;
+    else a :class:`click.ClickException` naming the file and the fix."""
+    try:
+        run = open_run_dir(path)
+        read_record(run)
+    except (OSError, ValueError) as problem:
+        raise click.ClickException(str(problem)) from None
+    return run
 
 
 class _StoreHandler(SimpleHTTPRequestHandler):

@@ -357,13 +357,16 @@ def analyze_command(run_dir: Path, as_json: bool) -> None:
         run = open_run_dir(run_dir)
         result = check_run(run)
         publish(run)
+        coverage = _coverage(run)
+        notes = (run.read_results() or {}).get("notes") or []
     except (OSError, ValueError, KeyError) as problem:
         raise click.ClickException(str(problem)) from None
-    coverage = _coverage(run)
     if as_json:
-        click.echo(json.dumps({**result.to_json(), "coverage": coverage}, indent=2))
+        click.echo(json.dumps({**result.to_json(), "coverage": coverage, "notes": notes}, indent=2))
     else:
-        render_result(Console(highlight=False), result, run.history, coverage.get("gaps", ()))
+        render_result(
+            Console(highlight=False), result, run.history, coverage.get("gaps", ()), notes
+        )
     raise click.exceptions.Exit(exit_code(result))
 
 

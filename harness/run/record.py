@@ -15,8 +15,9 @@ from typing import Any, cast
 
 from harness.history import Mitigation, Sink
 from harness.run.spec import TestSpec, spec_from_dict
+from harness.run.store import RunDir
 
-__all__ = ["Interruption", "NodeEntry", "RunRecord"]
+__all__ = ["Interruption", "NodeEntry", "RunRecord", "read_record"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +67,10 @@ class RunRecord:
     heal_errors: tuple[str, ...] = ()
     lost: tuple[str, ...] = ()
     """Parts that stopped answering in the final reads (an agent), named with what they said."""
+    finished: bool = True
+    """False from the run's start until the runner reaches its check: a record still false
+    afterwards belongs to a run whose process died (SIGKILL, a crash, a power loss) before it
+    could write its end. Records from before this field existed count as finished."""
 
     @property
     def sinks(self) -> dict[str, Sink]:
@@ -89,6 +94,7 @@ class RunRecord:
             "inventory": [_sink_json(sink) for sink in self.inventory],
             "topology": [{"name": node.name, "role": node.role} for node in self.topology],
             "versions": dict(self.versions),
+            "finished": self.finished,
         }
         if self.error is not None:
             data["error"] = self.error
@@ -129,6 +135,7 @@ class RunRecord:
                 ),
                 heal_errors=tuple(str(e) for e in data.get("heal_errors", ())),
                 lost=tuple(str(part) for part in data.get("lost", ())),
+                finished=bool(data.get("finished", True)),
             )
         except KeyError as missing:
             raise ValueError(f"test.json lacks {missing.args[0]!r}") from None
@@ -154,3 +161,13 @@ def _sink(row: Mapping[str, Any]) -> Sink:
         str(row.get("description", "")),
         seq=bool(row.get("seq", False)),
     )
+
+
+def read_record(run: RunDir) -> RunRecord:
+    """The record in ``run``'s ``test.json``; raises ``ValueError`` naming the file when it is
+    damaged or lacks a field, ``OSError`` when it cannot be read."""
+    data = run.read_test()
+    try:
+        return RunRecord.from_json(data)
+    except ValueError as problem:
+        raise run.damaged(str(problem)) from None

@@ -38,7 +38,7 @@ from harness.run.agents import AGENT_DAEMON, AgentSet, deploy_system, stop_agent
 from harness.run.exposure import switches_of, unexposed
 from harness.run.holder_ops import HolderBoard, HolderOps
 from harness.run.progress import RunProgress
-from harness.run.record import Interruption, NodeEntry, RunRecord
+from harness.run.record import Interruption, NodeEntry, RunRecord, read_record
 from harness.run.recorder import Recorder
 from harness.run.spec import SpecError, TestSpec
 from harness.run.store import (
@@ -220,6 +220,7 @@ def run_test(
         inventory=tuple(inventory),
         topology=tuple(NodeEntry(node.name, node.role) for node in nodes),
         versions=_versions(),
+        finished=False,
     )
     state = _RunState(run_dir, record, console)
     with interrupts_once() as interruption:
@@ -320,6 +321,8 @@ class _RunState:
         came (before or during the check); then point the store's ``latest`` at the run. A
         results file that cannot be written is a run error (and ``latest`` stays where it was).
         """
+        self.record.finished = True
+        self.save()
         try:
             judged = judge_run(self.run_dir, self.record)
         except FileNotFoundError:
@@ -366,6 +369,8 @@ class Judged:
 
     result: CheckResult
     coverage: dict[str, Any]
+    notes: tuple[str, ...] = ()
+    """What reading the history found beside the events (a torn last line)."""
 
 
 def judge_run(run_dir: RunDir, record: RunRecord) -> Judged:
@@ -373,10 +378,19 @@ def judge_run(run_dir: RunDir, record: RunRecord) -> Judged:
     sinks = record.sinks
     # One read of the history gives the verdict and the coverage.
     tap = CoverageTap(sinks=sinks, lease_ttl=record.lease_ttl, roles=record.roles)
+    notes: list[str] = []
     result = check(
-        tap.events(read_history(run_dir.history)), inventory=sinks, lease_ttl=record.lease_ttl
+        tap.events(read_history(run_dir.history, notes=notes)),
+        inventory=sinks,
+        lease_ttl=record.lease_ttl,
     )
-    return Judged(result, tap.coverage().to_json())
+    return Judged(result, tap.coverage().to_json(), tuple(notes))
+
+
+_NEVER_FINISHED: Final = (
+    "the run never finished: its process died (SIGKILL, a crash or a power loss) before it "
+    "checked its history (test.json records no end); judged on what was recorded"
+)
 
 
 def conclude_run(
@@ -391,7 +405,9 @@ def conclude_run(
     """
     result = judged.result
     cut_short = None
-    if record.interrupted is not None:
+    if not record.finished:
+        cut_short = _NEVER_FINISHED
+    elif record.interrupted is not None:
         cut_short = f"the run was {record.interrupted.describe()}"
     elif record.error:
         cut_short = f"the run broke off: {record.error}"
@@ -413,6 +429,10 @@ def conclude_run(
         )
     data = result.to_json()
     data["coverage"] = judged.coverage
+    if judged.notes:
+        data["notes"] = list(judged.notes)
+    if not record.finished:
+        data["never_finished"] = True
     if record.interrupted is not None:
         data["interrupted"] = record.interrupted.to_json()
     if record.error:
@@ -432,7 +452,7 @@ def check_run(
     :func:`conclude_run`). The report and the store's index are the caller's to write
     (:func:`harness.report.publish`).
     """
-    record = record if record is not None else RunRecord.from_json(run_dir.read_test())
+    record = record if record is not None else read_record(run_dir)
     return conclude_run(run_dir, record, judge_run(run_dir, record), write=write)
 
 
@@ -441,7 +461,7 @@ def note_late_signal(outcome: RunOutcome, signal: Interrupted, phase: str) -> Ru
     into ``test.json`` and ``results.json`` like any other, and the verdict is concluded again
     (without checking the history again)."""
     run_dir = outcome.run_dir
-    record = outcome.record or RunRecord.from_json(run_dir.read_test())
+    record = outcome.record or read_record(run_dir)
     judged = outcome.judged or judge_run(run_dir, record)
     record.interrupted = Interruption(signal.signal, signal.at.isoformat(), phase)
     run_dir.write_json(run_dir.test_json, record.to_json())

@@ -39,7 +39,7 @@ from typing import Any, Final
 
 from rich.console import Console
 
-from harness.run.record import RunRecord
+from harness.run.record import read_record
 from harness.run.replay import Finding, StoredRun, finding_of
 from harness.run.runner import RunError, run_test
 from harness.run.spec import TestSpec
@@ -447,6 +447,6 @@ def _with_workers(candidate: Candidate, workers: int) -> Candidate | None:
 def _command_of(run: Path) -> str:
     """The ``fencecheck run`` command line a run's ``test.json`` records."""
     try:
-        return RunRecord.from_json(RunDir(run).read_test()).command
+        return read_record(RunDir(run)).command
     except (OSError, ValueError):
         return ""

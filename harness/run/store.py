@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from harness.history import HistoryError, read_history
+
 __all__ = [
     "DEFAULT_STORE",
     "RunDir",
@@ -150,9 +152,23 @@ class RunDir:
         return self.path / "logs"
 
     def read_test(self) -> dict[str, Any]:
-        """The decoded ``test.json``."""
-        data: dict[str, Any] = json.loads(self.test_json.read_text())
+        """The decoded ``test.json``; raises ``ValueError`` naming the file when it is damaged
+        (not JSON, or not an object), ``OSError`` when it cannot be read."""
+        try:
+            data = json.loads(self.test_json.read_bytes())
+        except ValueError as problem:  # JSONDecodeError, UnicodeDecodeError
+            raise self.damaged(f"not JSON: {problem}") from None
+        if not isinstance(data, dict):
+            raise self.damaged(f"a JSON {type(data).__name__}, not an object")
         return data
+
+    def damaged(self, why: str) -> ValueError:
+        """The error for a ``test.json`` that cannot be read as a run's record, naming the file
+        and what is left to do."""
+        return ValueError(
+            f"{self.test_json} is damaged ({why}): the run's record is lost; check its history "
+            f"alone with `fencecheck check {self.history}`"
+        )
 
     def read_results(self) -> dict[str, Any] | None:
         """The decoded ``results.json``, or ``None`` when the run was never checked."""
@@ -208,13 +224,27 @@ def point_latest(run: RunDir) -> None:
 
 
 def open_run_dir(path: str | os.PathLike[str]) -> RunDir:
-    """An existing run directory; raises ``FileNotFoundError`` with the fix when it is not one."""
+    """An existing run directory; raises ``FileNotFoundError`` with the fix when it is not one,
+    and ``ValueError`` when its history is no file a run wrote (a device such as ``/dev/zero`` or
+    a FIFO, which would be read for ever) or its first line is no history line."""
     run = RunDir(Path(path).resolve())
     if not run.history.exists():
         raise FileNotFoundError(
             f"{path} is not a run directory (no history.jsonl); "
             "pass a folder such as store/latest or store/<test>/<timestamp>"
         )
+    if not run.history.is_file():
+        raise ValueError(
+            f"{run.history} is not a regular file (a device, a FIFO or a folder, or a link to "
+            "one): a run's history is the file the run wrote; restore it, or check another "
+            "history with `fencecheck check FILE`"
+        )
+    try:
+        # The first line: a file of zeros or binary data is refused here (the generator, and
+        # the file with it, is closed as soon as it is dropped).
+        next(read_history(run.history), None)
+    except HistoryError as problem:
+        raise ValueError(f"{run.history}: {problem}") from None
     return run
 
 
