@@ -265,9 +265,12 @@ class _LineHandler(socketserver.StreamRequestHandler):
         while line := self.rfile.readline(MAX_REQUEST_BYTES + 1):
             too_long = len(line) > MAX_REQUEST_BYTES
             if too_long:
-                shown, response = f"{line[:80]!r}...", bad_request(
-                    f"a request line is at most {MAX_REQUEST_BYTES} bytes; the connection is "
-                    "closed, since the rest of the line cannot be told from the next request"
+                shown, response = (
+                    f"{line[:80]!r}...",
+                    bad_request(
+                        f"a request line is at most {MAX_REQUEST_BYTES} bytes; the connection is "
+                        "closed, since the rest of the line cannot be told from the next request"
+                    ),
                 )
             elif not line.strip():
                 continue
@@ -292,8 +295,8 @@ class LineServer(socketserver.ThreadingTCPServer):
     anything but a string) gets ``{"ok": false, "error": "bad-request"}``; a handler that raises
     gets ``{"ok": false, "error": "internal"}`` with the exception text, and the connection stays
     open. A line longer than :data:`MAX_REQUEST_BYTES` gets ``bad-request`` and the connection is
-    closed (where the next request begins is lost). A request's ``req`` field, if any, is echoed in its response.
-    Every request is logged with its response, so a daemon's log explains each decision.
+    closed (where the next request begins is lost). A request's ``req`` field, if any, is echoed
+    in its response. Every request is logged with its response, so a daemon's log explains each decision.
     """
 
     daemon_threads = True
