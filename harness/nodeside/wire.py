@@ -296,7 +296,8 @@ class LineServer(socketserver.ThreadingTCPServer):
     gets ``{"ok": false, "error": "internal"}`` with the exception text, and the connection stays
     open. A line longer than :data:`MAX_REQUEST_BYTES` gets ``bad-request`` and the connection is
     closed (where the next request begins is lost). A request's ``req`` field, if any, is echoed
-    in its response. Every request is logged with its response, so a daemon's log explains each decision.
+    in its response. Every request is logged with its response, so a daemon's log explains each
+    decision.
     """
 
     daemon_threads = True
