@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib.metadata import version
+from pathlib import Path
 from typing import Any, Final
 
 from rich.console import Console
@@ -100,6 +101,7 @@ __all__ = [
     "RunError",
     "RunOutcome",
     "check_run",
+    "collect_logs",
     "conclude_run",
     "judge_run",
     "kill_restarter",
@@ -608,7 +610,7 @@ def _exercise(
     resources = contextlib.ExitStack()
     resources.callback(system.teardown, nodes)
     resources.callback(_stop_agents_quietly, nodes)
-    resources.callback(_collect_logs, system, nodes, run_dir)
+    resources.callback(collect_logs, system, nodes, run_dir)
     try:
         try:
             processes = {target.role: target.daemon for target in deployment.targets}
@@ -928,7 +930,15 @@ def _final_reads(
     return {node: (error, left) for node, error in lost.items()} if left else {}
 
 
-def _collect_logs(system: System, nodes: Mapping[str, Node], run_dir: RunDir) -> None:
+_DATA_PREFIX: Final = "data-"
+"""What a file a system collects (``CollectsData``) is named with in ``logs/<node>/``: a daemon's
+log is ``<daemon>.log``, and the reference store's data file is ``store.log`` too; without the
+prefix the data file overwrote the log of the daemon of the same name."""
+
+
+def collect_logs(system: System, nodes: Mapping[str, Node], run_dir: RunDir) -> None:
+    """Save each node's daemon logs as ``logs/<node>/<daemon>.log`` and the files the system
+    collects as ``logs/<node>/data-<file>``, whatever fails (a node may be gone)."""
     for name, node in nodes.items():
         folder = run_dir.logs / name
         folder.mkdir(parents=True, exist_ok=True)
@@ -938,8 +948,10 @@ def _collect_logs(system: System, nodes: Mapping[str, Node], run_dir: RunDir) ->
     if isinstance(system, CollectsData):
         with contextlib.suppress(Exception):
             for name, files in system.collect(nodes).items():
+                folder = run_dir.logs / Path(name).name
+                folder.mkdir(parents=True, exist_ok=True)
                 for file_name, data in files.items():
-                    (run_dir.logs / name / file_name).write_bytes(data)
+                    (folder / f"{_DATA_PREFIX}{Path(file_name).name}").write_bytes(data)
 
 
 def _versions() -> dict[str, str]:
