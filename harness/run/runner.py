@@ -48,6 +48,7 @@ from harness.run.store import (
     check_store,
     new_run_dir,
     point_latest,
+    store_problem,
     why_unwritable,
 )
 from nemeses import (
@@ -107,6 +108,7 @@ __all__ = [
     "kill_restarter",
     "note_late_signal",
     "run_test",
+    "spec_problem",
 ]
 
 _DEFAULTS: Final = TestSpec(seed=0)
@@ -520,6 +522,18 @@ def _cut_short_reasons(note: str, result: CheckResult, instead: str) -> tuple[st
         for reason in result.unknown_reasons
     ]
     return (note, *reasons)
+
+
+def spec_problem(spec: TestSpec) -> str | None:
+    """Why ``spec`` cannot run (a bad field, an unknown system, workload or bug switch, a target
+    or fault its system cannot take, a store that cannot be written), found without starting
+    or creating anything, as ``run-all --dry-run`` asks; ``None`` when none is known."""
+    try:
+        spec.check()
+        _load(spec)
+    except (SpecError, RunError) as problem:
+        return str(problem)
+    return store_problem(spec.store)
 
 
 def _load(spec: TestSpec) -> System:

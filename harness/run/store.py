@@ -30,6 +30,7 @@ __all__ = [
     "new_run_dir",
     "open_run_dir",
     "point_latest",
+    "store_problem",
     "unique_tmp",
     "why_unwritable",
 ]
@@ -87,10 +88,32 @@ def check_store(root: Path, test_name: str) -> None:
         _probe(folder, _STAMP_LENGTH)
     except OSError as problem:
         raise StoreError(
-            problem.errno,
-            f"cannot store runs in {root}: {why_unwritable(problem)} ({folder}); pass --store a "
-            "writable folder with a short path, e.g. --store store",
+            problem.errno, _cannot_store(root, f"{why_unwritable(problem)} ({folder})")
         ) from None
+
+
+def store_problem(root: Path) -> str | None:
+    """Why runs could not be stored under ``root`` (a file in the way, a folder that cannot be
+    written), found without leaving anything behind, as a dry run must: the nearest folder that
+    exists is probed with a file made and removed at once. ``None`` when nothing is known to be
+    wrong (:func:`check_store` finds the rest when the run starts)."""
+    existing = root
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return _cannot_store(root, f"{existing} is not a folder")
+    try:
+        _probe(existing, _STAMP_LENGTH)
+    except OSError as problem:
+        return _cannot_store(root, f"{existing} cannot be written: {why_unwritable(problem)}")
+    return None
+
+
+def _cannot_store(root: Path, why: str) -> str:
+    return (
+        f"cannot store runs in {root}: {why}; pass --store a writable folder with a short path, "
+        "e.g. --store store"
+    )
 
 
 def check_output_file(path: Path, option: str) -> None:
