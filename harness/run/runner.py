@@ -32,7 +32,13 @@ from harness.node import Daemon, Node
 from harness.node.docker.cluster import Cluster, ClusterError, NodeSpec, new_run_id
 from harness.node.docker.engine import EngineError
 from harness.node.docker.images import ImageError, image_exists, system_image, system_tag
-from harness.node.interrupts import Interrupted, interrupts_deferred, interrupts_once, shielded
+from harness.node.interrupts import (
+    Interrupted,
+    hurried,
+    interrupts_deferred,
+    interrupts_once,
+    shielded,
+)
 from harness.node.ssh import HostsFile, SshCluster
 from harness.run.agent_link import AgentLink
 from harness.run.agents import AGENT_DAEMON, AgentSet, deploy_system, stop_agents
@@ -237,8 +243,10 @@ def run_test(
                 soft_wrap=True,
             )
             state.enter("cluster start")
-            with HistoryWriter(run_dir.history) as writer:
-                recorder = Recorder(writer)
+            with (
+                HistoryWriter(run_dir.history) as writer,
+                contextlib.closing(Recorder(writer)) as recorder,
+            ):
                 state.recorder = recorder
                 with _nodes(run_id, nodes, image, keep_cluster, hosts) as running:
                     state.enter("system setup")
@@ -689,7 +697,9 @@ def _exercise(
                 if not report.ok:
                     state.record.heal_errors = tuple(str(e) for e in report.errors)
                     state.save()
-                _join(threads, op_timeout + 5)
+                # Holders whose operations hang are waited for, unless a second signal came:
+                # then their operations stay open in the history (an unknown outcome).
+                _join(threads, op_timeout + 5, lambda: hurried(state.interruption))
             if not interrupted and recorder.failure is None:
                 state.enter("the final reads")
                 # Let expired leases lapse and restarted processes settle before the final reads.
@@ -813,11 +823,12 @@ def _outlast(schedule: Schedule, ttl: float) -> float:
     return longest + 2 * ttl + 2.0
 
 
-def _join(threads: Sequence[threading.Thread], timeout: float) -> None:
+def _join(threads: Sequence[threading.Thread], timeout: float, hurry: Callable[[], bool]) -> None:
+    """Wait up to ``timeout`` for ``threads``, or until ``hurry()`` (a second stop signal)."""
     deadline = time.monotonic() + timeout
     for thread in threads:
         # In slices, so a stop signal the kernel handed to another thread is handled promptly.
-        while thread.is_alive() and time.monotonic() < deadline:
+        while thread.is_alive() and time.monotonic() < deadline and not hurry():
             thread.join(min(_SIGNAL_POLL_S, max(0.0, deadline - time.monotonic())))
 
 
