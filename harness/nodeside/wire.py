@@ -23,6 +23,7 @@ under libfaketime reads the faked ones; see :mod:`harness.nodeside.clock`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hmac
 import json
 import math
@@ -202,7 +203,13 @@ class Connection:
         return not readable
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
+        """Close the connection (idempotent), at once even while another thread waits on it for
+        an answer: that wait ends as an unknown outcome (``OSError``)."""
+        # Shut down first: closing alone neither wakes a thread blocked reading the socket nor
+        # returns before it does (the reader's buffer lock), so a teardown closing a hung
+        # holder's link would wait out the holder's whole timeout.
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
         self._reader.close()
         self._sock.close()
 
