@@ -16,7 +16,6 @@ import click
 from harness.cli import cli
 from harness.report import write_report
 from harness.report.index import write_index
-from harness.run.record import read_record
 from harness.run.store import DEFAULT_STORE, RunDir, find_runs, open_run_dir
 
 __all__ = ["IDLE_TIMEOUT_S", "LOOPBACK", "make_server", "report", "serve"]
@@ -69,7 +68,7 @@ def _readable_run(path: Path) -> RunDir:
     else a :class:`click.ClickException` naming the file and the fix."""
     try:
         run = open_run_dir(path)
-        read_record(run)
+        run.read_record()
     except (OSError, ValueError) as problem:
         raise click.ClickException(str(problem)) from None
     return run

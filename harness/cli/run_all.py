@@ -36,7 +36,8 @@ from harness.run.matrix import (
     tally,
 )
 from harness.run.matrix import shard as shard_of
-from harness.run.runner import RunError, RunOutcome, run_test, spec_problem
+from harness.run.plan import spec_problem
+from harness.run.runner import RunError, RunOutcome, run_test
 from harness.run.spec import TestSpec
 from harness.run.store import StoreError, check_output_file, check_store
 from harness.run.summary import summarize

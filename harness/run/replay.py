@@ -17,7 +17,7 @@ from pathlib import Path
 from rich.console import Console
 
 from harness.history import NEMESIS, HistoryError, read_history
-from harness.run.record import RunRecord, read_record
+from harness.run.record import RunRecord
 from harness.run.runner import RunOutcome, run_test
 from harness.run.store import RunDir, open_run_dir
 from harness.run.summary import Verdict, summarize
@@ -182,7 +182,7 @@ def load_run(path: str | Path) -> StoredRun:
     """Read a run directory for replaying; raises :class:`ReplayError` naming what is missing."""
     try:
         run = open_run_dir(path)
-        record = read_record(run)
+        record = run.read_record()
     except (OSError, ValueError) as problem:
         raise ReplayError(f"cannot read the run {path}: {problem}") from None
     if not record.schedule:

@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.history import HistoryError, read_history
+from harness.run.record import RunRecord
+from harness.run.results import StoredResults
 
 __all__ = [
     "DEFAULT_STORE",
@@ -193,18 +195,27 @@ class RunDir:
             f"alone with `fencecheck check {self.history}`"
         )
 
-    def read_results(self) -> dict[str, Any] | None:
-        """The decoded ``results.json``, or ``None`` when the run was never checked."""
-        if not self.results.exists():
-            return None
-        data: dict[str, Any] = json.loads(self.results.read_text())
-        return data
+    def read_record(self) -> RunRecord:
+        """The record in ``test.json``; raises ``ValueError`` naming the file when it is damaged
+        or lacks a field, ``OSError`` when it cannot be read."""
+        data = self.read_test()
+        try:
+            return RunRecord.from_json(data)
+        except ValueError as problem:
+            raise self.damaged(str(problem)) from None
 
-    def read_coverage(self) -> dict[str, Any] | None:
-        """The ``coverage`` section of ``results.json`` (``None``: never checked, or no such
-        section); raises as :meth:`read_results` does."""
-        coverage = (self.read_results() or {}).get("coverage")
-        return coverage if isinstance(coverage, dict) else None
+    def read_results(self) -> StoredResults | None:
+        """``results.json`` read back (:class:`~harness.run.results.StoredResults`), or ``None``
+        when the run was never checked; raises ``OSError`` or ``ValueError`` naming the file when
+        it cannot be read."""
+        try:
+            text = self.results.read_text()
+        except FileNotFoundError:
+            return None
+        try:
+            return StoredResults.from_json(json.loads(text))
+        except ValueError as problem:
+            raise ValueError(f"{self.results} cannot be read: {problem}") from None
 
     def read_replay(self) -> dict[str, Any] | None:
         """The decoded ``replay.json`` of a replay, or ``None`` (not a replay, or unreadable)."""

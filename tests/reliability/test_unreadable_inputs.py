@@ -159,7 +159,8 @@ def test_a_torn_last_line_is_reported_and_judged_without(
     assert code == EXIT_VALID and said in " ".join(output.split()), output
     code, output = _cli(["analyze", str(run.path)], capsys)
     assert code == EXIT_VALID and said in " ".join(output.split()), output
-    assert said in (run.read_results() or {})["notes"][0]
+    stored = run.read_results()
+    assert stored is not None and said in stored.notes[0]
     notes: list[str] = []
     assert len(list(read_history(run.history, notes=notes))) == lines
     assert len(notes) == 1 and "judged without it" in notes[0]
@@ -174,9 +175,9 @@ def test_a_run_killed_before_its_end_says_it_never_finished(
     run.write_json(run.test_json, {**record, "finished": False})
     code, output = _cli(["analyze", "--json", str(run.path)], capsys)
     assert code == EXIT_UNKNOWN, output
-    results = run.read_results() or {}
-    assert results["never_finished"] is True
-    assert results["unknown_reasons"][0].startswith("the run never finished")
+    stored = run.read_results()
+    assert stored is not None and stored.never_finished
+    assert stored.unknown_reasons[0].startswith("the run never finished")
     code, output = _cli(["analyze", str(run.path)], capsys)  # and again, once results exist
     assert code == EXIT_UNKNOWN and "never finished" in output, output
 
