@@ -286,13 +286,15 @@ def analyze_command(run_dir: Path, as_json: bool) -> None:
         run = open_run_dir(run_dir)
         result = check_run(run)
         publish(run)
+        coverage, gaps = _coverage(run)
+        stored = run.read_results()
     except (OSError, ValueError, KeyError) as problem:
         raise click.ClickException(str(problem)) from None
-    coverage, gaps = _coverage(run)
+    notes = list(stored.notes) if stored is not None else []
     if as_json:
-        click.echo(json.dumps({**result.to_json(), "coverage": coverage}, indent=2))
+        click.echo(json.dumps({**result.to_json(), "coverage": coverage, "notes": notes}, indent=2))
     else:
-        render_result(Console(highlight=False), result, run.history, gaps)
+        render_result(Console(highlight=False), result, run.history, gaps, notes)
     raise click.exceptions.Exit(exit_code(result))
 
 

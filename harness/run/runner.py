@@ -19,6 +19,7 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib.metadata import version
+from pathlib import Path
 from typing import Final
 
 from rich.console import Console
@@ -29,7 +30,13 @@ from harness.node import Daemon, Node
 from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.engine import EngineError
 from harness.node.docker.images import ImageError, image_exists, system_image, system_tag
-from harness.node.interrupts import Interrupted, interrupts_deferred, interrupts_once, shielded
+from harness.node.interrupts import (
+    Interrupted,
+    hurried,
+    interrupts_deferred,
+    interrupts_once,
+    shielded,
+)
 from harness.node.ssh import HostsFile, SshCluster
 from harness.run.agent_link import AgentLink
 from harness.run.agents import AGENT_DAEMON, AgentSet, deploy_system, stop_agents
@@ -77,6 +84,7 @@ __all__ = [
     "Interrupted",
     "RunError",
     "RunOutcome",
+    "collect_logs",
     "kill_restarter",
     "note_late_signal",
     "run_test",
@@ -155,6 +163,7 @@ def run_test(
         inventory=tuple(inventory),
         topology=tuple(NodeEntry(node.name, node.role) for node in nodes),
         versions=_versions(),
+        finished=False,
     )
     state = _RunState(run_dir, record, console)
     with interrupts_once() as interruption:
@@ -167,8 +176,10 @@ def run_test(
                 soft_wrap=True,
             )
             state.enter("cluster start")
-            with HistoryWriter(run_dir.history) as writer:
-                recorder = Recorder(writer)
+            with (
+                HistoryWriter(run_dir.history) as writer,
+                contextlib.closing(Recorder(writer)) as recorder,
+            ):
                 state.recorder = recorder
                 with _nodes(run_id, nodes, image, keep_cluster, hosts) as running:
                     state.enter("system setup")
@@ -255,6 +266,8 @@ class _RunState:
         came (before or during the check); then point the store's ``latest`` at the run. A
         results file that cannot be written is a run error (and ``latest`` stays where it was).
         """
+        self.record.finished = True
+        self.save()
         try:
             judged = judge_run(self.run_dir, self.record)
         except FileNotFoundError:
@@ -299,7 +312,7 @@ def note_late_signal(outcome: RunOutcome, signal: Interrupted, phase: str) -> Ru
     into ``test.json`` and ``results.json`` like any other, and the verdict is concluded again
     (without checking the history again)."""
     run_dir = outcome.run_dir
-    record = outcome.record or RunRecord.from_json(run_dir.read_test())
+    record = outcome.record or run_dir.read_record()
     judged = outcome.judged or judge_run(run_dir, record)
     record.interrupted = Interruption(signal.signal, signal.at.isoformat(), phase)
     run_dir.write_json(run_dir.test_json, record.to_json())
@@ -363,7 +376,7 @@ def _exercise(
     resources = contextlib.ExitStack()
     resources.callback(system.teardown, nodes)
     resources.callback(_stop_agents_quietly, nodes)
-    resources.callback(_collect_logs, system, nodes, run_dir)
+    resources.callback(collect_logs, system, nodes, run_dir)
     try:
         try:
             processes = {target.role: target.daemon for target in deployment.targets}
@@ -428,7 +441,9 @@ def _exercise(
                 if not report.ok:
                     state.record.heal_errors = tuple(str(e) for e in report.errors)
                     state.save()
-                _join(threads, op_timeout + 5)
+                # Holders whose operations hang are waited for, unless a second signal came:
+                # then their operations stay open in the history (an unknown outcome).
+                _join(threads, op_timeout + 5, lambda: hurried(state.interruption))
             if not interrupted and recorder.failure is None:
                 state.enter("the final reads")
                 # Let expired leases lapse and restarted processes settle before the final reads.
@@ -521,11 +536,12 @@ def _outlast(schedule: Schedule, ttl: float) -> float:
     return longest + 2 * ttl + 2.0
 
 
-def _join(threads: Sequence[threading.Thread], timeout: float) -> None:
+def _join(threads: Sequence[threading.Thread], timeout: float, hurry: Callable[[], bool]) -> None:
+    """Wait up to ``timeout`` for ``threads``, or until ``hurry()`` (a second stop signal)."""
     deadline = time.monotonic() + timeout
     for thread in threads:
         # In slices, so a stop signal the kernel handed to another thread is handled promptly.
-        while thread.is_alive() and time.monotonic() < deadline:
+        while thread.is_alive() and time.monotonic() < deadline and not hurry():
             thread.join(min(_SIGNAL_POLL_S, max(0.0, deadline - time.monotonic())))
 
 
@@ -652,7 +668,15 @@ def _final_reads(
     return {node: (error, left) for node, error in lost.items()} if left else {}
 
 
-def _collect_logs(system: System, nodes: Mapping[str, Node], run_dir: RunDir) -> None:
+_DATA_PREFIX: Final = "data-"
+"""What a file a system collects (``CollectsData``) is named with in ``logs/<node>/``: a daemon's
+log is ``<daemon>.log``, and the reference store's data file is ``store.log`` too; without the
+prefix the data file overwrote the log of the daemon of the same name."""
+
+
+def collect_logs(system: System, nodes: Mapping[str, Node], run_dir: RunDir) -> None:
+    """Save each node's daemon logs as ``logs/<node>/<daemon>.log`` and the files the system
+    collects as ``logs/<node>/data-<file>``, whatever fails (a node may be gone)."""
     for name, node in nodes.items():
         folder = run_dir.logs / name
         folder.mkdir(parents=True, exist_ok=True)
@@ -662,8 +686,10 @@ def _collect_logs(system: System, nodes: Mapping[str, Node], run_dir: RunDir) ->
     if isinstance(system, CollectsData):
         with contextlib.suppress(Exception):
             for name, files in system.collect(nodes).items():
+                folder = run_dir.logs / Path(name).name
+                folder.mkdir(parents=True, exist_ok=True)
                 for file_name, data in files.items():
-                    (run_dir.logs / name / file_name).write_bytes(data)
+                    (folder / f"{_DATA_PREFIX}{Path(file_name).name}").write_bytes(data)
 
 
 def _versions() -> dict[str, str]:

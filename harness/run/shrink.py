@@ -39,7 +39,6 @@ from typing import Any, Final
 
 from rich.console import Console
 
-from harness.run.record import RunRecord
 from harness.run.replay import Finding, StoredRun, finding_of
 from harness.run.runner import RunError, run_test
 from harness.run.spec import TestSpec
@@ -447,6 +446,6 @@ def _with_workers(candidate: Candidate, workers: int) -> Candidate | None:
 def _command_of(run: Path) -> str:
     """The ``fencecheck run`` command line a run's ``test.json`` records."""
     try:
-        return RunRecord.from_json(RunDir(run).read_test()).command
+        return RunDir(run).read_record().command
     except (OSError, ValueError):
         return ""
