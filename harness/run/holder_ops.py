@@ -58,7 +58,8 @@ def backoff_delay(attempt: int, lease_ttl: float, rng: random.Random) -> float:
 class HolderBoard:
     """Who holds which lock right now, as far as the history shows, and what each holder is doing:
     the write it has in flight and how many it had accepted since its grant (for holder-aimed
-    faults, :class:`nemeses.player.HolderWork`)."""
+    faults, :class:`nemeses.player.HolderWork`), and who is waiting for a lock (for faults aimed
+    at a waiter)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -66,6 +67,7 @@ class HolderBoard:
         self._holders: dict[str, str] = {}  # lock -> node
         self._writing: dict[str, tuple[float, float]] = {}  # node -> (sent, work) of its write
         self._accepted: dict[str, int] = {}  # node -> writes accepted since its last grant
+        self._waiting: dict[str, None] = {}  # nodes with an acquire open, oldest first
 
     def granted(self, lock: str, node: str) -> None:
         """``node`` was granted ``lock``."""
@@ -78,6 +80,24 @@ class HolderBoard:
         with self._lock:
             if self._holders.get(lock) == node:
                 del self._holders[lock]
+
+    def began_acquire(self, node: str) -> None:
+        """``node`` asked for a lock and waits for the answer."""
+        with self._lock:
+            self._waiting[node] = None
+
+    def ended_acquire(self, node: str) -> None:
+        """``node``'s acquire was answered (granted or not)."""
+        with self._lock:
+            self._waiting.pop(node, None)
+
+    def waiter(self) -> str | None:
+        """A node waiting for a lock and holding none, the one that began waiting last (in a
+        service that serves its queue in order it waits longest); ``None`` if none."""
+        with self._lock:
+            holding = set(self._holders.values())
+            waiting = [node for node in self._waiting if node not in holding]
+            return waiting[-1] if waiting else None
 
     def current(self) -> str | None:
         """A node that holds a lock now, the most recently granted first; ``None`` if none."""
@@ -169,12 +189,16 @@ class HolderOps:
 
     def acquire(self, lock: str) -> Completion:
         """Ask the agent for a lease, waiting up to the configured acquire wait."""
-        done = self._call(
-            "acquire",
-            {"lock": lock},
-            {"op": "acquire", "lock": lock, "wait": self._acquire_wait},
-            timeout=self._timeout + self._acquire_wait,
-        )
+        self._board.began_acquire(self._node)
+        try:
+            done = self._call(
+                "acquire",
+                {"lock": lock},
+                {"op": "acquire", "lock": lock, "wait": self._acquire_wait},
+                timeout=self._timeout + self._acquire_wait,
+            )
+        finally:
+            self._board.ended_acquire(self._node)
         if done.ok:
             self._board.granted(lock, self._node)
         return done

@@ -631,6 +631,7 @@ def _exercise(
                 holder_work=board,
                 resolve_leader=_leader(system, nodes),
                 resolve_member=_member(system, nodes),
+                resolve_waiter=board.waiter,
             )
             try:
                 state.enter("the workload")
