@@ -85,9 +85,10 @@ class Window:
     """One scheduled fault: from ``start_ns`` for ``duration_ns`` on the run clock.
 
     ``targets`` are node names, or contain a symbolic target (:data:`HOLDER`, :data:`LOCK_LEADER`,
-    :data:`LOCK_FOLLOWER`, :data:`HOLDER_MEMBER`, :data:`WAITER`); ``fallback`` is the node that stands in for it
-    when nobody holds the lease (or leads, or the system cannot say). ``params`` are the
-    fault's parameters (``process``, ``cpu``, ``topology``, ``peers``, ``direction``).
+    :data:`LOCK_FOLLOWER`, :data:`HOLDER_MEMBER`, :data:`WAITER`); ``fallback`` is the node that
+    stands in for it when nobody holds the lease (or leads, waits, or the system cannot say).
+    ``params`` are the fault's parameters (``process``, ``cpu``, ``topology``, ``peers``,
+    ``direction``).
     """
 
     index: int

@@ -84,7 +84,8 @@ store_option = click.option(
     "--target",
     default=None,
     help="Fault targets, comma-separated: holder, waiter, lock-leader, lock-follower, "
-    "holder-member, a role (lock, store, worker) or a node name. Default: holder, or what the planted --bug needs.",
+    "holder-member, a role (lock, store, worker) or a node name. Default: holder, or what the "
+    "planted --bug needs.",
 )
 @click.option(
     "--fault-lengths",
