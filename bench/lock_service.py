@@ -1,16 +1,25 @@
-"""Detection of the lock-service switches: how often, and how soon, a default run catches them.
+"""The lock-service rules measured: how often, and how soon, default runs catch the switches, and
+how often the correct systems are wrongly judged.
 
-For each switch (``token-before-lease``, ``grant-to-expired-waiter`` by default) it runs N seeded
-runs of the reference system with what ``fencecheck run --bug X`` picks by itself (the faults
-and targets of the switch's ``exposed_by``, every other setting the run's default) and prints,
-per switch, the runs whose verdict was invalid with one of the switch's own anomalies
-(detections out of N) and the median time, from the run's start, to the first such violation
-(the completion of the earliest operation its evidence names as the violating one).
+Two kinds of rows, each N seeded runs (seeds ``--seed``, ``--seed + 1``...):
+
+- a **switch** of the reference system (``token-before-lease``, ``grant-to-expired-waiter``), run
+  with what ``fencecheck run --bug X`` picks by itself (the faults and targets of the switch's
+  ``exposed_by``, every other setting the run's default): *caught* counts the runs whose verdict
+  was invalid with one of the switch's own anomalies, *median* is the median time from the run's
+  start to the first such violation (the completion of the latest operation the earliest
+  anomaly's evidence names: when it became visible), *false alarms* counts runs invalid with
+  other anomalies only;
+- a **correct system** (``reference``, ``etcd``, ``zookeeper``, ``redis``, no switch), run with the
+  default faults: *false alarms* counts the runs judged invalid, which a correct system must never
+  be; *unknown* the runs too weak to judge.
 
     PYTHONPATH=. python3 bench/lock_service.py [--runs 20] [--time-limit 60] [--seed 1]
+        [--switch NAME ...] [--system NAME ...]
 
-Each run is a real Docker cluster: the defaults take about 20 x 2 x 70 s. On a shared machine
-run a few (``--runs 3 --time-limit 30``). Exit status 0 whatever the numbers.
+Each run is a real Docker cluster: the defaults take about 20 x 6 x 70 s. On a shared machine run
+a few (``--runs 3 --time-limit 30``, or one row with ``--switch`` or ``--system``; naming either
+runs only what is named). Exit status 0 whatever the numbers.
 """
 
 from __future__ import annotations
@@ -30,18 +39,20 @@ from harness.run.runner import run_test
 from harness.run.spec import TestSpec
 from systems import load_system
 
-__all__ = ["main"]
+__all__ = ["first_violation", "main"]
 
-_SYSTEM: Final = "reference"
+_REFERENCE: Final = "reference"
 _SWITCHES: Final = ("token-before-lease", "grant-to-expired-waiter")
+_CORRECT: Final = ("reference", "etcd", "zookeeper", "redis")
 
 
 @dataclass(frozen=True, slots=True)
 class _Run:
     seed: int
-    caught: bool
-    first_ns: int | None
     verdict: str
+    caught: bool  # invalid with one of the switch's own anomalies (never, for a correct system)
+    first_ns: int | None
+    false_alarm: bool  # invalid, and not (only) for the switch's own anomalies
 
 
 def first_violation(result: CheckResult, names: Sequence[str]) -> int | None:
@@ -56,47 +67,82 @@ def first_violation(result: CheckResult, names: Sequence[str]) -> int | None:
     return min(times) if times else None
 
 
-def _one(switch: str, seed: int, time_limit: float, console: Console) -> _Run:
+def _switch_run(switch: str, seed: int, time_limit: float, console: Console) -> _Run:
     """One run of ``switch`` as ``run --bug SWITCH --seed SEED`` would make it."""
-    bug = switches_of(load_system(_SYSTEM))[switch]
+    bug = switches_of(load_system(_REFERENCE))[switch]
     picked = exposing_faults({switch: bug}, (switch,))
-    spec = TestSpec(system=_SYSTEM, bugs=(switch,), time_limit=time_limit, seed=seed)
+    spec = TestSpec(system=_REFERENCE, bugs=(switch,), time_limit=time_limit, seed=seed)
     if picked is not None:
         spec = replace(spec, nemeses=picked[0], targets=picked[1])
-    outcome = run_test(spec, console=console, progress=False)
-    result = outcome.result
-    names = [name for name in bug.anomalies if result.anomaly_counts.get(name)]
+    result = run_test(spec, console=console, progress=False).result
+    own = [name for name in bug.anomalies if result.anomaly_counts.get(name)]
+    others = [name for name in result.anomaly_types if name not in bug.anomalies]
     return _Run(
         seed,
-        result.valid is False and bool(names),
-        first_violation(result, names),
         str(result.valid),
+        result.valid is False and bool(own),
+        first_violation(result, own),
+        result.valid is False and not own and bool(others),
+    )
+
+
+def _correct_run(system: str, seed: int, time_limit: float, console: Console) -> _Run:
+    """One run of the correct ``system`` with the default faults and targets."""
+    spec = TestSpec(system=system, time_limit=time_limit, seed=seed)
+    result = run_test(spec, console=console, progress=False).result
+    if result.valid is False:
+        console.print(f"{system} seed {seed}: FALSE ALARM {result.anomaly_types}")
+    return _Run(seed, str(result.valid), False, None, result.valid is False)
+
+
+def _row(table: Table, label: str, runs: Sequence[_Run], switch: bool) -> None:
+    firsts = [run.first_ns for run in runs if run.caught and run.first_ns is not None]
+    median = f"{statistics.median(firsts) / 1e9:.1f} s" if firsts else "-"
+    caught = f"{sum(run.caught for run in runs)}/{len(runs)}" if switch else "-"
+    unknown = sum(run.verdict == "unknown" for run in runs)
+    table.add_row(
+        label,
+        caught,
+        median,
+        f"{sum(run.false_alarm for run in runs)}/{len(runs)}",
+        f"{unknown}/{len(runs)}",
+        ", ".join(f"{run.seed}:{run.verdict}" for run in runs),
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print its table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=20, help="seeded runs per switch")
+    parser.add_argument("--runs", type=int, default=20, help="seeded runs per row")
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per run")
     parser.add_argument("--seed", type=int, default=1, help="the first run's seed")
-    parser.add_argument("--switch", action="append", choices=_SWITCHES, help="default: both")
+    parser.add_argument("--switch", action="append", choices=_SWITCHES, help="a switch's row")
+    parser.add_argument("--system", action="append", choices=_CORRECT, help="a correct system")
     args = parser.parse_args(argv)
+    named = bool(args.switch or args.system)
+    switches = args.switch or ([] if named else list(_SWITCHES))
+    systems = args.system or ([] if named else list(_CORRECT))
     console = Console(stderr=True)
-    table = Table(title=f"{_SYSTEM}: {args.runs} runs of {args.time_limit:g} s per switch")
-    for column in ("switch", "detected", "median to first violation", "verdicts"):
+    table = Table(title=f"{args.runs} seeded runs of {args.time_limit:g} s per row")
+    for column in ("row", "caught", "median to first violation", "false alarms", "unknown"):
         table.add_column(column)
-    for switch in args.switch or _SWITCHES:
+    table.add_column("seed:verdict")
+    seeds = range(args.seed, args.seed + args.runs)
+    for switch in switches:
         runs = []
-        for at in range(args.runs):
-            run = _one(switch, args.seed + at, args.time_limit, console)
-            console.print(f"{switch} seed {run.seed}: {run.verdict}, caught {run.caught}")
+        for seed in seeds:
+            run = _switch_run(switch, seed, args.time_limit, console)
+            console.print(f"{switch} seed {seed}: {run.verdict}, caught {run.caught}")
             runs.append(run)
-        firsts = [run.first_ns for run in runs if run.caught and run.first_ns is not None]
-        median = f"{statistics.median(firsts) / 1e9:.1f} s" if firsts else "-"
-        verdicts = ", ".join(run.verdict for run in runs)
-        table.add_row(switch, f"{sum(run.caught for run in runs)}/{len(runs)}", median, verdicts)
-    Console().print(table)
+        _row(table, f"reference --bug {switch}", runs, switch=True)
+    for system in systems:
+        runs = []
+        for seed in seeds:
+            run = _correct_run(system, seed, args.time_limit, console)
+            console.print(f"{system} seed {seed}: {run.verdict}")
+            runs.append(run)
+        _row(table, f"{system} (correct)", runs, switch=False)
+    Console(width=160).print(table)
     return 0
 
 
