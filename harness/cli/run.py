@@ -22,7 +22,7 @@ from harness.report import publish
 from harness.run.exposure import ExposureError, exposing_faults, switches_of
 from harness.run.exposure import expose as exposed_spec
 from harness.run.runner import RunError, RunOutcome, check_run, note_late_signal, run_test
-from harness.run.spec import SpecError, TestSpec, split_names, store_path
+from harness.run.spec import ACQUIRE_MODES, SpecError, TestSpec, split_names, store_path
 from harness.run.store import (
     RunDir,
     StoreError,
@@ -139,6 +139,14 @@ store_option = click.option(
     help="Keys one write spans, all accepted or none (append workload; the system must "
     "support it, e.g. the reference system).",
 )
+@click.option(
+    "--acquire",
+    type=click.Choice(ACQUIRE_MODES),
+    default="wait",
+    show_default=True,
+    help="wait: one acquire waits for the lock; try: one acquire per attempt, none waiting, "
+    "so a grant is short in real time even without the service's grant_seq.",
+)
 @click.option("--rate", type=float, default=0.0, help="Ops/s per holder; 0 = unthrottled.")
 @click.option(
     "--read-ratio",
@@ -206,6 +214,7 @@ def run_command(
     locks: int,
     writes_per_lease: int,
     keys_per_write: int,
+    acquire: str,
     rate: float,
     read_ratio: float,
     op_timeout: float,
@@ -243,6 +252,7 @@ def run_command(
         locks=locks,
         writes_per_lease=writes_per_lease,
         keys_per_write=keys_per_write,
+        acquire=acquire,
         rate=rate,
         read_ratio=read_ratio,
         op_timeout=op_timeout,

@@ -68,6 +68,7 @@ _SPEC_ORDER: Final = (
     "read_ratio",
     "writes_per_lease",
     "keys_per_write",
+    "acquire",
     "op_timeout",
     "topology",
     "run_id",

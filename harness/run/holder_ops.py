@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from harness.history.vocabulary import UNAVAILABLE, UNREACHABLE
+from harness.history.vocabulary import TIMEOUT, UNAVAILABLE, UNREACHABLE
 from harness.run.agent_link import AgentLink, AgentUnreachable
 from harness.run.recorder import Recorder
 from workloads.base import Completion
@@ -31,6 +31,7 @@ __all__ = [
     "BACKOFF_CAP",
     "BACKOFF_FIRST",
     "REACHED_AGENT_S",
+    "TRY_GAP",
     "HolderBoard",
     "HolderOps",
     "backoff_delay",
@@ -42,6 +43,9 @@ BACKOFF_CAP: Final = 0.5
 """The longest wait, as a fraction of the lease TTL: never more than half a lease lost."""
 REACHED_AGENT_S: Final = 0.001
 """A write sent this long ago has reached its agent, which checked the lease at once."""
+TRY_GAP: Final = 0.05
+"""Between two attempts of an acquire made of tries (``--acquire try``), in lease TTLs: a lock
+handed on is taken within a twentieth of a lease, at two history events per attempt."""
 _OUTAGE: Final = frozenset((UNREACHABLE, UNAVAILABLE))
 
 
@@ -151,6 +155,7 @@ class HolderOps:
         work_ms: int,
         board: HolderBoard,
         lease_ttl: float,
+        tries: bool = False,
     ) -> None:
         self._node = node
         self._process = process
@@ -165,6 +170,7 @@ class HolderOps:
         self._board = board
         self._ids = itertools.count(1)
         self._lease_ttl = lease_ttl
+        self._tries = tries
         # Its own stream, so how often the system was down never shifts the workload's choices.
         self._backoff_rng = random.Random(f"{seed}:{node}:backoff")
         self._outages = 0
@@ -188,20 +194,35 @@ class HolderOps:
         return self._stop.is_set()
 
     def acquire(self, lock: str) -> Completion:
-        """Ask the agent for a lease, waiting up to the configured acquire wait."""
+        """Ask the agent for a lease, waiting up to the configured acquire wait: in one acquire
+        that waits, or (``tries``) in attempts that do not wait, each its own operation, every
+        :data:`TRY_GAP` TTLs until one is granted, refused otherwise, or the wait is over."""
         self._board.began_acquire(self._node)
         try:
-            done = self._call(
-                "acquire",
-                {"lock": lock},
-                {"op": "acquire", "lock": lock, "wait": self._acquire_wait},
-                timeout=self._timeout + self._acquire_wait,
-            )
+            done = self._attempts(lock) if self._tries else self._attempt(lock, self._acquire_wait)
         finally:
             self._board.ended_acquire(self._node)
         if done.ok:
             self._board.granted(lock, self._node)
         return done
+
+    def _attempts(self, lock: str) -> Completion:
+        deadline = time.monotonic() + self._acquire_wait
+        while True:
+            done = self._attempt(lock, 0.0)
+            busy = done.type == "fail" and done.error == TIMEOUT  # a try that found it held
+            if not busy or time.monotonic() >= deadline:
+                return done
+            if self._stop.wait(TRY_GAP * self._lease_ttl):
+                return done
+
+    def _attempt(self, lock: str, wait: float) -> Completion:
+        return self._call(
+            "acquire",
+            {"lock": lock},
+            {"op": "acquire", "lock": lock, "wait": wait},
+            timeout=self._timeout + wait,
+        )
 
     def release(self, lock: str) -> Completion:
         """Give the lease back."""

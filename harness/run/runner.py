@@ -811,6 +811,7 @@ def _holders(
             work_ms=spec.work_ms,
             board=board,
             lease_ttl=lease_ttl,
+            tries=spec.acquire == "try",
         )
         for index, (name, endpoint) in enumerate(sorted(agents.endpoints.items()))
     ]
@@ -951,6 +952,7 @@ def _rerun_command(spec: TestSpec, fixed_in: RunDir | None = None) -> list[str]:
     optional: tuple[tuple[str, object, object], ...] = (
         ("--writes-per-lease", spec.writes_per_lease, _DEFAULTS.writes_per_lease),
         ("--keys-per-write", spec.keys_per_write, _DEFAULTS.keys_per_write),
+        ("--acquire", spec.acquire, _DEFAULTS.acquire),
         ("--work-ms", spec.work_ms, None),
         ("--seed", spec.seed, None),
         ("--rate", spec.rate, _DEFAULTS.rate),

@@ -12,6 +12,7 @@ from typing import Any, Final
 from nemeses import DEFAULT_NEMESES
 
 __all__ = [
+    "ACQUIRE_MODES",
     "LIMITS",
     "MAX_FINAL_READS",
     "SPANNING_WORKLOADS",
@@ -81,6 +82,13 @@ key count with one lock on a system of up to three sinks."""
 SPANNING_WORKLOADS: Final = ("append",)
 """The workloads that send writes spanning several keys (``--keys-per-write`` above 1)."""
 
+ACQUIRE_MODES: Final = ("wait", "try")
+"""How a holder asks for a lease (``--acquire``): ``wait``, one acquire that waits for the lock
+(the service's waiting path is exercised; grants are ordered by ``grant_seq`` or ``waited``), or
+``try``, an acquire per attempt that does not wait, repeated until one is granted (each grant is
+short in real time, so real-time order judges grants even without ``grant_seq``; nobody waits, so
+a service's mistakes with its waiters cannot show). docs/design.md §4 weighs the two."""
+
 _DEFAULT_KEYS: Final = 3
 _DEFAULT_WRITES_PER_LEASE: Final = 20
 _MAX_TTLS_PER_RUN: Final = 100_000
@@ -112,6 +120,7 @@ class TestSpec:
     read_ratio: float = 0.1
     writes_per_lease: int = _DEFAULT_WRITES_PER_LEASE
     keys_per_write: int = 1
+    acquire: str = "wait"  # one of ACQUIRE_MODES
     op_timeout: float = 0.0  # 0 means: long enough to outlast every scheduled fault
     seed: int = field(default_factory=lambda: secrets.randbelow(2**31))
     name: str = ""
@@ -162,6 +171,11 @@ class TestSpec:
             raise SpecError(
                 f"--ttl {self.ttl:g} is longer than --time-limit {self.time_limit:g}: no lease "
                 "could ever lapse; give a --time-limit of several TTLs (e.g. 30 with --ttl 1)"
+            )
+        if self.acquire not in ACQUIRE_MODES:
+            raise SpecError(
+                f"--acquire {self.acquire!r} is not a way to ask for a lease; use "
+                f"{' or '.join(ACQUIRE_MODES)}"
             )
         if self.keys_per_write > 1:
             self._check_spanning()
