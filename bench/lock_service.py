@@ -9,7 +9,10 @@ Two kinds of rows, each N seeded runs (seeds ``--seed``, ``--seed + 1``...):
   was invalid with one of the switch's own anomalies, *median* is the median time from the run's
   start to the first such violation (the completion of the latest operation the earliest
   anomaly's evidence names: when it became visible), *false alarms* counts runs invalid with
-  other anomalies only;
+  other anomalies only; *without grant_seq* counts the runs whose history, checked again with
+  every ``grant_seq`` taken out (the acquires' and their ``lease_ended``'s), is still invalid
+  with the switch's anomalies, and *nor waited* those still invalid with ``waited`` taken out
+  too (a service that reports neither: ``token-before-lease`` then cannot show);
 - a **correct system** (``reference``, ``etcd``, ``zookeeper``, ``redis``, no switch), run with the
   default faults: *false alarms* counts the runs judged invalid, which a correct system must never
   be; *unknown* the runs too weak to judge.
@@ -26,24 +29,28 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from collections.abc import Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
 from rich.console import Console
 from rich.table import Table
 
-from checkers import CheckResult
+from checkers import CheckResult, check
+from harness.history import Event, read_history
 from harness.run.exposure import exposing_faults, switches_of
+from harness.run.record import RunRecord
 from harness.run.runner import run_test
 from harness.run.spec import TestSpec
 from systems import load_system
 
-__all__ = ["first_violation", "main"]
+__all__ = ["first_violation", "main", "without"]
 
 _REFERENCE: Final = "reference"
 _SWITCHES: Final = ("token-before-lease", "grant-to-expired-waiter")
 _CORRECT: Final = ("reference", "etcd", "zookeeper", "redis")
+_NO_SEQ: Final = frozenset(("grant_seq",))
+_NO_SEQ_OR_WAITED: Final = frozenset(("grant_seq", "waited"))
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +60,8 @@ class _Run:
     caught: bool  # invalid with one of the switch's own anomalies (never, for a correct system)
     first_ns: int | None
     false_alarm: bool  # invalid, and not (only) for the switch's own anomalies
+    caught_without_seq: bool = False  # still caught with every grant_seq taken out
+    caught_without_either: bool = False  # ... and every waited too
 
 
 def first_violation(result: CheckResult, names: Sequence[str]) -> int | None:
@@ -67,6 +76,21 @@ def first_violation(result: CheckResult, names: Sequence[str]) -> int | None:
     return min(times) if times else None
 
 
+def without(events: Iterable[Event], keys: frozenset[str]) -> Iterator[Event]:
+    """``events`` with ``keys`` (``grant_seq``, ``waited``) taken out of acquires' and releases'
+    values and of their ``lease_ended``: as from a lock service that does not report them."""
+    for event in events:
+        value = event.value
+        if event.f not in ("acquire", "release") or not isinstance(value, dict):
+            yield event
+            continue
+        stripped = {key: item for key, item in value.items() if key not in keys}
+        ended = stripped.get("lease_ended")
+        if isinstance(ended, dict):
+            stripped["lease_ended"] = {k: v for k, v in ended.items() if k not in keys}
+        yield replace(event, value=stripped)
+
+
 def _switch_run(switch: str, seed: int, time_limit: float, console: Console) -> _Run:
     """One run of ``switch`` as ``run --bug SWITCH --seed SEED`` would make it."""
     bug = switches_of(load_system(_REFERENCE))[switch]
@@ -74,15 +98,25 @@ def _switch_run(switch: str, seed: int, time_limit: float, console: Console) -> 
     spec = TestSpec(system=_REFERENCE, bugs=(switch,), time_limit=time_limit, seed=seed)
     if picked is not None:
         spec = replace(spec, nemeses=picked[0], targets=picked[1])
-    result = run_test(spec, console=console, progress=False).result
+    outcome = run_test(spec, console=console, progress=False)
+    result = outcome.result
     own = [name for name in bug.anomalies if result.anomaly_counts.get(name)]
     others = [name for name in result.anomaly_types if name not in bug.anomalies]
+    record = RunRecord.from_json(outcome.run_dir.read_test())
+
+    def caught_without(keys: frozenset[str]) -> bool:
+        events = without(read_history(outcome.run_dir.history), keys)
+        again = check(events, inventory=record.sinks, lease_ttl=record.lease_ttl)
+        return again.valid is False and any(again.anomaly_counts.get(n) for n in bug.anomalies)
+
     return _Run(
         seed,
         str(result.valid),
         result.valid is False and bool(own),
         first_violation(result, own),
         result.valid is False and not own and bool(others),
+        caught_without(_NO_SEQ),
+        caught_without(_NO_SEQ_OR_WAITED),
     )
 
 
@@ -99,10 +133,14 @@ def _row(table: Table, label: str, runs: Sequence[_Run], switch: bool) -> None:
     firsts = [run.first_ns for run in runs if run.caught and run.first_ns is not None]
     median = f"{statistics.median(firsts) / 1e9:.1f} s" if firsts else "-"
     caught = f"{sum(run.caught for run in runs)}/{len(runs)}" if switch else "-"
+    without_seq = f"{sum(r.caught_without_seq for r in runs)}/{len(runs)}" if switch else "-"
+    without_either = f"{sum(r.caught_without_either for r in runs)}/{len(runs)}" if switch else "-"
     unknown = sum(run.verdict == "unknown" for run in runs)
     table.add_row(
         label,
         caught,
+        without_seq,
+        without_either,
         median,
         f"{sum(run.false_alarm for run in runs)}/{len(runs)}",
         f"{unknown}/{len(runs)}",
@@ -124,7 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     systems = args.system or ([] if named else list(_CORRECT))
     console = Console(stderr=True)
     table = Table(title=f"{args.runs} seeded runs of {args.time_limit:g} s per row")
-    for column in ("row", "caught", "median to first violation", "false alarms", "unknown"):
+    columns = ("row", "caught", "without grant_seq", "nor waited", "median to first violation")
+    for column in (*columns, "false alarms", "unknown"):
         table.add_column(column)
     table.add_column("seed:verdict")
     seeds = range(args.seed, args.seed + args.runs)
