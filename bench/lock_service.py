@@ -29,8 +29,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Final
 
 from rich.console import Console
@@ -166,21 +167,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     for column in (*columns, "false alarms", "unknown"):
         table.add_column(column)
     table.add_column("seed:verdict")
-    seeds = range(args.seed, args.seed + args.runs)
-    for switch in switches:
+    rows: list[tuple[str, Callable[[int, float, Console], _Run], bool]] = [
+        (f"reference --bug {switch}", partial(_switch_run, switch), True) for switch in switches
+    ]
+    rows += [(f"{system} (correct)", partial(_correct_run, system), False) for system in systems]
+    for label, one, switch in rows:
         runs = []
-        for seed in seeds:
-            run = _switch_run(switch, seed, args.time_limit, console)
-            console.print(f"{switch} seed {seed}: {run.verdict}, caught {run.caught}")
+        for seed in range(args.seed, args.seed + args.runs):
+            run = one(seed, args.time_limit, console)
+            console.print(f"{label} seed {seed}: {run.verdict}, caught {run.caught}")
             runs.append(run)
-        _row(table, f"reference --bug {switch}", runs, switch=True)
-    for system in systems:
-        runs = []
-        for seed in seeds:
-            run = _correct_run(system, seed, args.time_limit, console)
-            console.print(f"{system} seed {seed}: {run.verdict}")
-            runs.append(run)
-        _row(table, f"{system} (correct)", runs, switch=False)
+        _row(table, label, runs, switch)
     Console(width=160).print(table)
     return 0
 
