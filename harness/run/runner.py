@@ -40,6 +40,7 @@ from harness.run.holder_ops import HolderBoard, HolderOps
 from harness.run.progress import RunProgress
 from harness.run.record import Interruption, NodeEntry, RunRecord
 from harness.run.recorder import Recorder
+from harness.run.results import results_json
 from harness.run.spec import SpecError, TestSpec
 from harness.run.store import (
     RunDir,
@@ -411,16 +412,8 @@ def conclude_run(
                 f"lost during the final reads: {lost}", result, ": the final reads were lost"
             ),
         )
-    data = result.to_json()
-    data["coverage"] = judged.coverage
-    if record.interrupted is not None:
-        data["interrupted"] = record.interrupted.to_json()
-    if record.error:
-        data["run_error"] = record.error
-    if record.lost:
-        data["lost"] = list(record.lost)
     if write:
-        run_dir.write_json(run_dir.results, data)
+        run_dir.write_json(run_dir.results, results_json(result, judged.coverage, record))
     return result
 
 

@@ -264,7 +264,9 @@ def check_run(run: RunDir) -> CheckResult:
 def weakened(outcome: RunOutcome, gap: str) -> RunOutcome:
     """``outcome`` with its coverage naming ``gap``: a valid run that tested less than it
     claims ("VALID, but weak"), as --strict must refuse."""
-    results = outcome.run_dir.read_results() or {}
+    stored = outcome.run_dir.read_results()
+    assert stored is not None
+    results = dict(stored.data)
     results["coverage"]["gaps"] = [gap]
     outcome.run_dir.write_json(outcome.run_dir.results, results)
     return outcome
