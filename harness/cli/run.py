@@ -21,7 +21,8 @@ from harness.node.interrupts import interrupts_once, shielded
 from harness.report import publish
 from harness.run.exposure import ExposureError, exposing_faults, switches_of
 from harness.run.exposure import expose as exposed_spec
-from harness.run.runner import RunError, RunOutcome, check_run, note_late_signal, run_test
+from harness.run.judge import check_run
+from harness.run.runner import RunError, RunOutcome, note_late_signal, run_test
 from harness.run.spec import ACQUIRE_MODES, SpecError, TestSpec, split_names, store_path
 from harness.run.store import (
     RunDir,

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from checkers import CheckResult
-from harness.run.record import Interruption, RunRecord
+from checkers.result import FORMAT
+from harness.run.record import Interruption, RunRecord, check_format
 
 __all__ = ["Outcome", "StoredCoverage", "StoredResults", "StoredSink", "results_json"]
 
@@ -100,6 +101,7 @@ class StoredResults:
         """
         if not isinstance(data, Mapping):
             raise ValueError("results.json is not a JSON object")
+        check_format("results.json", data, FORMAT)
         reader = _Reader(data)
         valid = data.get("valid")
         outcome: Outcome = "valid" if valid is True else "invalid" if valid is False else "unknown"

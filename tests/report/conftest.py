@@ -19,8 +19,8 @@ import pytest
 
 from checkers import CheckResult
 from harness.history import HistoryWriter
+from harness.run.judge import check_run as run_check
 from harness.run.runner import RunError, RunOutcome
-from harness.run.runner import check_run as run_check
 from harness.run.spec import TestSpec
 from harness.run.store import RunDir, new_run_dir, point_latest
 from tests.support.simulation import recorded_words
