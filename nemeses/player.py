@@ -22,7 +22,8 @@ true when the window began inside one of them (between its lease check and its s
 outlives the lease with the write still to come; elsewhere the holder checks its lease again and
 a correct and a buggy sink look alike), false when none came within a quarter TTL; ``leader``
 ``"elected"`` or ``"fallback"`` for one aimed at the leader or a follower, ``member``
-``"client"`` or ``"fallback"`` for one aimed at the holder's member.
+``"client"`` or ``"fallback"`` for one aimed at the holder's member, ``waiter`` ``"waiting"`` or
+``"fallback"`` for one aimed at a worker waiting for a lock (``resolve_waiter``).
 A window cut short by :meth:`NemesisPlayer.stop` or :meth:`NemesisPlayer.heal` gets
 ``"interrupted": true`` on its stop event.
 
@@ -47,7 +48,15 @@ from nemeses.protocol import Fault, HealReport, Nemesis, NemesisError, start_f, 
 from nemeses.registry import fault_words
 from nemeses.schedule import END_AFTER_WRITES, LOCK_FOLLOWER, STEP_AT_NS, Window, resolve
 
-__all__ = ["Clock", "HolderWork", "NemesisPlayer", "Recorder", "ResolveHolder", "ResolveMember"]
+__all__ = [
+    "Clock",
+    "HolderWork",
+    "NemesisPlayer",
+    "Recorder",
+    "ResolveHolder",
+    "ResolveMember",
+    "ResolveWaiter",
+]
 
 Clock = Callable[[], int]
 """The run clock: nanoseconds since the run began."""
@@ -57,6 +66,8 @@ ResolveHolder = Callable[[], str | None]
 """Names the node holding the lease now, or ``None`` when nobody does."""
 ResolveMember = Callable[[str], str | None]
 """Names the lock-service member a worker's client talks to, or ``None`` when unknown."""
+ResolveWaiter = Callable[[], str | None]
+"""Names a worker waiting for a lock now (its acquire open, holding none), or ``None``."""
 
 
 class HolderWork(Protocol):
@@ -99,6 +110,7 @@ class NemesisPlayer:
         resolve_leader: ResolveHolder | None = None,
         resolve_member: ResolveMember | None = None,
         holder_work: HolderWork | None = None,
+        resolve_waiter: ResolveWaiter | None = None,
     ) -> None:
         self._nodes = dict(nodes)
         self._nemesis = nemesis
@@ -109,6 +121,7 @@ class NemesisPlayer:
         self._resolve_leader = resolve_leader
         self._resolve_member = resolve_member
         self._holder_work = holder_work
+        self._resolve_waiter = resolve_waiter
         self._stopping = threading.Event()
         # Held around every nemesis call, so heal never races a fault being applied.
         self._lock = threading.Lock()
@@ -305,6 +318,7 @@ class NemesisPlayer:
                     leader,
                     follower=self._follower(window, leader),
                     member=self._member(window, holder, value),
+                    waiter=self._waiter(window, value),
                 )
                 value.update(fault.params, targets=list(fault.targets))
                 self._in_force = (window, fault, value)
@@ -386,6 +400,20 @@ class NemesisPlayer:
             raise NemesisError(f"the holder's member {member!r} is not a node of this cluster")
         value["member"] = "client" if member is not None else "fallback"
         return member
+
+    def _waiter(self, window: Window, value: dict[str, Any]) -> str | None:
+        """A worker waiting for a lock now, or within one lease TTL (a window that opens while
+        every worker holds or works waits for one to queue); ``None`` when none did."""
+        if not window.wants_waiter or self._resolve_waiter is None:
+            return None
+        deadline = self._clock() + _ttl_ns(window)
+        while (waiter := self._resolve_waiter()) is None and self._clock() < deadline:
+            if self._stopping.wait(_HOLDER_POLL_S):
+                break
+        if waiter is not None and waiter not in self._nodes:
+            raise NemesisError(f"the waiting worker {waiter!r} is not a node of this cluster")
+        value["waiter"] = "waiting" if waiter is not None else "fallback"
+        return waiter
 
     def _await_holder(self, window: Window) -> str | None:
         """The holder now, or within one lease TTL: a window that opens during a handover

@@ -24,7 +24,8 @@ from the seed at generation time (``fallback``). Likewise ``"lock-leader"``: the
 that leads when the window starts (for systems that can say), else a lock node drawn from the seed;
 ``"lock-follower"``: a member that does not lead then (the drawn lock node if it follows, else the
 next follower by name); ``"holder-member"``: the member the holder's client talks to (for systems
-that can say), else the drawn lock node. A
+that can say), else the drawn lock node; ``"waiter"``: a worker that is waiting for a lock when the
+window starts (its acquire open, holding none), else a worker drawn from the seed. A
 partition aimed at a follower cuts it from the other members only: its clients still reach it.
 """
 
@@ -49,6 +50,7 @@ __all__ = [
     "LOCK_FOLLOWER",
     "LOCK_LEADER",
     "STEP_AT_NS",
+    "WAITER",
     "Schedule",
     "Window",
     "generate_schedule",
@@ -61,7 +63,10 @@ LOCK_LEADER: Final = "lock-leader"
 """The symbolic target: the lock-service member that leads when the window starts."""
 HOLDER_MEMBER: Final = "holder-member"
 """The symbolic target: the lock-service member the holder's client talks to."""
-_SYMBOLIC: Final = (HOLDER, LOCK_LEADER, LOCK_FOLLOWER, HOLDER_MEMBER)
+WAITER: Final = "waiter"
+"""The symbolic target: a worker waiting for a lock when the window starts, holding none."""
+_SYMBOLIC: Final = (HOLDER, LOCK_LEADER, LOCK_FOLLOWER, HOLDER_MEMBER, WAITER)
+_WORKER_SYMBOLS: Final = (HOLDER, WAITER)
 _MEMBER_SYMBOLS: Final = (LOCK_LEADER, LOCK_FOLLOWER, HOLDER_MEMBER)
 
 DEFAULT_TTL_MULTIPLES: Final[tuple[float, ...]] = (0.15, 0.8, 1.1, 1.5, 3.0, 8.0)
@@ -80,9 +85,10 @@ class Window:
     """One scheduled fault: from ``start_ns`` for ``duration_ns`` on the run clock.
 
     ``targets`` are node names, or contain a symbolic target (:data:`HOLDER`, :data:`LOCK_LEADER`,
-    :data:`LOCK_FOLLOWER`, :data:`HOLDER_MEMBER`); ``fallback`` is the node that stands in for it
-    when nobody holds the lease (or leads, or the system cannot say). ``params`` are the
-    fault's parameters (``process``, ``cpu``, ``topology``, ``peers``, ``direction``).
+    :data:`LOCK_FOLLOWER`, :data:`HOLDER_MEMBER`, :data:`WAITER`); ``fallback`` is the node that
+    stands in for it when nobody holds the lease (or leads, waits, or the system cannot say).
+    ``params`` are the fault's parameters (``process``, ``cpu``, ``topology``, ``peers``,
+    ``direction``).
     """
 
     index: int
@@ -108,6 +114,11 @@ class Window:
     def wants_leader(self) -> bool:
         """True when a target is the symbolic lock leader, or a follower (which is not it)."""
         return LOCK_LEADER in self.targets or LOCK_FOLLOWER in self.targets
+
+    @property
+    def wants_waiter(self) -> bool:
+        """True when a target is a worker waiting for a lock."""
+        return WAITER in self.targets
 
     @property
     def wants_member(self) -> bool:
@@ -257,9 +268,11 @@ def resolve(
     *,
     follower: str | None = None,
     member: str | None = None,
+    waiter: str | None = None,
 ) -> Fault:
     """The concrete fault of ``window``: the holder (``holder``), the lock leader (``leader``),
-    a follower (``follower``) or the holder's member (``member``) substituted, or the window's
+    a follower (``follower``), the holder's member (``member``) or a waiting worker (``waiter``)
+    substituted, or the window's
     fallback when ``None``, a partition's drops worked out among ``nodes`` (peers that turned out
     to be a target are left out: a follower is cut from the other members)."""
     targets = window.targets
@@ -268,6 +281,7 @@ def resolve(
         (LOCK_LEADER, leader),
         (LOCK_FOLLOWER, follower),
         (HOLDER_MEMBER, member),
+        (WAITER, waiter),
     )
     for symbol, actual in actuals:
         if symbol not in targets:
@@ -320,8 +334,11 @@ def _check_inputs(
             )
         if selector in _ROLES and selector not in nodes.values():
             raise NemesisError(f"target role {selector!r} has no node in this cluster")
-    if (HOLDER in targets or HOLDER_MEMBER in targets) and _WORKER not in nodes.values():
-        raise NemesisError("the holder and holder-member targets need at least one worker node")
+    needs_worker = (HOLDER, HOLDER_MEMBER, WAITER)
+    if any(symbol in targets for symbol in needs_worker) and _WORKER not in nodes.values():
+        raise NemesisError(
+            "the holder, holder-member and waiter targets need at least one worker node"
+        )
     for symbol in _MEMBER_SYMBOLS:
         if symbol in targets and "lock" not in nodes.values():
             raise NemesisError(f"the {symbol} target needs at least one lock node")
@@ -333,8 +350,8 @@ def _draw_target(
     rng: random.Random, selector: str, nodes: Mapping[str, str]
 ) -> tuple[str, str, str | None]:
     """The drawn target, its role, and (for a symbol) the seeded fallback node."""
-    if selector == HOLDER:
-        return HOLDER, _WORKER, rng.choice(_of_role(nodes, _WORKER))
+    if selector in _WORKER_SYMBOLS:
+        return selector, _WORKER, rng.choice(_of_role(nodes, _WORKER))
     if selector in _MEMBER_SYMBOLS:
         return selector, "lock", rng.choice(_of_role(nodes, "lock"))
     if selector in _ROLES:

@@ -24,7 +24,7 @@ from dataclasses import MISSING, dataclass, fields, replace
 from typing import Any, Final
 
 from harness.run.spec import SPEC_FIELDS, TestSpec
-from nemeses import HOLDER, HOLDER_MEMBER, LOCK_FOLLOWER, LOCK_LEADER, Schedule
+from nemeses import HOLDER, HOLDER_MEMBER, LOCK_FOLLOWER, LOCK_LEADER, WAITER, Schedule
 from systems import HOLDER_FLAWS, BugSwitch, Exposure, PlantsBugs, System, load_system
 
 __all__ = [
@@ -200,7 +200,7 @@ def _shortfall(
 
 def _role(target: str, roles: Mapping[str, str]) -> str:
     """The role a target selector hits: a symbol's, a node's, or the role it names."""
-    if target == HOLDER:
+    if target in (HOLDER, WAITER):
         return _WORKER
     if target in (LOCK_LEADER, LOCK_FOLLOWER, HOLDER_MEMBER):
         return "lock"

@@ -419,6 +419,7 @@ def _exercise(
                 holder_work=board,
                 resolve_leader=_leader(system, nodes),
                 resolve_member=_member(system, nodes),
+                resolve_waiter=board.waiter,
             )
             try:
                 state.enter("the workload")
@@ -570,6 +571,7 @@ def _holders(
             work_ms=spec.work_ms,
             board=board,
             lease_ttl=lease_ttl,
+            tries=spec.acquire == "try",
         )
         for index, (name, endpoint) in enumerate(sorted(agents.endpoints.items()))
     ]

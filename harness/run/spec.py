@@ -14,6 +14,7 @@ from nemeses.registry import KINDS
 from nemeses.schedule import DEFAULT_TTL_MULTIPLES
 
 __all__ = [
+    "ACQUIRE_MODES",
     "LIMITS",
     "MAX_FINAL_READS",
     "SPANNING_WORKLOADS",
@@ -68,6 +69,13 @@ key count with one lock on a system of up to three sinks."""
 
 SPANNING_WORKLOADS: Final = ("append",)
 """The workloads that send writes spanning several keys (``--keys-per-write`` above 1)."""
+
+ACQUIRE_MODES: Final = ("wait", "try")
+"""How a holder asks for a lease (``--acquire``): ``wait``, one acquire that waits for the lock
+(the service's waiting path is exercised; grants are ordered by ``grant_seq`` or ``waited``), or
+``try``, an acquire per attempt that does not wait, repeated until one is granted (each grant is
+short in real time, so real-time order judges grants even without ``grant_seq``; nobody waits, so
+a service's mistakes with its waiters cannot show). docs/design.md §4 weighs the two."""
 
 SpecKind = Literal["text", "choice", "names", "bugs", "lengths", "int", "float", "duration", "path"]
 """How a spec field is written on the command line and in a matrix row: ``text`` and ``choice``
@@ -188,8 +196,9 @@ class TestSpec:
         SpecField(
             "names",
             "--target",
-            "Fault targets, comma-separated: holder, lock-leader, lock-follower, a role (lock, "
-            "store, worker) or a node name. Default: holder, or what the planted --bug needs.",
+            "Fault targets, comma-separated: holder, waiter, lock-leader, lock-follower, "
+            "holder-member, a role (lock, store, worker) or a node name. Default: holder, or "
+            "what the planted --bug needs.",
             exposable=True,
             pinned=True,
         ),
@@ -318,6 +327,16 @@ class TestSpec:
             Limit(1, 64, "4"),
         ),
     )
+    acquire: str = _field(
+        "wait",
+        SpecField(
+            "choice",
+            "--acquire",
+            "wait: one acquire waits for the lock; try: one acquire per attempt, none waiting, "
+            "so a grant is short in real time even without the service's grant_seq.",
+            choices=ACQUIRE_MODES,
+        ),
+    )
     op_timeout: float = _field(
         0.0,
         SpecField(
@@ -392,6 +411,11 @@ class TestSpec:
             raise SpecError(
                 f"--ttl {self.ttl:g} is longer than --time-limit {self.time_limit:g}: no lease "
                 "could ever lapse; give a --time-limit of several TTLs (e.g. 30 with --ttl 1)"
+            )
+        if self.acquire not in ACQUIRE_MODES:
+            raise SpecError(
+                f"--acquire {self.acquire!r} is not a way to ask for a lease; use "
+                f"{' or '.join(ACQUIRE_MODES)}"
             )
         if self.keys_per_write > 1:
             self._check_spanning()

@@ -72,9 +72,12 @@ BUG_SWITCHES: Final = switch_table(
         "grant-to-expired-waiter",
         "the lock service grants a waiter whose own session expired while it waited "
         "(etcd-io/etcd#11456): the holder's session had already been told its lease ended",
-        # A waiting worker paused past its session's TTL while the lease changes hands: its
-        # keepalives stop, the service ends its session, and grants it the lock anyway.
-        Exposure(faults=("pause",), targets=("worker",), ttl_multiples=(1.5,)),
+        # A worker paused while it waits, past its session's TTL: its keepalives stop, the
+        # service ends its session, and grants it the lock anyway. Aimed at a waiter, not at any
+        # worker: a pause of the holder (a third of the workers) shows nothing here. Three TTLs,
+        # so the session surely ends before the waiter's turn comes (a 1.5 TTL pause lets it win
+        # the next release first about half the time).
+        Exposure(faults=("pause",), targets=("waiter",), ttl_multiples=(3.0,)),
         ("grant-after-expiry",),
     ),
     BugSwitch(

@@ -51,3 +51,18 @@ def test_accepted_writes_are_counted_from_the_holders_last_grant() -> None:
     assert board.accepted_since_grant("w2") == 0
     board.granted("L0", "w1")
     assert board.accepted_since_grant("w1") == 0
+
+
+def test_the_waiter_is_the_latest_worker_with_an_acquire_open_that_holds_nothing() -> None:
+    board = HolderBoard()
+    assert board.waiter() is None
+    board.began_acquire("w1")
+    board.began_acquire("w2")
+    assert board.waiter() == "w2", "the one that began waiting last waits longest in a queue"
+    board.granted("L0", "w2")
+    board.ended_acquire("w2")
+    assert board.waiter() == "w1"
+    board.began_acquire("w2")  # a holder asking again still holds its lock: not a waiter
+    assert board.waiter() == "w1"
+    board.ended_acquire("w1")
+    assert board.waiter() is None

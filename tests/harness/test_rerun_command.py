@@ -33,6 +33,7 @@ _specs = st.builds(
     work_ms=st.integers(0, 500),
     read_ratio=st.sampled_from([0.0, 0.1, 0.25]),
     writes_per_lease=st.integers(1, 100),
+    acquire=st.sampled_from(["wait", "try"]),
     op_timeout=st.sampled_from([0.0, 10.0]),
     seed=st.integers(0, 2**31 - 1),
     name=st.sampled_from(["", "nightly-row-3"]),
