@@ -8,7 +8,8 @@ wall and the monotonic clock move (:mod:`harness.nodeside.clock` says what that 
 from inside the faulted process: right after the write the node-side writer reads the process's
 own clock (a wire server's ``clock`` answer, Redis ``TIME``), and the nemesis checks each reading
 against the schedule.
-Each start and stop records, per daemon, the scheduled and the confirmed clock.
+Each start and stop records, per daemon, the scheduled and the confirmed clock, and which clocks
+moved (``clocks``: a daemon started wall only keeps its monotonic clock, as an NTP step does).
 
 - ``clock-step``: the clock jumps ``by_s`` seconds (signed; a schedule draws 0.5, 1.1 or 3 lease
   TTLs, forward or backward) at the start; at the end it jumps back (``back``) or stays.
@@ -33,11 +34,13 @@ from nemeses.protocol import Fault, HealReport, NemesisError, fault_fs
 
 __all__ = [
     "CLOCK_RATE",
+    "BOTH",
     "CLOCK_STEP",
     "RATES",
     "RATE_KIND",
     "STEP_KIND",
     "STEP_TTL_MULTIPLES",
+    "WALL",
     "ClockNemesis",
     "ClockRateNemesis",
     "ClockStepNemesis",
@@ -50,6 +53,9 @@ STEP_TTL_MULTIPLES: Final = (0.5, 1.1, 3.0)
 RATES: Final = (0.25, 0.5, 2.0, 4.0)
 """The rates a schedule draws: a lease measured by them lasts 4x, 2x, 0.5x or 0.25x as long."""
 
+WALL: Final = "wall"
+BOTH: Final = "wall+monotonic"
+"""Which of a process's clocks a change moved, as its facts record it (``clocks``)."""
 _SOURCE: Final = Path(clock.__file__).read_text()
 _WRITE_TIMEOUT_S: Final = 20.0
 # A reading may miss the schedule by its own round trip (it is taken somewhere inside it) and by
@@ -98,7 +104,8 @@ class ClockNemesis(ProcessNemesis[tuple[Node, Daemon, Preload]]):
             if wanted is None:
                 facts[where] = {"stays": True}
                 continue
-            facts[where] = confirmed(where, write_clock(node, preload, *wanted))
+            done = confirmed(where, write_clock(node, preload, *wanted))
+            facts[where] = {**done, "clocks": WALL if preload.wall_only else BOTH}
         return facts
 
     def heal(self) -> HealReport:
@@ -141,8 +148,10 @@ class ClockRateNemesis(ClockNemesis):
 
 
 def _sentence(where: str, facts: dict[str, Any]) -> str:
-    """What one change did, in words: ``"l1's clock jumped 3 s forward"``."""
-    whose = f"{where.partition(':')[0]}'s clock"
+    """What one change did, in words: ``"l1's clock jumped 3 s forward"`` (``"l1's wall clock"``
+    when only its wall clock moves)."""
+    wall = "wall " if facts.get("clocks") == WALL else ""
+    whose = f"{where.partition(':')[0]}'s {wall}clock"
     scheduled = facts.get("scheduled")
     if scheduled is None:
         return f"{whose} stayed where it was"
