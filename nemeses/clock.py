@@ -33,8 +33,8 @@ from nemeses.processes import run_script
 from nemeses.protocol import Fault, HealReport, NemesisError, fault_fs
 
 __all__ = [
-    "CLOCK_RATE",
     "BOTH",
+    "CLOCK_RATE",
     "CLOCK_STEP",
     "RATES",
     "RATE_KIND",
@@ -54,8 +54,9 @@ RATES: Final = (0.25, 0.5, 2.0, 4.0)
 """The rates a schedule draws: a lease measured by them lasts 4x, 2x, 0.5x or 0.25x as long."""
 
 WALL: Final = "wall"
+"""A change's ``clocks`` fact when only the wall clock moved (a daemon started wall only)."""
 BOTH: Final = "wall+monotonic"
-"""Which of a process's clocks a change moved, as its facts record it (``clocks``)."""
+"""A change's ``clocks`` fact when the wall and the monotonic clock moved."""
 _SOURCE: Final = Path(clock.__file__).read_text()
 _WRITE_TIMEOUT_S: Final = 20.0
 # A reading may miss the schedule by its own round trip (it is taken somewhere inside it) and by
