@@ -2,8 +2,8 @@
 
 The holder is fencecheck's agent plus its workload, so these flaws exist with every system: a run
 asks for them with ``--bug`` like a system's switches, and they never clash with a system's names
-(:func:`check_no_clash`). ``retry-on-reject`` is carried out by the agent
-(:mod:`harness.nodeside.agent`), ``reacquire-no-reread`` by the read-modify-write workload.
+(:func:`check_no_clash`). ``retry-on-reject`` and ``trust-own-timer`` are carried out by the
+agent (:mod:`harness.nodeside.agent`), ``reacquire-no-reread`` by the read-modify-write workload.
 """
 
 from __future__ import annotations
@@ -11,10 +11,16 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
-from harness.nodeside.agent import RETRY_ON_REJECT
+from harness.nodeside.agent import RETRY_ON_REJECT, TRUST_OWN_TIMER
 from systems.base import PAUSE_PAST_LEASE, BugSwitch, ConfigError, Exposure, switch_table
 
-__all__ = ["HOLDER_FLAWS", "REACQUIRE_NO_REREAD", "RETRY_ON_REJECT", "check_no_clash"]
+__all__ = [
+    "HOLDER_FLAWS",
+    "REACQUIRE_NO_REREAD",
+    "RETRY_ON_REJECT",
+    "TRUST_OWN_TIMER",
+    "check_no_clash",
+]
 
 REACQUIRE_NO_REREAD: Final = "reacquire-no-reread"
 
@@ -32,6 +38,24 @@ HOLDER_FLAWS: Final = switch_table(
         "read (nothing changes on the nodes)",
         Exposure(faults=("pause",), workload="rmw", ttl_multiples=(3.0,)),
         ("lost-update",),
+    ),
+    BugSwitch(
+        TRUST_OWN_TIMER,
+        "before writing to a sink a lock-delay protects, the holder trusts its own timer "
+        "instead of confirming its lease with the lock service: a clock that runs slow keeps "
+        "it writing after the lease and the lock-delay ran out (only a clock fault shows it)",
+        # A slow rate on the holder's agent while it writes; it keeps its lease many writes
+        # long, so it is still writing when the lock-delay runs out and the next holder writes.
+        Exposure(
+            faults=("clock-rate",),
+            targets=("holder",),
+            workload="sinks",
+            ttl_multiples=(3.0,),
+            lock_delay=0.5,
+            writes_per_lease=20,
+        ),
+        ("stale-write",),
+        ("audit",),
     ),
 )
 """The holder flaws, by name."""

@@ -51,10 +51,17 @@ concurrent connections; a ``req`` field is echoed back):
   believes valid, and the writes inside their critical section.
 - ``{"op":"ping"}`` -> ``{"ok":true,"node":W,"pid":P}``.
 
+A sink whose safety rests on time (``timed_sinks`` in the config: the unfenced sinks a lock-delay
+protects) gets one more check: the agent's own clock may run slow, so before such a write it also
+confirms the lease with the lock service (a renewal answered yes), and sends nothing if the service
+says the lease is gone (``lease-expired``) or does not answer (``unavailable``, not sent).
+
 Holder flaws (``flaws`` in the config, the harness's own mistakes, available with every system):
 with ``retry-on-reject`` the agent keeps a lease whose write (or fenced read) was refused, and a
 later write or fenced read with a refused epoch skips the lease check, as a client whose retry loop
-sits below its lease check would: the runner's re-sent write reaches the sink again.
+sits below its lease check would: the runner's re-sent write reaches the sink again. With
+``trust-own-timer`` it writes to a timed sink on its own clock's word alone: a clock that runs
+slow keeps it writing after the lease, and the lock-delay, ran out.
 """
 
 from __future__ import annotations
@@ -81,21 +88,33 @@ from harness.nodeside.client import (
     SpansKeys,
 )
 
-__all__ = ["HOLDER_FLAWS", "RETRY_ON_REJECT", "Agent", "AgentConfig", "load_client", "main"]
+__all__ = [
+    "HOLDER_FLAWS",
+    "RETRY_ON_REJECT",
+    "TRUST_OWN_TIMER",
+    "Agent",
+    "AgentConfig",
+    "load_client",
+    "main",
+]
 
 RETRY_ON_REJECT: Final = "retry-on-reject"
 """The holder flaw the agent itself carries out (see the module docstring)."""
-HOLDER_FLAWS: Final = (RETRY_ON_REJECT,)
+TRUST_OWN_TIMER: Final = "trust-own-timer"
+"""The holder flaw of writing to a timed sink without confirming the lease (module docstring)."""
+HOLDER_FLAWS: Final = (RETRY_ON_REJECT, TRUST_OWN_TIMER)
 """The flaws this agent knows; the workload carries out the other holder flaws."""
 
 
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
-    """The agent's ``--config``: lease TTL (seconds), holder flaws, and the client's own config."""
+    """The agent's ``--config``: lease TTL (seconds), holder flaws, the client's own config, and
+    the sinks whose safety rests on time (``timed_sinks``: see the module docstring)."""
 
     ttl: float
     flaws: frozenset[str] = frozenset()
     client: dict[str, Any] = field(default_factory=dict)
+    timed_sinks: frozenset[str] = frozenset()
 
     @property
     def retry_on_reject(self) -> bool:
@@ -104,7 +123,12 @@ class AgentConfig:
 
     def to_json(self) -> str:
         """The ``--config`` text for this configuration."""
-        data = {"ttl": self.ttl, "flaws": sorted(self.flaws), "client": self.client}
+        data = {
+            "ttl": self.ttl,
+            "flaws": sorted(self.flaws),
+            "client": self.client,
+            "timed_sinks": sorted(self.timed_sinks),
+        }
         return json.dumps(data, sort_keys=True)
 
     @classmethod
@@ -125,7 +149,10 @@ class AgentConfig:
         client = raw.get("client", {})
         if not isinstance(client, dict):
             raise ValueError("'client' must be a JSON object")
-        return cls(float(ttl), frozenset(flaws), client)
+        timed = raw.get("timed_sinks", [])
+        if not isinstance(timed, list) or not all(isinstance(t, str) for t in timed):
+            raise ValueError("'timed_sinks' must be a list of sink names")
+        return cls(float(ttl), frozenset(flaws), client, frozenset(timed))
 
 
 @dataclass(slots=True)
@@ -153,6 +180,10 @@ class Agent:
         self._client = client
         self._ttl = config.ttl
         self._retry_on_reject = config.retry_on_reject
+        # Sinks written only after the lock service confirms the lease (none: trust-own-timer).
+        self._confirmed_sinks = (
+            frozenset() if TRUST_OWN_TIMER in config.flaws else config.timed_sinks
+        )
         self._state = threading.Lock()
         self._leases: dict[str, _Lease] = {}
         self._refused: set[tuple[str, int]] = set()
@@ -300,6 +331,11 @@ class Agent:
                 refusal, note = self._lease_check(lock, epoch)
             if refusal is not None:
                 return {"ok": False, "error": refusal}
+        if sink in self._confirmed_sinks and request.get("check_lease", True) is not False:
+            refusal, note = self._confirm(lock, epoch)
+            if refusal is not None:
+                return {"ok": False, "error": refusal}
+        with self._state:
             self._working[write_id] = lock
         wire.log(
             f"write {write_id} {sink}/{key} epoch {epoch}: {note}, working {work * 1000:.0f} ms"
@@ -326,6 +362,27 @@ class Agent:
         if outcome.stale:
             self._fenced_off(lock, epoch, "its write was refused")
         return {"ok": False, "error": outcome.reason}
+
+    def _confirm(self, lock: str, epoch: int) -> tuple[str | None, str]:
+        """Whether the lock service still holds ``epoch`` of ``lock`` for us, asked with a
+        renewal (our own clock may run slow): ``(refusal, note)`` as :meth:`_lease_check`."""
+        sent = time.monotonic()
+        try:
+            renewed: bool | None = self._client.renew(lock, epoch)
+        except Exception:
+            renewed = None
+        with self._state:
+            lease = self._leases.get(lock)
+            if renewed is None:
+                return UNAVAILABLE, ""
+            if lease is None or lease.epoch != epoch:
+                return "not-held", ""
+            if not renewed:
+                lease.lost = True
+                wire.log(f"lease {lock} epoch {epoch}: the service says it ended, lost")
+                return "lease-expired", ""
+            lease.renewed = max(lease.renewed, sent)
+        return None, "lease confirmed by the lock service"
 
     def _fenced_off(self, lock: str, epoch: int, why: str) -> None:
         """A sink refused ``epoch`` as stale. A correct holder stops: no renewals, and the lease

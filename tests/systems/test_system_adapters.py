@@ -53,6 +53,8 @@ _MISTAKES = {
     "token-before-lease",
     "timestamp-token",
     "grant-to-expired-waiter",
+    "wall-clock-expiry",
+    "trust-own-timer",
 }
 
 
