@@ -14,7 +14,8 @@ moved (``clocks``: a daemon started wall only keeps its monotonic clock, as an N
 - ``clock-step``: the clock jumps ``by_s`` seconds (signed; a schedule draws 0.5, 1.1 or 3 lease
   TTLs, forward or backward) at the start; at the end it jumps back (``back``) or stays.
 - ``clock-rate``: the clock runs at ``rate`` (0.25, 0.5, 2 or 4) for the window, without a jump at
-  either edge; what it gained or lost stays.
+  either edge; what it gained or lost stays. A schedule draws the unsafe way for the role: slow
+  for a holder's agent (its lease outlives the service's), fast for the lock service.
 """
 
 from __future__ import annotations
@@ -52,6 +53,10 @@ STEP_TTL_MULTIPLES: Final = (0.5, 1.1, 3.0)
 """The sizes of a drawn step, in lease TTLs: within the lease, just past it, far past it."""
 RATES: Final = (0.25, 0.5, 2.0, 4.0)
 """The rates a schedule draws: a lease measured by them lasts 4x, 2x, 0.5x or 0.25x as long."""
+_STRETCHING: Final = {"worker": (0.25, 0.5), "lock": (2.0, 4.0)}
+"""The rates drawn for a window aimed at a role, the way that moves a lease across its expiry
+unsafely: a holder's slow clock stretches its lease past the service's end of it, a lock
+service's fast clock shrinks the lease under its holder. The other way costs only liveness."""
 
 WALL: Final = "wall"
 """A change's ``clocks`` fact when only the wall clock moved (a daemon started wall only)."""
@@ -244,7 +249,7 @@ def _draw_step(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
 def _draw_rate(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
     return (draw.target,), {
         **process_params(draw.processes.get(draw.role)),
-        "rate": draw.rng.choice(RATES),
+        "rate": draw.rng.choice(_STRETCHING.get(draw.role, RATES)),
     }
 
 

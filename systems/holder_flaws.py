@@ -41,18 +41,22 @@ HOLDER_FLAWS: Final = switch_table(
     ),
     BugSwitch(
         TRUST_OWN_TIMER,
-        "before writing to a sink a lock-delay protects, the holder trusts its own timer "
-        "instead of confirming its lease with the lock service: a clock that runs slow keeps "
-        "it writing after the lease and the lock-delay ran out (only a clock fault shows it)",
-        # A slow rate on the holder's agent while it writes; it keeps its lease many writes
-        # long, so it is still writing when the lock-delay runs out and the next holder writes.
+        "before writing to a sink a lock-delay protects, the holder trusts its own timer for "
+        "the whole lease instead of confirming the lease with the lock service in its second "
+        "half: a clock that runs slow keeps it writing after the lease and the lock-delay ran "
+        "out (only a clock fault shows it)",
+        # A slow rate (drawn for a holder: 0.25x or 0.5x) on the holder's agent while it
+        # writes, which keeps its lease many writes long. The lock-delay (1.2 TTL of the default
+        # 1 s) covers the careful holder at 0.25x (half a TTL by its clock is 2 TTL of real
+        # time), not the flawed one (4 TTL); at 0.5x only a write in flight at the end of the
+        # lease may be late.
         Exposure(
             faults=("clock-rate",),
             targets=("holder",),
             workload="sinks",
             ttl_multiples=(3.0,),
-            lock_delay=0.5,
-            writes_per_lease=20,
+            lock_delay=1.2,
+            writes_per_lease=50,
         ),
         ("stale-write",),
         ("audit",),

@@ -52,16 +52,19 @@ concurrent connections; a ``req`` field is echoed back):
 - ``{"op":"ping"}`` -> ``{"ok":true,"node":W,"pid":P}``.
 
 A sink whose safety rests on time (``timed_sinks`` in the config: the unfenced sinks a lock-delay
-protects) gets one more check: the agent's own clock may run slow, so before such a write it also
-confirms the lease with the lock service (a renewal answered yes), and sends nothing if the service
-says the lease is gone (``lease-expired``) or does not answer (``unavailable``, not sent).
+protects) gets one more check, since the agent's own clock may run slow: it trusts that clock for
+such a write only in the first half of the lease (half a TTL since the lease last started, by its
+own clock, is at most a TTL of real time for a clock at half speed or faster); later in the lease
+it first confirms the lease with the lock service (a renewal answered yes, which starts the lease
+again), and sends nothing if the service says the lease is gone (``lease-expired``) or does not
+answer (``unavailable``, not sent). A slower clock is left to the lock-delay.
 
 Holder flaws (``flaws`` in the config, the harness's own mistakes, available with every system):
 with ``retry-on-reject`` the agent keeps a lease whose write (or fenced read) was refused, and a
 later write or fenced read with a refused epoch skips the lease check, as a client whose retry loop
 sits below its lease check would: the runner's re-sent write reaches the sink again. With
-``trust-own-timer`` it writes to a timed sink on its own clock's word alone: a clock that runs
-slow keeps it writing after the lease, and the lock-delay, ran out.
+``trust-own-timer`` it writes to a timed sink on its own clock's word alone, for the whole lease:
+a clock that runs slow keeps it writing after the lease, and the lock-delay, ran out.
 """
 
 from __future__ import annotations
@@ -170,6 +173,8 @@ class _Lease:
 
 
 _INFO: Final = {"ok": False, "error": UNAVAILABLE, "info": True}
+_TRUSTED_SHARE: Final = 0.5
+"""The share of a lease in which the agent trusts its own clock alone for a timed sink."""
 
 
 class Agent:
@@ -331,7 +336,8 @@ class Agent:
                 refusal, note = self._lease_check(lock, epoch)
             if refusal is not None:
                 return {"ok": False, "error": refusal}
-        if sink in self._confirmed_sinks and request.get("check_lease", True) is not False:
+            confirm = self._needs_confirming(lock, sink, request.get("check_lease", True))
+        if confirm:
             refusal, note = self._confirm(lock, epoch)
             if refusal is not None:
                 return {"ok": False, "error": refusal}
@@ -362,6 +368,15 @@ class Agent:
         if outcome.stale:
             self._fenced_off(lock, epoch, "its write was refused")
         return {"ok": False, "error": outcome.reason}
+
+    def _needs_confirming(self, lock: str, sink: str, checked: object) -> bool:
+        """Whether a checked write to ``sink`` waits for the lock service's word on the lease:
+        a timed sink, past the share of the lease our own clock is trusted for (module
+        docstring). Call with ``_state`` held."""
+        lease = self._leases.get(lock)
+        if sink not in self._confirmed_sinks or checked is False or lease is None:
+            return False
+        return lease.remaining(time.monotonic()) < self._ttl * (1 - _TRUSTED_SHARE)
 
     def _confirm(self, lock: str, epoch: int) -> tuple[str | None, str]:
         """Whether the lock service still holds ``epoch`` of ``lock`` for us, asked with a
