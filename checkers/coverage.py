@@ -9,8 +9,9 @@ granted, sinks and keys written, holder nodes whose agent was unreachable for mo
 run, and clock windows (``clock-step``, ``clock-rate``): how many, and how many moved a lease
 across its expiry (a lease was held when the window opened, by the faulted holder or from the
 faulted lock service, and the faulted clock moved by at least a TTL against the real one in the
-window: a step of that size, or a rate whose gain or loss over the window reached it). It is a pure function of the history, the inventory's sink names, the lease TTL and
-(optionally) the node roles, linear in the history's length, and keeps state per node, lock,
+window: a step of that size, or a rate whose gain or loss over the window reached it). It is a
+pure function of the history, the inventory's sink names, the lease TTL and (optionally) the
+node roles, linear in the history's length, and keeps state per node, lock,
 sink and key only.
 """
 
