@@ -64,6 +64,9 @@ def test_preload_settings_are_read_back_from_the_command_line() -> None:
     assert clock.preload_of(["python3", "server.py"]) is None
     assert clock.preload_of(["env", "A=1", "python3"]) is None
     assert clock.preload_in(argv[1:6]) == found  # as /proc/PID/environ lists them
+    wall = clock.preloaded("lock-server", ["python3", "server.py"], "wire:x:1", wall_only=True)
+    assert "FAKETIME_DONT_FAKE_MONOTONIC=1" in wall
+    assert clock.preload_of(wall) == clock.Preload(found.control, "wire:x:1", wall_only=True)
 
 
 @pytest.fixture
