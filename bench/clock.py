@@ -66,6 +66,15 @@ def _correct(system: str, seed: int, time_limit: float, console: Console) -> str
     return verdict
 
 
+def _print(title: str, columns: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column)
+    for row in rows:
+        table.add_row(*row)
+    Console().print(table)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print its tables."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -80,24 +89,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     console = Console(stderr=True)
     seeds = range(args.seed, args.seed + args.runs)
     if not args.no_detection:
-        table = Table(title=f"detection: {args.runs} exposed runs of {args.time_limit:g} s")
-        for column in ("switch", "detected", "median to first violation"):
-            table.add_column(column)
+        rows = []
         for switch in args.switch or _SWITCHES:
             runs = [_detect(switch, seed, args.time_limit, console) for seed in seeds]
             firsts = [first for caught, first in runs if caught and first is not None]
             median = f"{statistics.median(firsts) / 1e9:.1f} s" if firsts else "-"
-            table.add_row(switch, f"{sum(caught for caught, _ in runs)}/{len(runs)}", median)
-        Console().print(table)
+            rows.append((switch, f"{sum(caught for caught, _ in runs)}/{len(runs)}", median))
+        title = f"detection: {args.runs} exposed runs of {args.time_limit:g} s"
+        _print(title, ("switch", "detected", "median to first violation"), rows)
     if not args.no_false_alarms:
-        table = Table(title=f"false alarms: {args.runs} runs of {args.time_limit:g} s under clock")
-        for column in ("system", "invalid", "verdicts"):
-            table.add_column(column)
+        rows = []
         for system in args.system or _SYSTEMS:
             verdicts = [_correct(system, seed, args.time_limit, console) for seed in seeds]
             invalid = sum(verdict == "False" for verdict in verdicts)
-            table.add_row(system, f"{invalid}/{len(verdicts)}", ", ".join(dict.fromkeys(verdicts)))
-        Console().print(table)
+            rows.append((system, f"{invalid}/{len(verdicts)}", ", ".join(dict.fromkeys(verdicts))))
+        title = f"false alarms: {args.runs} runs of {args.time_limit:g} s under clock faults"
+        _print(title, ("system", "invalid", "verdicts"), rows)
     return 0
 
 
