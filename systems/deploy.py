@@ -141,18 +141,25 @@ def start_and_wait(node: Node, name: str, argv: Sequence[str], ready: WaitStrate
 
 
 def start_clocked(
-    node: Node, name: str, argv: Sequence[str], ready: WaitStrategy, ask: str, clocked: bool = True
+    node: Node,
+    name: str,
+    argv: Sequence[str],
+    ready: WaitStrategy,
+    ask: str,
+    clocked: bool = True,
+    wall_only: bool = False,
 ) -> Daemon:
     """:func:`start_and_wait` under libfaketime, so that the clock faults can move the daemon's
-    clock (:func:`harness.nodeside.clock.preloaded`; ``ask`` is how to read its clock back), when
-    ``clocked`` (:attr:`systems.base.SystemConfig.clocked`); a plain start otherwise.
+    clock (:func:`harness.nodeside.clock.preloaded`; ``ask`` is how to read its clock back;
+    ``wall_only``: its wall clock alone), when ``clocked``
+    (:attr:`systems.base.SystemConfig.clocked`); a plain start otherwise.
 
     A control file left by an earlier run is removed first: a daemon starts on the real clock.
     """
     if not clocked:
         return start_and_wait(node, name, argv, ready)
     node.run(["rm", "-f", clock.control_file(name)], check=True)
-    return start_and_wait(node, name, clock.preloaded(name, argv, ask), ready)
+    return start_and_wait(node, name, clock.preloaded(name, argv, ask, wall_only), ready)
 
 
 def _wait_ready(node: Node, daemon: Daemon, ready: WaitStrategy) -> None:

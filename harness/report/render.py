@@ -232,6 +232,11 @@ def _coverage(data: ReportData) -> str:
             ["epochs granted", _e(coverage.get("epochs_granted", 0))],
             ["keys written", _e(coverage.get("keys_written", 0))],
             ["unreachable most of the run", per("unreachable_nodes")],
+            [
+                "clock windows (across a lease's expiry)",
+                f"{_e(coverage.get('clock_windows', 0))} "
+                f"({_e(coverage.get('clock_across_expiry', 0))})",
+            ],
         ],
         "coverage-facts",
     )

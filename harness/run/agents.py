@@ -99,13 +99,15 @@ def start_agents(
     ready_timeout: float = 20.0,
     secret: tuple[str, str] | None = None,
     clocked: bool = False,
+    timed_sinks: Collection[str] = (),
 ) -> AgentSet:
     """Install and start an agent on every worker of ``nodes``, using the system's ``client``
     with lease TTL ``ttl`` and the agent's holder ``flaws``; return once every one answers.
 
     With ``secret`` (the run's secret and the file every node keeps it in) the agents refuse
     requests without it, and their clients send it to the system's services. ``clocked``: under
-    libfaketime, for a run with clock faults."""
+    libfaketime, for a run with clock faults. ``timed_sinks``: the sinks a lock-delay protects,
+    which the agents write to only once the lock service confirms the lease."""
     workers = nodes_with_role(nodes, "worker")
     module_path = client_path(install_dir)
     files = {
@@ -114,7 +116,7 @@ def start_agents(
         **deploy.nodeside_files(install_dir),
     }
     known = [flaw for flaw in flaws if flaw in agent.HOLDER_FLAWS]
-    config = AgentConfig(ttl, frozenset(known), dict(client.config))
+    config = AgentConfig(ttl, frozenset(known), dict(client.config), frozenset(timed_sinks))
 
     def start(node: Node) -> Daemon:
         deploy.install(node, files)
@@ -221,6 +223,7 @@ def deploy_system(
             install_dir=install_dir,
             secret=(token, secret_file),
             clocked=config.clocked,
+            timed_sinks=[s.name for s in system.inventory(config) if s.mitigation == "lock-delay"],
         )
     except BaseException:
         system.teardown(nodes)

@@ -111,11 +111,23 @@ class RedisSystem(PackagesBeside, SwitchTable):
     wait_ms: int = 1000
 
     def clock_roles(self) -> Mapping[str, str]:
-        """None: measured, Debian bookworm's redis-server 7.0 does not start under libfaketime."""
+        """None: measured, Debian bookworm's redis-server 7.0 does not start under libfaketime.
+
+        Why, measured in the system image: redis-server links jemalloc, whose initialisation
+        reads the clock; libfaketime's clock_gettime then looks its real functions up with
+        dlsym, which allocates through jemalloc again (wolfcw/libfaketime#130, open; #327,
+        #478: no fix on libfaketime's side). It hangs or exits with "Cannot recover from
+        unexpected recursive calls to clock_gettime()" with and without a control file, with
+        FAKETIME_DONT_FAKE_MONOTONIC=1, FAKETIME_FORCE_MONOTONIC_FIX=0, FAKETIME_DONT_RESET=1 or
+        MALLOC_CONF=background_thread:false; preloading glibc ahead of jemalloc (so malloc is
+        glibc's) makes it segfault at start (Redis calls jemalloc's own functions too).
+        """
         return {
             "lock": "redis-server 7.0 (Debian bookworm) does not start under libfaketime 0.9.10: "
-            "it stops on recursive clock_gettime() calls during start-up (measured, with and "
-            "without a control file)",
+            "it links jemalloc, whose start-up clock read recurses into libfaketime's dlsym "
+            "(wolfcw/libfaketime#130; measured: it hangs or exits on recursive clock_gettime() "
+            "calls, with or without FAKETIME_DONT_FAKE_MONOTONIC, and segfaults with glibc's "
+            "malloc preloaded ahead)",
         }
 
     def describe(self) -> str:

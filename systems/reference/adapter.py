@@ -69,6 +69,24 @@ BUG_SWITCHES: Final = switch_table(
         ("grant-regression",),
     ),
     BugSwitch(
+        lock_server.WALL_CLOCK_EXPIRY,
+        "the lock service measures leases and lock-delay on its wall clock, not the monotonic "
+        "one (as Redis expires keys: redis/redis#416): a step forward or a fast wall clock ends "
+        "live leases early; the audit sink relies on them (only a clock fault shows it)",
+        # Holders that keep their lease many writes long are mid-lease when the lock's wall
+        # clock moves; the lock-delay makes the audit sink one that relies on the lease.
+        Exposure(
+            faults=("clock-step", "clock-rate"),
+            targets=("lock",),
+            workload="sinks",
+            ttl_multiples=(3.0,),
+            lock_delay=0.2,
+            writes_per_lease=50,
+        ),
+        ("stale-write",),
+        ("audit",),
+    ),
+    BugSwitch(
         "grant-to-expired-waiter",
         "the lock service grants a waiter whose own session expired while it waited "
         "(etcd-io/etcd#11456): the holder's session had already been told its lease ended",
@@ -192,7 +210,9 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
             )
 
     def clock_roles(self) -> Mapping[str, str]:
-        """Both servers run under libfaketime (stdlib Python, which it reaches)."""
+        """Both servers run under libfaketime (stdlib Python, which it reaches); the lock
+        server's faults move its wall clock only, the one an NTP step moves (it measures leases
+        on the monotonic one, unless ``wall-clock-expiry``)."""
         return {"lock": "", "store": ""}
 
     def spanning_sinks(self) -> tuple[str, ...]:
@@ -270,10 +290,13 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
             lock_server.TOKEN_BEFORE_LEASE,
             lock_server.TIMESTAMP_TOKEN,
             lock_server.GRANT_TO_EXPIRED_WAITER,
+            lock_server.WALL_CLOCK_EXPIRY,
         ):
             if bug in config.bugs:
                 argv += ["--bug", bug]
-        return self._launch(node, lock_server, data, _LOCK_DAEMON, argv, self.ports.lock, config)
+        return self._launch(
+            node, lock_server, data, _LOCK_DAEMON, argv, self.ports.lock, config, wall_only=True
+        )
 
     def _start_store(self, node: Node, config: SystemConfig) -> Daemon:
         data = f"{self.data_dir}/store"
@@ -303,6 +326,7 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
         argv: list[str],
         port: int,
         config: SystemConfig,
+        wall_only: bool = False,
     ) -> Daemon:
         files = {self._path(program): deploy.source_of(program)}
         deploy.install(node, {**files, **deploy.nodeside_files(self.install_dir)})
@@ -310,7 +334,7 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
         # Both servers answer for their own clock (every wire server does).
         ready = self.daemons.entry(name).ready(node)
         ask = f"wire:{node.ip}:{port}"
-        return deploy.start_clocked(node, name, argv, ready, ask, config.clocked)
+        return deploy.start_clocked(node, name, argv, ready, ask, config.clocked, wall_only)
 
     @property
     def daemons(self) -> DaemonTable:

@@ -171,10 +171,19 @@ class ZooKeeperSystem(PackagesBeside, SwitchTable):
     install_dir: str = deploy.INSTALL_DIR
 
     def clock_roles(self) -> Mapping[str, str]:
-        """None yet: the JVM follows libfaketime (measured); the members do not run under it."""
+        """None yet: the JVM follows libfaketime (measured); the members do not run under it.
+
+        Measured in the system image: a standalone member under libfaketime (both clocks)
+        starts and serves in 2 s, and with its clock at 4x a kazoo session of 4 s expired after
+        1.2 s of real time (the session tracker follows the faked clock; the JVM's timed waits
+        time out, unlike Python's). What is missing is a confirmation from inside the member:
+        ZooKeeper reports no clock of its own (no four-letter word does), and a probe process
+        under the same control file would read a rate window's "@" anchor afresh.
+        """
         return {
-            "lock": "the ZooKeeper members are not started under libfaketime yet (OpenJDK 17 "
-            "follows it: measured, currentTimeMillis and nanoTime both move)",
+            "lock": "the ZooKeeper members are not started under libfaketime: OpenJDK 17 follows "
+            "it (measured: at 4x a 4 s session expired after 1.2 s), but no member reports its "
+            "own clock, so a fault on one could not be confirmed from inside it",
         }
 
     def describe(self) -> str:

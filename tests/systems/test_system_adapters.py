@@ -56,6 +56,8 @@ _MISTAKES = {
     "timestamp-token",
     "grant-to-expired-waiter",
     "mark-per-key",
+    "wall-clock-expiry",
+    "trust-own-timer",
 }
 
 
