@@ -43,9 +43,22 @@ from types import TracebackType
 from typing import Any, Final, Protocol
 
 from harness.node import Node
+from nemeses.kinds import conflict
 from nemeses.protocol import Fault, HealReport, Nemesis, NemesisError, start_f, step_f, stop_f
-from nemeses.registry import fault_words
-from nemeses.schedule import END_AFTER_WRITES, LOCK_FOLLOWER, STEP_AT_NS, Window, resolve
+from nemeses.registry import fault_kind, fault_words
+from nemeses.schedule import (
+    ANCHOR,
+    END_AFTER_WRITES,
+    HOLDER,
+    HOLDER_MEMBER,
+    LOCK_FOLLOWER,
+    LOCK_LEADER,
+    OVERLAPS,
+    START_AFTER_WRITES,
+    STEP_AT_NS,
+    Window,
+    resolve,
+)
 
 __all__ = ["Clock", "HolderWork", "NemesisPlayer", "Recorder", "ResolveHolder", "ResolveMember"]
 
@@ -113,7 +126,10 @@ class NemesisPlayer:
         # Held around every nemesis call, so heal never races a fault being applied.
         self._lock = threading.Lock()
         self._healed = False
-        self._in_force: tuple[Window, Fault, dict[str, Any]] | None = None
+        # By window index: the windows in force now (an overlay is in force with its base).
+        self._in_force: dict[int, tuple[Window, Fault, dict[str, Any]]] = {}
+        self._resolved: dict[int, Fault] = {}
+        self._ending = {window.index: threading.Event() for window in self._windows}
         self._thread: threading.Thread | None = None
         self._crash: BaseException | None = None
         self.report = HealReport()
@@ -167,10 +183,9 @@ class NemesisPlayer:
         with self._lock:
             self._healed = True
             report = self._nemesis.heal()
-            open_window = self._in_force
-            self._in_force = None
-            if open_window is not None:
-                window, _, value = open_window
+            open_windows = list(self._in_force.values())
+            self._in_force.clear()
+            for window, _, value in open_windows:
                 errors = [*_step_errors(value), *report.errors]
                 self._record_safely(
                     stop_f(window.kind),
@@ -213,37 +228,97 @@ class NemesisPlayer:
 
     def _play(self) -> None:
         try:
+            playing: list[threading.Thread] = []
             for window in self._windows:
-                if not self._sleep_until(window.start_ns):
+                if OVERLAPS not in window.params:
+                    # A base window waits for the earlier ones: base windows never overlap,
+                    # and one that ended late must not make them.
+                    for thread in playing:
+                        thread.join()
+                    playing = []
+                if self._crash is not None or not self._sleep_until(self._launch_ns(window)):
                     return
-                if not self._start(window):
-                    return
-                self._end(window, self._middle(window))
+                thread = threading.Thread(
+                    target=self._play_window, args=(window,), name=f"window-{window.index}"
+                )
+                thread.daemon = True
+                thread.start()
+                playing.append(thread)
+            for thread in playing:
+                thread.join()
         except BaseException as crash:  # kept for join(); the thread must not die silently
             self._crash = crash
 
-    def _middle(self, window: Window) -> int:
+    def _launch_ns(self, window: Window) -> int:
+        """When ``window``'s thread begins: its start, or its base's for an overlay aimed at a
+        moment of the base that is not a fixed time."""
+        base = window.params.get(OVERLAPS)
+        if window.params.get(ANCHOR) in (None, "inside") or not isinstance(base, int):
+            return window.start_ns
+        return min(window.start_ns, *(w.start_ns for w in self._windows if w.index == base))
+
+    def _play_window(self, window: Window) -> None:
+        try:
+            started = self._await_anchor(window)
+            if started is None or not self._start(window, started):
+                return
+            self._end(window, self._middle(window, started))
+        except BaseException as crash:  # kept for join(); the thread must not die silently
+            self._crash = crash
+            self._stopping.set()
+
+    def _await_anchor(self, window: Window) -> int | None:
+        """Wait for the moment ``window`` starts at (module docs of :mod:`nemeses.schedule`);
+        returns it (run clock), or ``None`` when asked to stop first."""
+        anchor, base = window.params.get(ANCHOR), window.params.get(OVERLAPS)
+        if anchor in (None, "inside") or not isinstance(base, int):
+            return window.start_ns if self._sleep_until(window.start_ns) else None
+        if anchor == "restart":
+            ending = self._ending.get(base)
+            while ending is not None and not ending.is_set():
+                if self._clock() >= window.start_ns or self._stopping.wait(_WRITE_POLL_S):
+                    break
+        else:
+            writes = int(window.params.get(START_AFTER_WRITES, 0))
+            while not self._taken_over(base, writes):
+                if self._clock() >= window.start_ns or self._stopping.wait(_WRITE_POLL_S):
+                    break
+        return None if self._stopping.is_set() else self._clock()
+
+    def _taken_over(self, base: int, writes: int) -> bool:
+        """True once a node other than window ``base``'s targets holds the lease and had
+        ``writes`` writes accepted since its grant (the takeover itself without a view of them)."""
+        fault = self._resolved.get(base)
+        holder = self._resolve_holder() if self._resolve_holder is not None else None
+        if fault is None or holder is None or holder in fault.targets:
+            return False
+        work = self._holder_work
+        return work is None or work.accepted_since_grant(holder) >= writes
+
+    def _middle(self, window: Window, started: int) -> int:
         """Play what happens inside ``window`` (its step) and wait for its end; returns when the
-        end was due: the scheduled end, or a while after a takeover (see the module docs)."""
+        end was due: its length after it ``started``, or a while after a takeover (module
+        docs)."""
+        end = started + window.duration_ns
         step = window.params.get(STEP_AT_NS)
         if isinstance(step, int) and 0 <= step < window.duration_ns:
-            if not self._sleep_until(window.start_ns + step):
-                return window.end_ns
-            self._step(window, window.start_ns + step)
+            if not self._sleep_until(started + step):
+                return end
+            self._step(window, started + step)
         writes = window.params.get(END_AFTER_WRITES)
         if isinstance(writes, int):
-            due = self._await_takeover(window, writes)
+            due = self._await_takeover(window, writes, end)
             if due is not None:
                 return due
-        self._sleep_until(window.end_ns)
-        return window.end_ns
+        self._sleep_until(end)
+        return end
 
     def _step(self, window: Window, scheduled: int) -> None:
         """Perform ``window``'s middle step; its facts (or error) go on the stop event."""
         with self._lock:
-            if self._in_force is None or self._in_force[0] is not window:
+            if window.index not in self._in_force:
                 return
-            _, fault, value = self._in_force
+            _, fault, value = self._in_force[window.index]
             value["step_scheduled"] = scheduled
             try:
                 value.update(self._nemesis.invoke(step_f(window.kind), fault))
@@ -252,15 +327,15 @@ class NemesisPlayer:
                 return
             value["step_confirmed"] = self._clock()
 
-    def _await_takeover(self, window: Window, writes: int) -> int | None:
+    def _await_takeover(self, window: Window, writes: int, end: int) -> int | None:
         """When a node other than the window's targets, holding the lease, had ``writes`` writes
         accepted since its grant (run clock), or ``None`` when that did not happen before the
-        window's scheduled end. Without :class:`HolderWork` the takeover itself ends it."""
-        if self._resolve_holder is None or self._in_force is None:
+        window's ``end``. Without :class:`HolderWork` the takeover itself ends it."""
+        if self._resolve_holder is None or window.index not in self._in_force:
             return None
-        _, fault, value = self._in_force
+        _, fault, value = self._in_force[window.index]
         while (holder := self._resolve_holder()) is None or holder in fault.targets:
-            if self._clock() >= window.end_ns or self._stopping.wait(_HOLDER_POLL_S):
+            if self._clock() >= end or self._stopping.wait(_HOLDER_POLL_S):
                 return None
         taken = self._clock()
         value.update(takeover=taken, new_holder=holder)
@@ -268,7 +343,7 @@ class NemesisPlayer:
         if work is None:
             return taken
         while work.accepted_since_grant(holder) < writes:
-            if self._clock() >= window.end_ns or self._stopping.wait(_WRITE_POLL_S):
+            if self._clock() >= end or self._stopping.wait(_WRITE_POLL_S):
                 return None
         return self._clock()
 
@@ -281,59 +356,122 @@ class NemesisPlayer:
             self._stopping.wait(left / 1e9)
         return False
 
-    def _start(self, window: Window) -> bool:
-        """Apply and record one window's fault; False once the player has been healed."""
+    def _start(self, window: Window, started: int) -> bool:
+        """Apply and record one window's fault (due at ``started``); False once the player has
+        been healed. Its symbols are worked out before the nemesis is called, without the lock:
+        a window waiting for the holder must not hold up another's end."""
         f = start_f(window.kind)
+        value: dict[str, Any] = {
+            "id": window.index,
+            "targets": list(window.targets),
+            **window.params,
+            "ttl_multiple": window.ttl_multiple,
+            # Histories explain themselves: a checker renders "w2 was paused" from these.
+            **fault_words(window.kind),
+        }
+        try:
+            fault = self._resolve(window, value)
+        except Exception as problem:  # recorded: an unapplied fault makes the run unknown
+            with self._lock:
+                if self._healed:
+                    return False
+                self._record(f, self._outcome(value, started, [str(problem)]))
+            return True
         with self._lock:
             if self._healed:
                 return False
-            value: dict[str, Any] = {
-                "id": window.index,
-                "targets": list(window.targets),
-                **window.params,
-                "ttl_multiple": window.ttl_multiple,
-                # Histories explain themselves: a checker renders "w2 was paused" from these.
-                **fault_words(window.kind),
-            }
+            value.update(fault.params, targets=list(fault.targets))
+            self._in_force[window.index] = (window, fault, value)
+            self._resolved[window.index] = fault
             try:
-                holder = self._holder(window, value)
-                leader = self._leader(window, value)
-                fault = resolve(
-                    window,
-                    list(self._nodes),
-                    holder,
-                    leader,
-                    follower=self._follower(window, leader),
-                    member=self._member(window, holder, value),
-                )
-                value.update(fault.params, targets=list(fault.targets))
-                self._in_force = (window, fault, value)
                 facts = self._nemesis.invoke(f, fault)
             except Exception as problem:  # recorded: an unapplied fault makes the run unknown
-                self._record(f, self._outcome(value, window.start_ns, [str(problem)]))
+                self._record(f, self._outcome(value, started, [str(problem)]))
                 return True
-            self._record(f, self._outcome({**value, **facts}, window.start_ns, []))
+            self._record(f, self._outcome({**value, **facts}, started, []))
         return True
+
+    def _resolve(self, window: Window, value: dict[str, Any]) -> Fault:
+        """``window``'s concrete fault: its symbols resolved, steered clear of the nodes that
+        windows in force hold with a fault its kind does not compose with."""
+        apart = self._held_apart(window)
+        holder = self._holder(window, value, apart)
+        leader = self._leader(window, value)
+        actuals = {
+            HOLDER: holder,
+            LOCK_LEADER: leader,
+            LOCK_FOLLOWER: self._follower(window, leader),
+            HOLDER_MEMBER: self._member(window, holder, value),
+        }
+        if apart:
+            steered = {
+                symbol: self._clear(window, actual, symbol, apart)
+                for symbol, actual in actuals.items()
+            }
+            value["steered_clear_of"] = sorted(apart)
+            actuals = steered
+        return resolve(
+            window,
+            list(self._nodes),
+            actuals[HOLDER],
+            actuals[LOCK_LEADER],
+            follower=actuals[LOCK_FOLLOWER],
+            member=actuals[HOLDER_MEMBER],
+        )
+
+    def _held_apart(self, window: Window) -> set[str]:
+        """The nodes that windows in force hold with a fault ``window``'s does not compose
+        with (:func:`nemeses.kinds.conflict`)."""
+        kind = fault_kind(window.kind)
+        with self._lock:
+            in_force = list(self._in_force.values())
+        apart: set[str] = set()
+        for other, fault, _ in in_force:
+            other_kind = fault_kind(other.kind)
+            if conflict(kind, other_kind) is None:
+                continue
+            if other_kind.cluster_wide:
+                apart |= set(self._nodes)
+            apart |= {*fault.targets, *other_kind.touched(other.params)}
+        return apart
+
+    def _clear(
+        self, window: Window, actual: str | None, symbol: str, apart: set[str]
+    ) -> str | None:
+        """``actual``, or the first node of the symbol's role outside ``apart`` (the window's
+        fallback first, then by name); ``None`` for a symbol the window does not have."""
+        if symbol not in window.targets:
+            return actual
+        role = "worker" if symbol == HOLDER else "lock"
+        members = sorted(name for name, node in self._nodes.items() if node.role == role)
+        for name in (actual, window.fallback, *members):
+            if name is not None and name not in apart:
+                return name
+        raise NemesisError(
+            f"window {window.index} targets the {symbol}, and every {role} node is held by a "
+            "fault in force that it does not compose with"
+        )
 
     def _end(self, window: Window, scheduled: int) -> None:
         f = stop_f(window.kind)
+        self._ending[window.index].set()
         with self._lock:
-            if self._in_force is None or self._in_force[0] is not window:
+            if window.index not in self._in_force:
                 return
-            _, fault, value = self._in_force
+            _, fault, value = self._in_force[window.index]
             errors = _step_errors(value)
             try:
                 value.update(self._nemesis.invoke(f, fault))
             except Exception as problem:  # recorded; heal() retries what is still in force
                 errors.append(str(problem))
-            self._in_force = None
+            del self._in_force[window.index]
             interrupted = self._stopping.is_set() and self._clock() < scheduled
             self._record(f, self._outcome(value, scheduled, errors, interrupted=interrupted))
 
-    def _holder(self, window: Window, value: dict[str, Any]) -> str | None:
+    def _holder(self, window: Window, value: dict[str, Any], apart: set[str]) -> str | None:
         if not (window.wants_holder or window.wants_member):
             return None
-        holder = self._await_holder(window)
+        holder = self._await_holder(window, apart)
         if holder is not None and holder not in self._nodes:
             raise NemesisError(f"the lease holder {holder!r} is not a node of this cluster")
         value["holder"] = "lease" if holder is not None else "fallback"
@@ -387,14 +525,17 @@ class NemesisPlayer:
         value["member"] = "client" if member is not None else "fallback"
         return member
 
-    def _await_holder(self, window: Window) -> str | None:
+    def _await_holder(self, window: Window, apart: set[str]) -> str | None:
         """The holder now, or within one lease TTL: a window that opens during a handover
         (one holder released, the next not yet granted) waits for the next holder rather than
-        pausing a worker that holds nothing, which would expose nothing."""
+        pausing a worker that holds nothing, which would expose nothing; a holder in ``apart``
+        counts as none (another fault holds it)."""
         if self._resolve_holder is None:
             return None
         deadline = self._clock() + _ttl_ns(window)
-        while (holder := self._resolve_holder()) is None and self._clock() < deadline:
+        while (
+            (holder := self._resolve_holder()) is None or holder in apart
+        ) and self._clock() < deadline:
             if self._stopping.wait(_HOLDER_POLL_S):
                 return None
         return holder

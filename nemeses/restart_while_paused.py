@@ -233,6 +233,8 @@ KIND = FaultKind(
     draw=_draw,
     outlives_lease=True,
     parts=("pause", "kill"),
+    restarts=True,
+    touched=lambda params: (str(params["restart"]),) if "restart" in params else (),
 )
 """The restart-while-paused fault kind's registry entry (a compound: no manual command; its
 parts are the pause and kill commands)."""

@@ -31,7 +31,7 @@ from harness.run.store import (
     why_unwritable,
 )
 from nemeses.registry import DEFAULT_NEMESES, KINDS
-from nemeses.schedule import DEFAULT_TTL_MULTIPLES
+from nemeses.schedule import DEFAULT_OVERLAP, DEFAULT_TTL_MULTIPLES
 from systems import load_system
 
 __all__ = ["analyze_command", "list_command", "run_command", "store_option"]
@@ -92,6 +92,14 @@ store_option = click.option(
     help="Fault durations as multiples of the lease TTL, comma-separated (default: "
     + ",".join(f"{multiple:g}" for multiple in DEFAULT_TTL_MULTIPLES)
     + ").",
+)
+@click.option(
+    "--overlap",
+    type=float,
+    default=DEFAULT_OVERLAP,
+    show_default=True,
+    help="Share of fault windows that get an overlapping window of another of the --nemesis "
+    "kinds, aimed inside it, at the takeover or grant, or at its restart (0: none).",
 )
 @click.option(
     "--ttl", type=Duration(), default=1.0, show_default=True, help="Lease TTL (1, 1s, 500ms)."
@@ -197,6 +205,7 @@ def run_command(
     nemesis: str | None,
     target: str | None,
     fault_lengths: str,
+    overlap: float,
     ttl: float,
     lock_delay: float,
     time_limit: float,
@@ -234,6 +243,7 @@ def run_command(
         nemeses=split_names(nemesis or ",".join(DEFAULT_NEMESES)),
         targets=split_names(target or "holder") or ("holder",),
         fault_lengths=_lengths(fault_lengths),
+        overlap=overlap,
         ttl=ttl,
         lock_delay=lock_delay,
         time_limit=time_limit,

@@ -556,6 +556,7 @@ def _schedule(
             targets=spec.targets,
             processes=processes,
             ttl_multiples=spec.fault_lengths or DEFAULT_TTL_MULTIPLES,
+            overlap=spec.overlap,
         )
     except (ValueError, RuntimeError) as problem:
         raise RunError(str(problem)) from None
@@ -953,6 +954,7 @@ def _rerun_command(spec: TestSpec, fixed_in: RunDir | None = None) -> list[str]:
         ("--work-ms", spec.work_ms, None),
         ("--seed", spec.seed, None),
         ("--rate", spec.rate, _DEFAULTS.rate),
+        ("--overlap", spec.overlap, _DEFAULTS.overlap),
         ("--lock-delay", spec.lock_delay, _DEFAULTS.lock_delay),
         ("--read-ratio", spec.read_ratio, _DEFAULTS.read_ratio),
         ("--op-timeout", spec.op_timeout, _DEFAULTS.op_timeout),

@@ -9,7 +9,7 @@ from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 from typing import Any, Final
 
-from nemeses import DEFAULT_NEMESES
+from nemeses import DEFAULT_NEMESES, DEFAULT_OVERLAP
 
 __all__ = [
     "LIMITS",
@@ -54,6 +54,7 @@ class Limit:
 
 LIMITS: Final[dict[str, Limit]] = {
     "ttl": Limit("--ttl", 0.05, 3600.0, "1"),
+    "overlap": Limit("--overlap", 0.0, 1.0, "0.3"),
     "lock_delay": Limit("--lock-delay", 0.0, 3600.0, "0.5"),
     "time_limit": Limit("--time-limit", 0.0, 86400.0, "30", low_open=True),
     "fault_lengths": Limit("--fault-lengths", 0.0, 1000.0, "0.8,1.1,3,8", low_open=True),
@@ -101,6 +102,7 @@ class TestSpec:
     fault_lengths: tuple[
         float, ...
     ] = ()  # fault durations as TTL multiples; () = the default table
+    overlap: float = DEFAULT_OVERLAP  # the share of fault windows overlapped by another kind
     ttl: float = 1.0
     lock_delay: float = 0.0
     time_limit: float = 30.0
