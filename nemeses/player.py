@@ -47,13 +47,17 @@ from nemeses.kinds import conflict
 from nemeses.protocol import Fault, HealReport, Nemesis, NemesisError, start_f, step_f, stop_f
 from nemeses.registry import fault_kind, fault_words
 from nemeses.schedule import (
+    AIM,
     ANCHOR,
+    CALL_SHARE,
     END_AFTER_WRITES,
     HOLDER,
     HOLDER_MEMBER,
     LOCK_FOLLOWER,
     LOCK_LEADER,
     OVERLAPS,
+    RELEASE_WITH,
+    RESUME,
     START_AFTER_WRITES,
     STEP_AT_NS,
     Window,
@@ -84,12 +88,31 @@ class HolderWork(Protocol):
         """How many of ``node``'s writes were accepted since it was last granted a lock."""
         ...
 
+    def in_write_call(self, node: str) -> float | None:
+        """Seconds since ``node`` called the adapter's client to write, or ``None`` when it is
+        not inside such a call."""
+        ...
+
+    def typical_call_s(self) -> float | None:
+        """How long a write call typically lasts (seconds), or ``None`` before the first."""
+        ...
+
+    def in_flight(self, node: str) -> bool:
+        """True while ``node`` has a write in flight."""
+        ...
+
 
 _JOIN_TIMEOUT_S: Final = 30.0
 _HOLDER_POLL_S: Final = 0.005
 _WRITE_POLL_S: Final = 0.001
 _MID_WRITE_WAIT_TTL: Final = 0.25
 """How long a holder-aimed window waits for the holder to be inside a write, in lease TTLs."""
+_IN_CALL_WAIT_TTL: Final = 0.5
+"""How long a window aimed inside a write call waits for one at its drawn point, in TTLs."""
+_RESUME_WAIT_TTL: Final = 0.25
+"""How long past its end a window resuming on another's write waits for one, in TTLs."""
+_RELEASE_TAIL_TTL: Final = 0.5
+"""How long past its base's scheduled end an overlay released with it waits for that end."""
 
 
 class NemesisPlayer:
@@ -310,8 +333,22 @@ class NemesisPlayer:
             due = self._await_takeover(window, writes, end)
             if due is not None:
                 return due
+        base = window.params.get(RELEASE_WITH)
+        if isinstance(base, int):
+            return self._await_release(window, base)
         self._sleep_until(end)
         return end
+
+    def _await_release(self, window: Window, base: int) -> int:
+        """When window ``base`` ends (its stop begins), so that both release their holders at
+        once; half a TTL after its scheduled end at the latest."""
+        ends = [w.end_ns for w in self._windows if w.index == base]
+        latest = (ends[0] if ends else window.end_ns) + round(_RELEASE_TAIL_TTL * _ttl_ns(window))
+        ending = self._ending.get(base)
+        while ending is not None and not ending.is_set():
+            if self._clock() >= latest or self._stopping.wait(_WRITE_POLL_S / 4):
+                break
+        return self._clock()
 
     def _step(self, window: Window, scheduled: int) -> None:
         """Perform ``window``'s middle step; its facts (or error) go on the stop event."""
@@ -454,6 +491,10 @@ class NemesisPlayer:
 
     def _end(self, window: Window, scheduled: int) -> None:
         f = stop_f(window.kind)
+        with self._lock:
+            in_force = self._in_force.get(window.index)
+        if in_force is not None and window.params.get(RESUME) == "in-flight":
+            in_force[2]["resumed_in_flight"] = self._await_in_flight(window, in_force[1])
         self._ending[window.index].set()
         with self._lock:
             if window.index not in self._in_force:
@@ -475,9 +516,41 @@ class NemesisPlayer:
         if holder is not None and holder not in self._nodes:
             raise NemesisError(f"the lease holder {holder!r} is not a node of this cluster")
         value["holder"] = "lease" if holder is not None else "fallback"
-        if holder is not None and self._holder_work is not None:
-            value["mid_write"] = self._await_mid_write(window, holder, self._holder_work)
+        work = self._holder_work
+        if holder is not None and work is not None:
+            if window.params.get(AIM) == "call":
+                share = float(window.params.get(CALL_SHARE, 0.0))
+                value["in_call"] = self._await_in_call(window, holder, work, share)
+            else:
+                value["mid_write"] = self._await_mid_write(window, holder, work)
         return holder
+
+    def _await_in_call(self, window: Window, holder: str, work: HolderWork, share: float) -> bool:
+        """Wait until ``holder`` is ``share`` of a typical write call into one: True then, False
+        when no call reached that point within half a TTL (or the player was stopped)."""
+        deadline = self._clock() + _IN_CALL_WAIT_TTL * _ttl_ns(window)
+        while self._clock() < deadline:
+            into = work.in_write_call(holder)
+            if into is not None and into >= share * (work.typical_call_s() or 0.0):
+                return True
+            if self._stopping.wait(_WRITE_POLL_S / 4):
+                return False
+        return False
+
+    def _await_in_flight(self, window: Window, fault: Fault) -> bool:
+        """Wait until a holder other than ``fault``'s targets has a write in flight: True then,
+        False after a quarter TTL (or when the player cannot see writes or was stopped)."""
+        work, current = self._holder_work, self._resolve_holder
+        if work is None or current is None:
+            return False
+        deadline = self._clock() + _RESUME_WAIT_TTL * _ttl_ns(window)
+        while self._clock() < deadline:
+            holder = current()
+            if holder is not None and holder not in fault.targets and work.in_flight(holder):
+                return True
+            if self._stopping.wait(_WRITE_POLL_S / 4):
+                return False
+        return False
 
     def _await_mid_write(self, window: Window, holder: str, work: HolderWork) -> bool:
         """Wait until ``holder`` is inside a write's critical section: True then, False when it

@@ -47,7 +47,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from nemeses.kinds import END_AFTER_WRITES, LOCK_FOLLOWER, STEP_AT_NS, Draw, FaultKind, conflict
@@ -102,6 +102,25 @@ START_AFTER_WRITES: Final = "start_after_writes"
 holds the lease and had this many writes accepted since its grant."""
 ANCHORS: Final[tuple[str, ...]] = ("inside", "grant", "takeover", "restart")
 """The moments an overlay is aimed at (see the module documentation)."""
+AIM: Final = "aim"
+"""Holder-window parameter: ``"call"`` starts the fault inside one of the holder's write calls
+(after its agent's work, before the reply), :data:`CALL_SHARE` of a typical call in; absent, the
+fault starts inside the work before the send (the lease checked, the write still to come)."""
+CALL_SHARE: Final = "call_share"
+"""Holder-window parameter (with ``aim: call``): how far into the write call, 0-1 of a typical
+call's length (the harness cannot see inside an adapter's client, so any point may split its
+steps)."""
+RESUME: Final = "resume"
+"""Holder-window parameter: ``"in-flight"`` ends the fault only once another holder has a write
+in flight (a quarter TTL at most past the scheduled end): the stale write meets the current one."""
+RELEASE_WITH: Final = "release_with"
+"""Overlay parameter: the index of the base window whose end also ends this one (two stale
+holders released at once)."""
+_CALL_AIMED: Final = 1 / 3
+_RESUME_IN_FLIGHT: Final = 1 / 3
+_RELEASE_TOGETHER: Final = 1 / 2
+# A third of the holder windows aim inside the write call and a third resume on another's write:
+# the other shapes (the pause inside the work, the resume whenever) still come in most windows.
 
 _INSIDE_SHARE: Final = (0.1, 0.9)
 _OVERLAY_TAIL_TTL: Final = 0.5
@@ -327,7 +346,9 @@ def generate_schedule(
         chosen, params = kind.draw(
             Draw(rng, target, role, nodes, processes or {}, cpu, duration, ttl, earlier)
         )
-        base = Window(len(windows), start, duration, kind.name, chosen, multiple, fallback, params)
+        ordinal = sum(1 for w in windows if OVERLAPS not in w.params)
+        aimed = _aimed(random.Random(f"aim-{seed}-{ordinal}"), kind, chosen, params)
+        base = Window(len(windows), start, duration, kind.name, chosen, multiple, fallback, aimed)
         windows.append(base)
         others = [name for name in dict.fromkeys(kinds) if name != kind.name]
         if others and overlay_rng.random() < overlap:
@@ -335,7 +356,13 @@ def generate_schedule(
             if isinstance(drawn, Refusal):
                 refused.append(drawn)
             else:
-                windows.append(drawn)
+                aims = random.Random(f"aim-{seed}-{ordinal}-overlay")
+                windows.append(
+                    replace(
+                        drawn,
+                        params=_aimed(aims, fault_kind(drawn.kind), drawn.targets, drawn.params),
+                    )
+                )
         start = base.end_ns + round(ttl * rng.uniform(*_GAP_TTL))
     return Schedule(seed, lease_ttl_ns, duration_ns, tuple(windows), tuple(refused))
 
@@ -381,6 +408,12 @@ class _Overlays:
         target, role, fallback = _draw_target(rng, rng.choice(list(self.targets)), self.nodes)
         draw = Draw(rng, target, role, self.nodes, self.processes, self.cpu, duration, ttl, 0)
         chosen, drawn = kind.draw(draw)
+        if (
+            anchor in ("grant", "takeover")
+            and HOLDER in chosen
+            and rng.random() < _RELEASE_TOGETHER
+        ):
+            params[RELEASE_WITH] = base.index
         overlay = Window(
             index, start, duration, kind.name, chosen, multiple, fallback, {**drawn, **params}
         )
@@ -388,6 +421,23 @@ class _Overlays:
         if reason is not None:
             return Refusal(base.index, kind.name, chosen, reason)
         return overlay
+
+
+def _aimed(
+    rng: random.Random, kind: FaultKind, targets: tuple[str, ...], params: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``params`` with where a holder window's fault lands in a write and when it ends (module
+    docs: :data:`AIM`, :data:`RESUME`), drawn from ``rng``; unchanged for other windows."""
+    aimed = dict(params)
+    if HOLDER not in targets:
+        return aimed
+    if rng.random() < _CALL_AIMED:
+        aimed.update({AIM: "call", CALL_SHARE: round(rng.random(), 3)})
+    # A compound or a window ending at a takeover times its own end.
+    timed = kind.parts or END_AFTER_WRITES in params or RELEASE_WITH in params
+    if rng.random() < _RESUME_IN_FLIGHT and not timed:
+        aimed[RESUME] = "in-flight"
+    return aimed
 
 
 def composition_problem(first: Window, second: Window, nodes: Mapping[str, str]) -> str | None:

@@ -79,7 +79,9 @@ def test_holder_windows_carry_a_seeded_fallback_worker_and_the_role_process() ->
     for window in windows:
         assert window.targets == (HOLDER,)
         assert window.fallback in ("w1", "w2", "w3")
-        assert window.params == {"process": "agent"}
+        # Besides its process, a holder window says where in a write it lands and how it ends.
+        assert window.params["process"] == "agent"
+        assert set(window.params) <= {"process", "aim", "call_share", "resume"}
 
 
 def test_role_and_node_targets_draw_nodes_of_that_role() -> None:

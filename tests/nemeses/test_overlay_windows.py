@@ -310,3 +310,84 @@ def test_the_default_rate_reaches_the_spec_and_the_command_line(rate: float) -> 
 
     assert TestSpec().overlap == 0.3
     assert TestSpec(overlap=rate).to_json()["overlap"] == rate
+
+
+class Calls(Board):
+    """A board whose holders are always inside a write call that began ``into`` seconds ago,
+    typically lasting ``typical`` seconds; ``w2`` has a write in flight once ``flying`` is set."""
+
+    def __init__(self, started: float) -> None:
+        super().__init__()
+        self.started = started
+        self.typical = 0.1
+        self.flying = threading.Event()
+
+    def in_write_call(self, node: str) -> float | None:
+        return time.monotonic() - self.started
+
+    def typical_call_s(self) -> float | None:
+        return self.typical
+
+    def in_flight(self, node: str) -> bool:
+        return node == "w2" and self.flying.is_set()
+
+
+def test_about_a_third_of_holder_windows_aim_inside_the_call_and_resume_on_a_write() -> None:
+    drawn = [schedule(seed, 0.3) for seed in range(60)]
+    windows = [w for s in drawn for w in s.windows if w.wants_holder]
+    calls = [w for w in windows if w.params.get("aim") == "call"]
+    assert abs(len(calls) / len(windows) - 1 / 3) < 0.06
+    assert all(0 <= w.params["call_share"] <= 1 for w in calls)
+    resumable = [w for w in windows if w.kind == "pause" and OVERLAPS not in w.params]
+    resuming = [w for w in resumable if w.params.get("resume") == "in-flight"]
+    assert abs(len(resuming) / len(resumable) - 1 / 3) < 0.08
+    together = [w for s in drawn for w in overlays(s) if "release_with" in w.params]
+    assert together, "some overlays release their holder together with the base's"
+
+
+def test_a_window_aimed_inside_the_call_lands_at_its_share_of_a_typical_call() -> None:
+    board = Calls(time.monotonic())
+    params = {"aim": "call", "call_share": 0.5}
+    window = Window(0, 0, 200 * MS, "pause", (HOLDER,), 1.0, "w1", params)
+    record = Recording()
+    with NemesisPlayer(
+        fake_cluster(), NoopNemesis(), [window], clock(), record, board.current, holder_work=board
+    ) as player:
+        player.join(10)
+    start = record.wait_for("start-pause")
+    assert start["in_call"] is True and "mid_write" not in start
+    assert time.monotonic() - board.started >= 0.05
+
+
+def test_a_resume_waits_for_another_holders_write_in_flight() -> None:
+    board = Calls(time.monotonic())
+    window = Window(0, 0, 30 * MS, "pause", ("w1",), 0.03, None, {"resume": "in-flight"})
+    record = Recording()
+    now = clock()
+
+    def fly() -> None:
+        record.wait_for("start-pause")
+        time.sleep(0.1)
+        board.hand_over.set()
+        board.flying.set()
+
+    threading.Thread(target=fly, daemon=True).start()
+    with NemesisPlayer(
+        fake_cluster(), NoopNemesis(), [window], now, record, board.current, holder_work=board
+    ) as player:
+        player.join(10)
+    stop = record.wait_for("stop-pause")
+    assert stop["resumed_in_flight"] is True
+    assert stop["confirmed"] >= 100 * MS
+
+
+def test_an_overlay_released_with_its_base_continues_both_holders_at_once() -> None:
+    base = Window(0, 0, 200 * MS, "pause", ("w1",), 3.0, None, {})
+    params = {OVERLAPS: 0, ANCHOR: "inside", "release_with": 0}
+    overlay = Window(1, 50 * MS, 20 * MS, "pause", ("w2",), 1.0, None, params)
+    record = Recording()
+    with NemesisPlayer(fake_cluster(), NoopNemesis(), [base, overlay], clock(), record) as player:
+        player.join(10)
+    stops = [value["confirmed"] for f, value in record.events if f == "stop-pause"]
+    assert len(stops) == 2 and abs(stops[0] - stops[1]) < 20 * MS
+    assert min(stops) >= 200 * MS
