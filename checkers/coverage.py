@@ -4,11 +4,12 @@ A ``valid`` verdict is only as strong as the situations the run produced. This m
 history once, in order, and counts them: holders stopped past their lease while holding it (per
 fault kind), stale writes attempted per sink (sent with an epoch lower than one already granted
 for the lock, or refused by a fence as stale, which proves the same, or accepted after a newer
-epoch was granted while it was in flight), restarts per role, epochs
-granted, sinks and keys written, and holder nodes whose agent was unreachable for most of the
-run. It is a pure function of the history, the inventory's sink names, the lease TTL and
-(optionally) the node roles, linear in the history's length, and keeps state per node, lock,
-sink and key only.
+epoch was granted while it was in flight), restarts per role, epochs granted, sinks and keys
+written, holder nodes whose agent was unreachable for most of the run, and which pairs of fault
+kinds were in force together (how often and for how long). It is a pure function of the history,
+the inventory's sink names, the lease TTL and (optionally) the node roles, linear in the
+history's length (times the few faults in force at once), and keeps state per node, lock, sink
+and key only.
 """
 
 from __future__ import annotations
@@ -60,6 +61,9 @@ class Coverage:
     sinks: dict[str, SinkCoverage] = field(default_factory=dict)
     unreachable_nodes: dict[str, float] = field(default_factory=dict)
     lease_ttl: float | None = None
+    overlaps: dict[str, tuple[int, float]] = field(default_factory=dict)
+    """By pair of kinds (``"kill+pause"``, names sorted; ``"pause+pause"`` for two pauses): how
+    many times two faults were in force together, and for how many seconds in all."""
 
     @property
     def stale_attempts(self) -> int:
@@ -97,6 +101,10 @@ class Coverage:
             "unreachable_nodes": {
                 node: round(share, 3) for node, share in sorted(self.unreachable_nodes.items())
             },
+            "overlaps": {
+                pair: {"count": count, "seconds": round(seconds, 3)}
+                for pair, (count, seconds) in sorted(self.overlaps.items())
+            },
             "gaps": self.gaps(),
         }
 
@@ -106,6 +114,7 @@ class _Window:
     kind: str
     holding: bool  # a target held a lease when the fault began
     expiry: int | None  # by when that lease had certainly lapsed (unknown without a TTL)
+    started: int = 0
     stopped: int | None = None
 
 
@@ -120,6 +129,7 @@ class _Tally:
         self.epochs: set[tuple[str, int]] = set()
         self.windows: dict[Any, _Window] = {}
         self.restarts: dict[str, int] = {}
+        self.overlaps: dict[str, list[int]] = {}  # "kind+kind" -> [times, ns together]
         self.writes: dict[str, list[int]] = {}  # sink -> [writes, accepted, stale attempts]
         self.keys: dict[str, set[str]] = {}
         self.outage_since: dict[str, int] = {}
@@ -153,16 +163,28 @@ class _Tally:
             # The agent renews while it runs, so a lease held at the stop's start lapses at the
             # latest one TTL later: a stop that lasts longer certainly outlived it.
             expiry = event.time + self.ttl_ns if self.ttl_ns is not None else None
-            self.windows[key] = _Window(event.f[len(_START) :], holding, expiry)
+            self.windows[key] = _Window(event.f[len(_START) :], holding, expiry, event.time)
         elif event.f.startswith(_STOP) and key in self.windows:
             window = self.windows[key]
             window.stopped = event.time
+            self._overlapped(key, window)
             if value.get("applied") is not False and window.kind in _RESTARTS:
                 field_name = _RESTARTS[window.kind]
                 nodes = _names(value.get(field_name) if field_name else value.get("targets"))
                 for node in nodes:
                     role = self.roles.get(node, node)
                     self.restarts[role] = self.restarts.get(role, 0) + 1
+
+    def _overlapped(self, key: Any, window: _Window) -> None:
+        """Count ``window`` (just stopped) together with each window still in force: the
+        time they shared ends now (a pair is counted once, at the first of the two stops)."""
+        for other_key, other in self.windows.items():
+            if other_key == key or other.stopped is not None:
+                continue
+            pair = "+".join(sorted((window.kind, other.kind)))
+            counts = self.overlaps.setdefault(pair, [0, 0])
+            counts[0] += 1
+            counts[1] += max(0, (window.stopped or 0) - max(window.started, other.started))
 
     def invoke(self, event: Event) -> None:
         value = event.value
@@ -255,6 +277,7 @@ class _Tally:
                 if span and total / span > MOSTLY_UNREACHABLE
             },
             lease_ttl=lease_ttl,
+            overlaps={pair: (n, total / 1e9) for pair, (n, total) in self.overlaps.items()},
         )
 
 

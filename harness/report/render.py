@@ -266,6 +266,7 @@ def _coverage(data: ReportData) -> str:
             ["epochs granted", _e(coverage.get("epochs_granted", 0))],
             ["keys written", _e(coverage.get("keys_written", 0))],
             ["unreachable most of the run", per("unreachable_nodes")],
+            ["faults in force together", _overlap_cell(coverage.get("overlaps"))],
         ],
         "coverage-facts",
     )
@@ -278,6 +279,17 @@ def _coverage(data: ReportData) -> str:
         + (f'<ul class="coverage-gaps">{gaps}</ul>' if gaps else ""),
         "What this run exercised: a verdict is only as strong as the danger the run created.",
     )
+
+
+def _overlap_cell(raw: object) -> str:
+    """``kill+pause 2 times (3.1 s)``, one per pair of kinds that overlapped, or ``none``."""
+    if not isinstance(raw, Mapping) or not raw:
+        return "none"
+    cells = []
+    for pair, row in raw.items():
+        if isinstance(row, Mapping):
+            cells.append(f"{_e(pair)} {_e(row.get('count'))} times ({_e(row.get('seconds'))} s)")
+    return ", ".join(cells) or "none"
 
 
 def _story(data: ReportData) -> str:
