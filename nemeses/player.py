@@ -153,6 +153,7 @@ class NemesisPlayer:
         self._in_force: dict[int, tuple[Window, Fault, dict[str, Any]]] = {}
         self._resolved: dict[int, Fault] = {}
         self._ending = {window.index: threading.Event() for window in self._windows}
+        self._begun = {window.index: threading.Event() for window in self._windows}
         self._thread: threading.Thread | None = None
         self._crash: BaseException | None = None
         self.report = HealReport()
@@ -285,6 +286,7 @@ class NemesisPlayer:
             started = self._await_anchor(window)
             if started is None or not self._start(window, started):
                 return
+            self._begun[window.index].set()
             self._end(window, self._middle(window, started))
         except BaseException as crash:  # kept for join(); the thread must not die silently
             self._crash = crash
@@ -338,6 +340,20 @@ class NemesisPlayer:
             return self._await_release(window, base)
         self._sleep_until(end)
         return end
+
+    def _await_restart_overlays(self, window: Window) -> None:
+        """Let the overlays aimed at ``window``'s restart begin before its stop restarts the
+        daemon (a quarter TTL at most), so the restart happens inside them."""
+        deadline = self._clock() + _RESUME_WAIT_TTL * _ttl_ns(window)
+        for overlay in self._windows:
+            if overlay.params.get(OVERLAPS) != window.index:
+                continue
+            if overlay.params.get(ANCHOR) != "restart":
+                continue
+            begun = self._begun[overlay.index]
+            while not begun.is_set() and self._clock() < deadline:
+                if self._stopping.wait(_WRITE_POLL_S / 4):
+                    return
 
     def _await_release(self, window: Window, base: int) -> int:
         """When window ``base`` ends (its stop begins), so that both release their holders at
@@ -496,6 +512,7 @@ class NemesisPlayer:
         if in_force is not None and window.params.get(RESUME) == "in-flight":
             in_force[2]["resumed_in_flight"] = self._await_in_flight(window, in_force[1])
         self._ending[window.index].set()
+        self._await_restart_overlays(window)
         with self._lock:
             if window.index not in self._in_force:
                 return
