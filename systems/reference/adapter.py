@@ -307,11 +307,18 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
 
     def restart(self, node: Node, daemon: str) -> Daemon:
         """Start a killed server again; it recovers its state from its data dir."""
-        ready = {
+        return restart_known(self.name, node, daemon, self._ready())
+
+    def serves(self, node: Node, daemon: str) -> bool | None:
+        """One ping of the server ``daemon`` (its readiness check); ``None`` for another."""
+        ready = self._ready().get(daemon)
+        return None if ready is None else ready.attempt(node)
+
+    def _ready(self) -> dict[str, deploy.Pings]:
+        return {
             _LOCK_DAEMON: deploy.Pings(self.ports.lock, self.ready_timeout),
             _STORE_DAEMON: deploy.Pings(self.ports.store, self.ready_timeout),
         }
-        return restart_known(self.name, node, daemon, ready)
 
     def collect(self, nodes: Mapping[str, Node]) -> dict[str, dict[str, bytes]]:
         """The lock server's epoch file and the store's log of accepted writes."""
