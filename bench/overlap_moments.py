@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 from dataclasses import dataclass
@@ -124,7 +125,14 @@ def _make_runs(
         argv += ["--seed", str(seed), "--store", str(store), "--no-progress", "--json"]
         if overlap is not None:
             argv += ["--overlap", f"{overlap:g}"]
-        done = subprocess.run(argv, capture_output=True, text=True, check=False)
+        # Another command (main's installed one) must not import this checkout's code.
+        env = (
+            None
+            if command == "this"
+            else {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        )
+        where = None if command == "this" else "/"
+        done = subprocess.run(argv, capture_output=True, text=True, check=False, env=env, cwd=where)
         try:
             folders.append(Path(json.loads(done.stdout)["run_dir"]))
         except (ValueError, KeyError):

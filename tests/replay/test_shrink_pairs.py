@@ -11,15 +11,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.history import Sink
 from harness.run.matrix import entries_from
-from harness.run.record import NodeEntry, RunRecord
 from harness.run.replay import Finding, load_run
 from harness.run.shrink import Attempt, shrink
 from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
-from harness.run.store import new_run_dir
 from nemeses import Schedule, Window, generate_schedule
 from nemeses.schedule import OVERLAPS
+from tests.support.stored_runs import store_run
 
 _ROLES = {"l1": "lock", "s1": "store", "w1": "worker", "w2": "worker", "w3": "worker"}
 _TTL = 0.5
@@ -48,20 +46,7 @@ def _stored(tmp_path: Path, seed: int, windows: tuple[Window, ...] | None = None
     )
     if windows is not None:
         schedule = Schedule(seed, schedule.lease_ttl_ns, schedule.duration_ns, windows)
-    run = new_run_dir(spec.test_name, spec.store)
-    record = RunRecord(
-        spec=spec,
-        run_id="r",
-        started="2026-01-01T00:00:00+00:00",
-        command="fencecheck run",
-        lease_ttl=_TTL,
-        schedule=schedule.to_json(),
-        inventory=(Sink("store", True, "none", ""),),
-        topology=tuple(NodeEntry(name, role) for name, role in _ROLES.items()),
-    )
-    run.write_json(run.test_json, record.to_json())
-    run.write_json(run.results, {"valid": False, "anomaly_types": ["stale-write"]})
-    return run.path
+    return store_run(spec, schedule, _ROLES, ["stale-write"])
 
 
 def _together(first: Window, second: Window) -> bool:
