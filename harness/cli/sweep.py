@@ -51,6 +51,18 @@ def _numbers(text: str, option: str) -> tuple[float, ...]:
 )
 @click.option("--seeds", type=click.IntRange(1, 100), default=3, show_default=True)
 @click.option(
+    "--kinds",
+    default="",
+    help="Two fault kinds to overlap in every run instead of holder pauses (e.g. pause,kill); "
+    "each cell then also says how long they were in force together per run.",
+)
+@click.option(
+    "--targets",
+    default="holder,store",
+    show_default=True,
+    help="Fault targets of a --kinds sweep, comma-separated.",
+)
+@click.option(
     "--lock-delay-ttls",
     "--lock-delay",
     "lock_delay_ttl",
@@ -74,6 +86,8 @@ def sweep_command(
     ttls: str,
     pauses: str,
     seeds: int,
+    kinds: str,
+    targets: str,
     lock_delay_ttl: float,
     store: Path,
     page: Path | None,
@@ -89,7 +103,18 @@ def sweep_command(
         multiples=_numbers(pauses, "--pauses"),
         seeds=tuple(range(1, seeds + 1)),
     )
-    grid = replace(QUICK if quick else axes, system=system, variants=variants(lock_delay_ttl))
+    pair = split_names(kinds)
+    if pair and len(set(pair)) != 2:
+        raise click.BadParameter(
+            f"{kinds!r}: give two fault kinds, e.g. pause,kill", param_hint="--kinds"
+        )
+    grid = replace(
+        QUICK if quick else axes,
+        system=system,
+        variants=variants(lock_delay_ttl),
+        pair=pair,
+        pair_targets=split_names(targets) or ("holder",),
+    )
     page = page or store / "sweep.html"
     console = Console(stderr=True)
     try:

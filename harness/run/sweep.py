@@ -12,6 +12,11 @@ the sinks the system already has. By default, on the reference system:
 - ``lock-delay``: the same unfenced sink in runs whose lock service waits a lock-delay (here
   3 TTLs) after a lease expires before granting it again (Chubby's mitigation).
 
+With a ``pair`` of fault kinds (``sweep --kinds pause,kill``), each run plays those two kinds
+instead, every window overlapped by one of the other kind (``overlap`` 1, aimed at the targets
+``pair_targets``), both at the column's length, and each cell also says how long the two were in
+force together per run (from the coverage's ``overlaps``): overlap length against the TTL.
+
 Designs measured on the same sinks share runs: one run with no lock-delay gives both the fenced
 and the unfenced count of its cell. Nothing is refused for being "unable to show a bug": a pause
 shorter than the lease is a legitimate cell whose expected answer is 0, and it is measured. A cell
@@ -97,6 +102,9 @@ class Grid:
     ttls: tuple[float, ...] = (1.0,)
     multiples: tuple[float, ...] = (0.15, 0.8, 3.0, 8.0)
     seeds: tuple[int, ...] = (1, 2, 3)
+    pair: tuple[str, ...] = ()
+    """Two fault kinds overlapped in every run instead of holder pauses alone (module docs)."""
+    pair_targets: tuple[str, ...] = ("holder",)
 
 
 QUICK: Final = Grid(ttls=(0.5,), multiples=(0.15, 0.8, 3.0, 8.0), seeds=(1,))
@@ -118,6 +126,8 @@ class Cell:
     stale: int = 0
     refused: str | None = None
     run_dirs: list[Path] = field(default_factory=list)
+    together_s: float | None = None
+    """For a sweep of a pair of kinds: the seconds they were in force together, over its runs."""
 
     @property
     def fraction(self) -> float | None:
@@ -126,6 +136,8 @@ class Cell:
 
     def shown(self) -> str:
         """``"2/3"``, ``"not run"`` when nothing ran in the cell, or ``"-"`` before it ran."""
+        if self.runs and self.together_s is not None:
+            return f"{self.stale}/{self.runs}, together {self.together_s / self.runs:.2f} s/run"
         if self.runs:
             return f"{self.stale}/{self.runs}"
         return "not run" if self.refused else "-"
@@ -143,8 +155,9 @@ def cell_specs(
         TestSpec(
             system=grid.system,
             workload=_WORKLOAD,
-            nemeses=("pause",),
-            targets=("holder",),
+            nemeses=grid.pair or ("pause",),
+            targets=grid.pair_targets if grid.pair else ("holder",),
+            overlap=1.0 if grid.pair else 0.0,
             fault_lengths=(multiple,),
             ttl=ttl,
             lock_delay=round(lock_delay_ttl * ttl, 3),
@@ -193,7 +206,8 @@ def run_sweep(
                     for c in cells
                     if c.variant.lock_delay_ttl == delay and (c.ttl, c.multiple) == (ttl, multiple)
                 ]
-                _run_cells(sharing, cell_specs(grid, delay, ttl, multiple, store), runner, on_run)
+                specs = cell_specs(grid, delay, ttl, multiple, store)
+                _run_cells(sharing, specs, runner, on_run, "+".join(sorted(grid.pair)))
     return cells
 
 
@@ -202,6 +216,7 @@ def _run_cells(
     specs: Sequence[TestSpec],
     runner: Callable[[TestSpec], RunOutcome],
     on_run: Callable[[Sequence[Cell], int], None] | None,
+    pair: str,
 ) -> None:
     for number, spec in enumerate(specs):
         try:
@@ -222,8 +237,16 @@ def _run_cells(
             cell.runs += 1
             cell.stale += stale
             cell.run_dirs.append(outcome.run_dir.path)
+            if pair:
+                cell.together_s = (cell.together_s or 0.0) + _together_s(results, pair)
         if on_run is not None:
             on_run(cells, 1)
+
+
+def _together_s(results: Mapping[str, Any], pair: str) -> float:
+    """Seconds the kinds of ``pair`` (``"kill+pause"``) were in force together in a run."""
+    overlaps = (results.get("coverage") or {}).get("overlaps") or {}
+    return float((overlaps.get(pair) or {}).get("seconds", 0.0))
 
 
 def render_html(grid: Grid, cells: Sequence[Cell]) -> str:
