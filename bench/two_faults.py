@@ -15,6 +15,8 @@ paused past its lease. For each setting this runs ``--runs`` seeded runs (seeds 
         [--settings defaults,overlap,pause,kill] [--store /tmp/two-faults]
 
 Prints one line per run and one per setting (caught / runs); exit status 0 whatever the numbers.
+A setting the run refuses before starting (its exposure check: it cannot show the bug, exit 3)
+is counted as refused, not as missed.
 """
 
 from __future__ import annotations
@@ -43,6 +45,8 @@ def _caught(bug: str, setting: str, seed: int, time_limit: float, store: Path) -
     argv += [*SETTINGS[setting], "--time-limit", f"{time_limit:g}", "--seed", str(seed)]
     argv += ["--store", str(store), "--no-progress", "--json"]
     done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode == 3 and "cannot show in this run" in done.stderr:
+        return "refused"  # the run's exposure check: this setting cannot show the bug
     try:
         result = json.loads(done.stdout)
     except ValueError:
