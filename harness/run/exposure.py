@@ -159,7 +159,11 @@ def _shortfall(
             "the fault schedule is empty (no fault fits in --time-limit, or --nemesis none); "
             f"lengthen --time-limit or shorten --fault-lengths, with {suggested}"
         )
-    kinds = [w for w in schedule.windows if w.kind in need.kinds | _compounds_of(w, schedule)]
+    kinds = [
+        w
+        for w in schedule.windows
+        if w.kind in need.kinds or need.kinds & _compounds_of(w, schedule)
+    ]
     if not kinds:
         return f"no {' / '.join(sorted(need.kinds))} fault is scheduled; run it with {suggested}"
     # An exposure may name a node (redis's replica r2) as well as a role.
