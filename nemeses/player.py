@@ -58,6 +58,7 @@ from nemeses.schedule import (
     OVERLAPS,
     RELEASE_WITH,
     RESUME,
+    RESUMES_BASE,
     START_AFTER_WRITES,
     STEP_AT_NS,
     Window,
@@ -154,6 +155,7 @@ class NemesisPlayer:
         self._resolved: dict[int, Fault] = {}
         self._ending = {window.index: threading.Event() for window in self._windows}
         self._begun = {window.index: threading.Event() for window in self._windows}
+        self._stopped = {window.index: threading.Event() for window in self._windows}
         self._thread: threading.Thread | None = None
         self._crash: BaseException | None = None
         self.report = HealReport()
@@ -338,8 +340,30 @@ class NemesisPlayer:
         base = window.params.get(RELEASE_WITH)
         if isinstance(base, int):
             return self._await_release(window, base)
+        resumers = [
+            o.index
+            for o in self._windows
+            if o.params.get(OVERLAPS) == window.index and o.params.get(RESUMES_BASE)
+        ]
+        if resumers:
+            return self._await_resumer(window, resumers)
         self._sleep_until(end)
         return end
+
+    def _await_resumer(self, window: Window, resumers: list[int]) -> int:
+        """When the first of the overlays ``resumers`` that began has stopped (its daemon
+        restarted and serving), or half a TTL past ``window``'s end when none did."""
+        latest = window.end_ns + round(_RELEASE_TAIL_TTL * _ttl_ns(window))
+        while self._clock() < latest:
+            done = [i for i in resumers if self._begun[i].is_set() and self._stopped[i].is_set()]
+            if done:
+                with self._lock:
+                    if window.index in self._in_force:
+                        self._in_force[window.index][2]["resumed_on_restart"] = done[0]
+                return self._clock()
+            if self._stopping.wait(_WRITE_POLL_S / 4):
+                break
+        return self._clock()
 
     def _await_restart_overlays(self, window: Window) -> None:
         """Let the overlays aimed at ``window``'s restart begin before its stop restarts the
@@ -509,7 +533,8 @@ class NemesisPlayer:
         f = stop_f(window.kind)
         with self._lock:
             in_force = self._in_force.get(window.index)
-        if in_force is not None and window.params.get(RESUME) == "in-flight":
+        resumed = in_force is not None and "resumed_on_restart" in in_force[2]
+        if in_force is not None and window.params.get(RESUME) == "in-flight" and not resumed:
             in_force[2]["resumed_in_flight"] = self._await_in_flight(window, in_force[1])
         self._ending[window.index].set()
         self._await_restart_overlays(window)
@@ -525,6 +550,7 @@ class NemesisPlayer:
             del self._in_force[window.index]
             interrupted = self._stopping.is_set() and self._clock() < scheduled
             self._record(f, self._outcome(value, scheduled, errors, interrupted=interrupted))
+        self._stopped[window.index].set()
 
     def _holder(self, window: Window, value: dict[str, Any], apart: set[str]) -> str | None:
         if not (window.wants_holder or window.wants_member):

@@ -57,8 +57,10 @@ from nemeses.throttle import DEFAULT_CPU
 from nemeses.topology import partition_fault
 
 __all__ = [
+    "AIM",
     "ANCHOR",
     "ANCHORS",
+    "CALL_SHARE",
     "DEFAULT_OVERLAP",
     "DEFAULT_TTL_MULTIPLES",
     "END_AFTER_WRITES",
@@ -67,6 +69,9 @@ __all__ = [
     "LOCK_FOLLOWER",
     "LOCK_LEADER",
     "OVERLAPS",
+    "RELEASE_WITH",
+    "RESUME",
+    "RESUMES_BASE",
     "START_AFTER_WRITES",
     "STEP_AT_NS",
     "Refusal",
@@ -116,6 +121,12 @@ in flight (a quarter TTL at most past the scheduled end): the stale write meets 
 RELEASE_WITH: Final = "release_with"
 """Overlay parameter: the index of the base window whose end also ends this one (two stale
 holders released at once)."""
+RESUMES_BASE: Final = "resumes_base"
+"""Overlay parameter (``grant``, ``takeover``, of a kind whose stop restarts a daemon, on a base
+aimed at the holder): the base ends as soon as this overlay's stop is done, the daemon restarted
+and serving, so the stale holder's write meets the restarted daemon before anyone else's does
+(the shape ``restart-while-paused`` is built around, drawn from any pair of kinds)."""
+_RESUME_ON_RESTART: Final = 1 / 2
 _CALL_AIMED: Final = 1 / 3
 _RESUME_IN_FLIGHT: Final = 1 / 3
 _RELEASE_TOGETHER: Final = 1 / 2
@@ -414,6 +425,8 @@ class _Overlays:
             and rng.random() < _RELEASE_TOGETHER
         ):
             params[RELEASE_WITH] = base.index
+        if anchor in ("grant", "takeover") and kind.restarts and rng.random() < _RESUME_ON_RESTART:
+            params[RESUMES_BASE] = True
         overlay = Window(
             index, start, duration, kind.name, chosen, multiple, fallback, {**drawn, **params}
         )

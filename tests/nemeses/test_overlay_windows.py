@@ -390,3 +390,47 @@ def test_an_overlay_released_with_its_base_continues_both_holders_at_once() -> N
     stops = [value["confirmed"] for f, value in record.events if f == "stop-pause"]
     assert len(stops) == 2 and abs(stops[0] - stops[1]) < 20 * MS
     assert min(stops) >= 200 * MS
+
+
+def test_a_restart_overlay_that_resumes_its_base_continues_the_holder_as_it_serves() -> None:
+    board = Board()
+    base = Window(0, 10 * MS, 2000 * MS, "pause", (HOLDER,), 3.0, "w1", {})
+    params = {OVERLAPS: 0, ANCHOR: "takeover", START_AFTER_WRITES: 1, "resumes_base": True}
+    kill = Window(1, 600 * MS, 80 * MS, "kill", ("s1",), 0.1, None, params)
+    record = Recording()
+
+    def hand_over() -> None:
+        record.wait_for("start-pause")
+        time.sleep(0.05)
+        board.hand_over.set()
+        board.accepted["w2"] = 1
+
+    threading.Thread(target=hand_over, daemon=True).start()
+    with NemesisPlayer(
+        fake_cluster(),
+        NoopNemesis(),
+        [base, kill],
+        clock(),
+        record,
+        board.current,
+        holder_work=board,
+    ) as player:
+        player.join(10)
+    order = [f for f, _ in record.events]
+    assert order == ["start-pause", "start-kill", "stop-kill", "stop-pause"]
+    stop = record.wait_for("stop-pause")
+    assert stop["resumed_on_restart"] == 1
+    assert stop["confirmed"] - record.wait_for("stop-kill")["confirmed"] < 20 * MS
+    assert stop["confirmed"] < base.end_ns, "ended with the restart, not at its scheduled end"
+
+
+def test_only_restarting_overlays_on_holder_windows_resume_their_base() -> None:
+    drawn = [schedule(seed, 1.0, ("pause", "kill"), ("holder", "store")) for seed in range(30)]
+    resuming = [w for s in drawn for w in overlays(s) if w.params.get("resumes_base")]
+    assert resuming
+    for s in drawn:
+        by_index = {w.index: w for w in s.windows}
+        for w in overlays(s):
+            if w.params.get("resumes_base"):
+                assert fault_kind(w.kind).restarts and by_index[w.params[OVERLAPS]].wants_holder
+                assert w.params[ANCHOR] in ("grant", "takeover")
