@@ -37,6 +37,7 @@ it was due.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
@@ -147,7 +148,11 @@ class NemesisPlayer:
         self._resolve_member = resolve_member
         self._holder_work = holder_work
         self._stopping = threading.Event()
-        # Held around every nemesis call, so heal never races a fault being applied.
+        # One per kind, held around its nemesis calls: windows of other kinds (an overlay and
+        # its base) start and stop meanwhile, a kind's own calls never race, and heal (which
+        # takes them all) never races a fault being applied.
+        self._kind_locks = {kind: threading.Lock() for kind in sorted({w.kind for w in windows})}
+        # Held around the player's own state (what is in force, whether it was healed).
         self._lock = threading.Lock()
         self._healed = False
         # By window index: the windows in force now (an overlay is in force with its base).
@@ -206,7 +211,10 @@ class NemesisPlayer:
         self.stop()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(_JOIN_TIMEOUT_S)
-        with self._lock:
+        with contextlib.ExitStack() as held:
+            for lock in self._kind_locks.values():
+                held.enter_context(lock)
+            held.enter_context(self._lock)
             self._healed = True
             report = self._nemesis.heal()
             open_windows = list(self._in_force.values())
@@ -392,7 +400,7 @@ class NemesisPlayer:
 
     def _step(self, window: Window, scheduled: int) -> None:
         """Perform ``window``'s middle step; its facts (or error) go on the stop event."""
-        with self._lock:
+        with self._kind_locks[window.kind]:
             if window.index not in self._in_force:
                 return
             _, fault, value = self._in_force[window.index]
@@ -449,17 +457,18 @@ class NemesisPlayer:
         try:
             fault = self._resolve(window, value)
         except Exception as problem:  # recorded: an unapplied fault makes the run unknown
-            with self._lock:
+            with self._kind_locks[window.kind]:
                 if self._healed:
                     return False
                 self._record(f, self._outcome(value, started, [str(problem)]))
             return True
-        with self._lock:
-            if self._healed:
-                return False
-            value.update(fault.params, targets=list(fault.targets))
-            self._in_force[window.index] = (window, fault, value)
-            self._resolved[window.index] = fault
+        with self._kind_locks[window.kind]:
+            with self._lock:
+                if self._healed:
+                    return False
+                value.update(fault.params, targets=list(fault.targets))
+                self._in_force[window.index] = (window, fault, value)
+                self._resolved[window.index] = fault
             try:
                 facts = self._nemesis.invoke(f, fault)
             except Exception as problem:  # recorded: an unapplied fault makes the run unknown
@@ -538,7 +547,7 @@ class NemesisPlayer:
             in_force[2]["resumed_in_flight"] = self._await_in_flight(window, in_force[1])
         self._ending[window.index].set()
         self._await_restart_overlays(window)
-        with self._lock:
+        with self._kind_locks[window.kind]:
             if window.index not in self._in_force:
                 return
             _, fault, value = self._in_force[window.index]
@@ -547,7 +556,8 @@ class NemesisPlayer:
                 value.update(self._nemesis.invoke(f, fault))
             except Exception as problem:  # recorded; heal() retries what is still in force
                 errors.append(str(problem))
-            del self._in_force[window.index]
+            with self._lock:
+                del self._in_force[window.index]
             interrupted = self._stopping.is_set() and self._clock() < scheduled
             self._record(f, self._outcome(value, scheduled, errors, interrupted=interrupted))
         self._stopped[window.index].set()
