@@ -33,6 +33,18 @@ and the step's facts to the stop event; with ``end_after_writes`` it ends the wi
 node took the lease over from the window's targets and had that many writes accepted since its
 grant, adding ``takeover`` (run clock, ns) and ``new_holder``; that stop's ``scheduled`` is when
 it was due.
+
+Overlapping windows (issue 26; the parameters are :mod:`nemeses.schedule`'s): each window plays in
+a thread of its own, a base window once every earlier one ended, an overlay (``overlaps``) beside
+its base, from its ``anchor``: its start (``inside``), the takeover or grant
+(``start_after_writes``; it begins then, its ``scheduled`` is that moment, and it lasts its length
+from there), or its base's restart (it begins before the base's stop restarts the daemon). A
+symbolic target steers clear of the nodes that windows in force hold with a fault its kind does
+not compose with (``steered_clear_of``). ``aim: call`` starts a holder window inside a write call
+(``in_call``), ``resume: in-flight`` ends one on another holder's write in flight
+(``resumed_in_flight``), ``release_with`` ends an overlay with its base, ``resumes_base`` ends the
+base once the overlay's restart is done (``resumed_on_restart``). Nemesis calls of one kind are
+serialized, of different kinds not: a slow restart holds up no other window.
 """
 
 from __future__ import annotations
