@@ -67,17 +67,21 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--settings", default=",".join(SETTINGS))
     parser.add_argument("--store", type=Path, default=Path("/tmp/two-faults"))
     options = parser.parse_args(argv)
-    totals: dict[str, tuple[int, int]] = {}
+    totals: dict[str, tuple[int, int, int]] = {}
     for setting in options.settings.split(","):
-        caught = 0
+        said_all = []
         for seed in range(1, options.runs + 1):
             said = _caught(options.bug, setting, seed, options.time_limit, options.store)
-            caught += said == "caught"
+            said_all.append(said)
             print(f"{setting} seed {seed}: {said}", flush=True)
-        totals[setting] = (caught, options.runs)
-    for setting, (caught, runs) in totals.items():
+        totals[setting] = (said_all.count("caught"), said_all.count("refused"), options.runs)
+    for setting, (caught, refused, runs) in totals.items():
+        refusals = (
+            f" ({refused} refused before starting: it cannot show the bug)" if refused else ""
+        )
         print(
-            f"{options.bug} {setting}: caught in {caught}/{runs} runs of {options.time_limit:g} s"
+            f"{options.bug} {setting}: caught in {caught}/{runs} runs of "
+            f"{options.time_limit:g} s{refusals}"
         )
     return 0
 
