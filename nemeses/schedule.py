@@ -127,6 +127,8 @@ aimed at the holder): the base ends as soon as this overlay's stop is done, the 
 and serving, so the stale holder's write meets the restarted daemon before anyone else's does
 (the shape ``restart-while-paused`` is built around, drawn from any pair of kinds)."""
 _RESUME_ON_RESTART: Final = 1 / 2
+_INSTANT_RESTART_TTL: Final = 0.01
+"""A ``resumes_base`` overlay's length, in TTLs: killed and started again at once."""
 _CALL_AIMED: Final = 1 / 3
 _RESUME_IN_FLIGHT: Final = 1 / 3
 _RELEASE_TOGETHER: Final = 1 / 2
@@ -426,7 +428,11 @@ class _Overlays:
         ):
             params[RELEASE_WITH] = base.index
         if anchor in ("grant", "takeover") and kind.restarts and rng.random() < _RESUME_ON_RESTART:
+            # Killed and restarted at once: an outage the other holders notice would have them
+            # retry and re-teach a forgetful store its mark before the stale holder resumes.
             params[RESUMES_BASE] = True
+            multiple = _INSTANT_RESTART_TTL
+            duration = round(multiple * ttl)
         overlay = Window(
             index, start, duration, kind.name, chosen, multiple, fallback, {**drawn, **params}
         )

@@ -291,7 +291,7 @@ def test_a_symbol_is_steered_off_the_node_a_conflicting_fault_holds() -> None:
 
 
 def test_a_restart_overlay_starts_as_its_base_stops() -> None:
-    base = Window(0, 10 * MS, 100 * MS, "kill", ("s1",), 1.0, None, {})
+    base = Window(0, 10 * MS, 100 * MS, "kill", ("s1",), 0.1, None, {})  # a 1 s lease
     overlay = Window(
         1, 110 * MS, 100 * MS, "pause", ("w1",), 1.0, None, {OVERLAPS: 0, ANCHOR: "restart"}
     )
