@@ -12,6 +12,7 @@ fencecheck's own ``ping`` (:class:`Pings`) or one of its own.
 
 from __future__ import annotations
 
+import importlib.util
 import secrets
 import shlex
 import signal
@@ -78,8 +79,20 @@ class Pings:
             return False
 
 
-def source_of(module: ModuleType) -> bytes:
-    """The source file of ``module``, to ship to a node."""
+def source_of(module: ModuleType | str) -> bytes:
+    """The source file of ``module``, to ship to a node: an imported module, or a dotted module
+    name, found without running it (so a holder client that imports what only the nodes have,
+    e.g. ``psycopg2``, is never imported on the controller; its package is imported, as any
+    import of ``a.b`` would)."""
+    if isinstance(module, str):
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError) as problem:
+            raise AdapterError(f"cannot find module {module!r} to ship: {problem}") from None
+        origin = spec.origin if spec is not None else None
+        if origin is None or not origin.endswith(".py"):
+            raise AdapterError(f"module {module!r} has no Python source file to ship")
+        return Path(origin).read_bytes()
     if module.__file__ is None:
         raise AdapterError(f"module {module.__name__} has no source file to ship")
     return Path(module.__file__).read_bytes()

@@ -39,7 +39,7 @@ from harness.run.plan import RunError, plan_run, schedule_for, workload_options
 from harness.run.progress import RunProgress
 from harness.run.record import Interruption, NodeEntry, RunRecord
 from harness.run.recorder import Recorder
-from harness.run.spec import TestSpec
+from harness.run.spec import SPEC_FIELDS, TestSpec
 from harness.run.store import (
     RunDir,
     new_run_dir,
@@ -694,34 +694,17 @@ def _versions() -> dict[str, str]:
 
 def _rerun_command(spec: TestSpec, fixed_in: RunDir | None = None) -> list[str]:
     """The command that runs ``spec`` again exactly: its seed and every field that differs from
-    the defaults. A run that played a fixed schedule (``fixed_in``: its own folder, where
+    the defaults or that says what the run is (the spec-field table's ``pinned`` and
+    ``exposable`` ones). A run that played a fixed schedule (``fixed_in``: its own folder, where
     ``test.json`` keeps the windows) is rerun by ``replay``, since a seed alone would draw
     another schedule."""
     if fixed_in is not None:
         return ["fencecheck", "replay", str(fixed_in.path)]
-    argv = ["fencecheck", "run", "--system", spec.system, "--workload", spec.workload]
-    for bug in spec.bugs:
-        argv += ["--bug", bug]
-    argv += ["--nemesis", ",".join(spec.nemeses) or "none"]
-    argv += ["--target", ",".join(spec.targets), "--ttl", f"{spec.ttl:g}"]
-    if spec.fault_lengths:
-        argv += ["--fault-lengths", ",".join(f"{m:g}" for m in spec.fault_lengths)]
-    argv += ["--time-limit", f"{spec.time_limit:g}", "--workers", str(spec.workers)]
-    argv += ["--keys", str(spec.keys), "--locks", str(spec.locks)]
-    optional: tuple[tuple[str, object, object], ...] = (
-        ("--writes-per-lease", spec.writes_per_lease, _DEFAULTS.writes_per_lease),
-        ("--keys-per-write", spec.keys_per_write, _DEFAULTS.keys_per_write),
-        ("--work-ms", spec.work_ms, None),
-        ("--seed", spec.seed, None),
-        ("--rate", spec.rate, _DEFAULTS.rate),
-        ("--overlap", spec.overlap, _DEFAULTS.overlap),
-        ("--lock-delay", spec.lock_delay, _DEFAULTS.lock_delay),
-        ("--read-ratio", spec.read_ratio, _DEFAULTS.read_ratio),
-        ("--op-timeout", spec.op_timeout, _DEFAULTS.op_timeout),
-        ("--name", spec.name, _DEFAULTS.name),
-        ("--store", str(spec.store), str(_DEFAULTS.store)),
-    )
-    for option, value, default in optional:
-        if value != default:
-            argv += [option, f"{value:g}" if isinstance(value, float) else str(value)]
+    argv = ["fencecheck", "run"]
+    for name, spec_field in SPEC_FIELDS.items():
+        value = getattr(spec, name)
+        # An exposable field is named even at its default: else a planted bug's exposure would
+        # set it on the rerun.
+        if spec_field.pinned or spec_field.exposable or value != spec_field.default:
+            argv += spec_field.argv(value)
     return argv

@@ -29,7 +29,7 @@ from systems.base import (
     switch_table,
 )
 from systems.kit import DaemonEntry, DaemonTable, PackagesBeside, SwitchTable, setting_up
-from systems.reference import client, lock_server, store_server
+from systems.reference import lock_server, store_server
 
 __all__ = ["BUG_SWITCHES", "Ports", "ReferenceSystem"]
 
@@ -103,6 +103,16 @@ BUG_SWITCHES: Final = switch_table(
         ("store-batch",),
     ),
     BugSwitch(
+        store_server.MARK_PER_KEY,
+        "the store keeps its highest-seen epoch per key instead of per lock: a stale write "
+        "to a key the new holder has not written yet is accepted",
+        # Shows with more keys than a lease writes (the default spec's); a stale write lands on
+        # a key of its own, so only the store's seq order across keys tells it stale.
+        PAUSE_PAST_LEASE,
+        ("stale-write",),
+        ("store",),
+    ),
+    BugSwitch(
         "long-ttl-no-fence",
         f"a lease TTL {_LONG_TTL_FACTOR:g}x the configured one instead of fencing: the "
         "store accepts any epoch",
@@ -127,6 +137,7 @@ _STORE_BUGS: Final = {
     "store-forgets": store_server.STORE_FORGETS,
     "lazy-mark": store_server.LAZY_MARK,
     "unfenced-path": store_server.UNFENCED_PATH,
+    store_server.MARK_PER_KEY: store_server.MARK_PER_KEY,
 }
 
 
@@ -234,8 +245,9 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
             starters = {"lock": self._start_lock, "store": self._start_store}
             deploy.on_each([lock_node, store_node], lambda node: starters[node.role](node, config))
         return Deployment(
+            # Named, not imported: the controller only ships it.
             client=HolderClientCode(
-                client,
+                "systems.reference.client",
                 {
                     "lock": f"{lock_node.ip}:{self.ports.lock}",
                     "store": f"{store_node.ip}:{self.ports.store}",

@@ -161,7 +161,7 @@ def test_a_start_moves_earlier_only_while_the_anomaly_still_shows(tmp_path: Path
 
 
 def test_keys_are_halved_down_to_what_the_anomaly_needs(tmp_path: Path) -> None:
-    stored = load_run(_stored(tmp_path))
+    stored = load_run(_stored(tmp_path, keys=3))
     assert stored.record.spec.keys == 3
     result = shrink(stored, _Rule(tmp_path, keys=2), budget=60)
     assert result.minimal.spec.keys == 2
