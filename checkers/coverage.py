@@ -4,15 +4,15 @@ A ``valid`` verdict is only as strong as the situations the run produced. This m
 history once, in order, and counts them: holders stopped past their lease while holding it (per
 fault kind), stale writes attempted per sink (sent with an epoch lower than one already granted
 for the lock, or refused by a fence as stale, which proves the same, or accepted after a newer
-epoch was granted while it was in flight), restarts per role, epochs
-granted, sinks and keys written, holder nodes whose agent was unreachable for most of the
-run, and clock windows (``clock-step``, ``clock-rate``): how many, and how many moved a lease
-across its expiry (a lease was held when the window opened, by the faulted holder or from the
-faulted lock service, and the faulted clock moved by at least a TTL against the real one in the
-window: a step of that size, or a rate whose gain or loss over the window reached it). It is a
-pure function of the history, the inventory's sink names, the lease TTL and (optionally) the
-node roles, linear in the history's length, and keeps state per node, lock,
-sink and key only.
+epoch was granted while it was in flight), restarts per role, epochs granted, sinks and keys
+written, holder nodes whose agent was unreachable for most of the run, which pairs of fault
+kinds were in force together (how often and for how long), and clock windows (``clock-step``,
+``clock-rate``): how many, and how many moved a lease across its expiry (a lease was held when
+the window opened, by the faulted holder or from the faulted lock service, and the faulted clock
+moved by at least a TTL against the real one in the window: a step of that size, or a rate whose
+gain or loss over the window reached it). It is a pure function of the history, the inventory's
+sink names, the lease TTL and (optionally) the node roles, linear in the history's length (times
+the few faults in force at once), and keeps state per node, lock, sink and key only.
 """
 
 from __future__ import annotations
@@ -69,6 +69,9 @@ class Coverage:
     lease_ttl: float | None = None
     clock_windows: int = 0
     clock_across_expiry: int = 0
+    overlaps: dict[str, tuple[int, float]] = field(default_factory=dict)
+    """By pair of kinds (``"kill+pause"``, names sorted; ``"pause+pause"`` for two pauses): how
+    many times two faults were in force together, and for how many seconds in all."""
 
     @property
     def stale_attempts(self) -> int:
@@ -113,6 +116,10 @@ class Coverage:
             },
             "clock_windows": self.clock_windows,
             "clock_across_expiry": self.clock_across_expiry,
+            "overlaps": {
+                pair: {"count": count, "seconds": round(seconds, 3)}
+                for pair, (count, seconds) in sorted(self.overlaps.items())
+            },
             "gaps": self.gaps(),
         }
 
@@ -122,8 +129,8 @@ class _Window:
     kind: str
     holding: bool  # a target held a lease when the fault began
     expiry: int | None  # by when that lease had certainly lapsed (unknown without a TTL)
+    started: int = 0
     stopped: int | None = None
-    began: int = 0
     shift_s: float = 0.0  # a clock window's step (signed seconds); 0 for a rate or no clock
     rate: float = 1.0  # a clock window's rate
 
@@ -139,6 +146,7 @@ class _Tally:
         self.epochs: set[tuple[str, int]] = set()
         self.windows: dict[Any, _Window] = {}
         self.restarts: dict[str, int] = {}
+        self.overlaps: dict[str, list[int]] = {}  # "kind+kind" -> [times, ns together]
         self.writes: dict[str, list[int]] = {}  # sink -> [writes, accepted, stale attempts]
         self.keys: dict[str, set[str]] = {}
         self.outage_since: dict[str, int] = {}
@@ -176,13 +184,14 @@ class _Tally:
             # The agent renews while it runs, so a lease held at the stop's start lapses at the
             # latest one TTL later: a stop that lasts longer certainly outlived it.
             expiry = event.time + self.ttl_ns if self.ttl_ns is not None else None
-            window = _Window(kind, holding, expiry, began=event.time)
+            window = _Window(kind, holding, expiry, event.time)
             window.shift_s = _number(value.get("by_s"), 0.0) if kind == "clock-step" else 0.0
             window.rate = _number(value.get("rate"), 1.0) if kind == "clock-rate" else 1.0
             self.windows[key] = window
         elif event.f.startswith(_STOP) and key in self.windows:
             window = self.windows[key]
             window.stopped = event.time
+            self._overlapped(key, window)
             if value.get("applied") is not False and window.kind in _RESTARTS:
                 field_name = _RESTARTS[window.kind]
                 nodes = _names(value.get(field_name) if field_name else value.get("targets"))
@@ -200,6 +209,17 @@ class _Tally:
             if role not in (_WORKER, _STORE) and any(self.leases.values()):
                 return True
         return False
+
+    def _overlapped(self, key: Any, window: _Window) -> None:
+        """Count ``window`` (just stopped) together with each window still in force: the
+        time they shared ends now (a pair is counted once, at the first of the two stops)."""
+        for other_key, other in self.windows.items():
+            if other_key == key or other.stopped is not None:
+                continue
+            pair = "+".join(sorted((window.kind, other.kind)))
+            counts = self.overlaps.setdefault(pair, [0, 0])
+            counts[0] += 1
+            counts[1] += max(0, (window.stopped or 0) - max(window.started, other.started))
 
     def invoke(self, event: Event) -> None:
         value = event.value
@@ -280,7 +300,9 @@ class _Tally:
             if window.kind in _CLOCKS:
                 # A clock fault stops nobody; it moves the clock a lease is measured by.
                 clocks += 1
-                moved = abs(window.shift_s) + abs(window.rate - 1) * (stopped - window.began) / 1e9
+                moved = (
+                    abs(window.shift_s) + abs(window.rate - 1) * (stopped - window.started) / 1e9
+                )
                 reach = self.ttl_ns is not None and moved * 1e9 >= self.ttl_ns
                 across += window.holding and reach
             elif window.holding and window.expiry is not None and stopped > window.expiry:
@@ -301,6 +323,7 @@ class _Tally:
             lease_ttl=lease_ttl,
             clock_windows=clocks,
             clock_across_expiry=across,
+            overlaps={pair: (n, total / 1e9) for pair, (n, total) in self.overlaps.items()},
         )
 
 

@@ -52,6 +52,7 @@ __all__ = [
     "ROLE_NAMES",
     "AdapterError",
     "BugSwitch",
+    "ChecksReady",
     "CollectsData",
     "ConfigError",
     "Deployment",
@@ -332,6 +333,18 @@ class Restarts(Protocol):
     def restart(self, node: Node, daemon: str) -> Daemon:
         """Start the killed daemon ``daemon`` of ``node`` again, with the same command line on
         the same data, and return once it serves. Raises :class:`AdapterError` if it cannot."""
+        ...
+
+
+@runtime_checkable
+class ChecksReady(Protocol):
+    """A system that can tell, by its own readiness check, whether one of its daemons serves
+    (not merely listens: a database may accept connections during crash recovery and refuse
+    queries), so a fault continues a stale holder the moment a restarted daemon serves."""
+
+    def serves(self, node: Node, daemon: str) -> bool | None:
+        """One readiness check of ``daemon`` on ``node``: True once it serves, False while it
+        does not, ``None`` when the system has no check for that daemon."""
         ...
 
 

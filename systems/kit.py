@@ -173,3 +173,12 @@ class DaemonTable:
         entry = self.entry(name)
         ready = entry.ready_again or entry.ready
         return deploy.restart_daemon(node, name, ready(node))
+
+    def serves(self, node: Node, name: str) -> bool | None:
+        """One readiness check of the restarted daemon ``name`` on ``node`` (its
+        ``ready_again``, else ``ready``), for :class:`~systems.base.ChecksReady`; ``None`` for a
+        daemon the table does not have."""
+        entry = next((entry for entry in self.entries if entry.name == name), None)
+        if entry is None:
+            return None
+        return (entry.ready_again or entry.ready)(node).attempt(node)

@@ -58,6 +58,18 @@ def _numbers(text: str, option: str) -> tuple[float, ...]:
 )
 @click.option("--seeds", type=click.IntRange(1, 100), default=3, show_default=True)
 @click.option(
+    "--kinds",
+    default="",
+    help="Two fault kinds to overlap in every run instead of holder pauses (e.g. pause,kill); "
+    "each cell then also says how long they were in force together per run.",
+)
+@click.option(
+    "--targets",
+    default="holder,store",
+    show_default=True,
+    help="Fault targets of a --kinds sweep, comma-separated.",
+)
+@click.option(
     "--lock-delay-ttls",
     "--lock-delay",
     "lock_delay_ttl",
@@ -82,6 +94,8 @@ def sweep_command(
     pauses: str,
     rates: str,
     seeds: int,
+    kinds: str,
+    targets: str,
     lock_delay_ttl: float,
     store: Path,
     page: Path | None,
@@ -98,8 +112,23 @@ def sweep_command(
         seeds=tuple(range(1, seeds + 1)),
     )
     swept = _numbers(rates, "--rates") if rates else ()
+    pair = split_names(kinds)
+    if pair and len(set(pair)) != 2:
+        raise click.BadParameter(
+            f"{kinds!r}: give two fault kinds, e.g. pause,kill", param_hint="--kinds"
+        )
+    if pair and swept:
+        raise click.BadParameter(
+            "a sweep varies either the clock rate or two overlapping kinds; give one",
+            param_hint="--rates/--kinds",
+        )
     grid = replace(
-        QUICK if quick else axes, system=system, variants=variants(lock_delay_ttl), rates=swept
+        QUICK if quick else axes,
+        system=system,
+        variants=variants(lock_delay_ttl),
+        rates=swept,
+        pair=pair,
+        pair_targets=split_names(targets) or ("holder",),
     )
     page = page or store / "sweep.html"
     console = Console(stderr=True)

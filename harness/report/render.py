@@ -237,6 +237,7 @@ def _coverage(data: ReportData) -> str:
                 f"{_e(coverage.get('clock_windows', 0))} "
                 f"({_e(coverage.get('clock_across_expiry', 0))})",
             ],
+            ["faults in force together", _overlap_cell(coverage.get("overlaps"))],
         ],
         "coverage-facts",
     )
@@ -249,6 +250,17 @@ def _coverage(data: ReportData) -> str:
         + (f'<ul class="coverage-gaps">{gaps}</ul>' if gaps else ""),
         "What this run exercised: a verdict is only as strong as the danger the run created.",
     )
+
+
+def _overlap_cell(raw: object) -> str:
+    """``kill+pause 2 times (3.1 s)``, one per pair of kinds that overlapped, or ``none``."""
+    if not isinstance(raw, Mapping) or not raw:
+        return "none"
+    cells = []
+    for pair, row in raw.items():
+        if isinstance(row, Mapping):
+            cells.append(f"{_e(pair)} {_e(row.get('count'))} times ({_e(row.get('seconds'))} s)")
+    return ", ".join(cells) or "none"
 
 
 def _story(data: ReportData) -> str:

@@ -24,7 +24,17 @@ from dataclasses import MISSING, dataclass, fields, replace
 from typing import Any, Final
 
 from harness.run.spec import SPEC_FIELDS, TestSpec
-from nemeses import HOLDER, HOLDER_MEMBER, LOCK_FOLLOWER, LOCK_LEADER, WAITER, Schedule
+from nemeses import (
+    HOLDER,
+    HOLDER_MEMBER,
+    KINDS,
+    LOCK_FOLLOWER,
+    LOCK_LEADER,
+    WAITER,
+    Schedule,
+    Window,
+)
+from nemeses.schedule import OVERLAPS
 from systems import HOLDER_FLAWS, BugSwitch, Exposure, PlantsBugs, System, load_system
 
 __all__ = [
@@ -180,7 +190,11 @@ def _shortfall(
             "the fault schedule is empty (no fault fits in --time-limit, or --nemesis none); "
             f"lengthen --time-limit or shorten --fault-lengths, with {suggested}"
         )
-    kinds = [w for w in schedule.windows if w.kind in need.kinds]
+    kinds = [
+        w
+        for w in schedule.windows
+        if w.kind in need.kinds or need.kinds & _compounds_of(w, schedule)
+    ]
     if not kinds:
         return f"no {' / '.join(sorted(need.kinds))} fault is scheduled; run it with {suggested}"
     # An exposure may name a node (redis's replica r2) as well as a role.
@@ -196,6 +210,23 @@ def _shortfall(
             "give a fault length above 1 TTL (e.g. --fault-lengths 3) and a --time-limit it fits in"
         )
     return None
+
+
+def _compounds_of(window: Window, schedule: Schedule) -> frozenset[str]:
+    """The compound kinds ``window`` plays as the first part of, overlapped by (or overlapping)
+    a window of the compound's other part (the registry's ``parts``): a holder pause with a
+    store kill on it stands for ``restart-while-paused``."""
+    partners = {
+        other.kind
+        for other in schedule.windows
+        if other.params.get(OVERLAPS) == window.index
+        or (OVERLAPS in window.params and other.index == window.params[OVERLAPS])
+    }
+    return frozenset(
+        kind.name
+        for kind in KINDS.values()
+        if len(kind.parts) == 2 and kind.parts[0] == window.kind and kind.parts[1] in partners
+    )
 
 
 def _role(target: str, roles: Mapping[str, str]) -> str:

@@ -17,8 +17,10 @@ from __future__ import annotations
 
 import itertools
 import random
+import statistics
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
@@ -47,6 +49,8 @@ TRY_GAP: Final = 0.05
 """Between two attempts of an acquire made of tries (``--acquire try``), in lease TTLs: a lock
 handed on is taken within a twentieth of a lease, at two history events per attempt."""
 _OUTAGE: Final = frozenset((UNREACHABLE, UNAVAILABLE))
+_CALLS_KEPT: Final = 32
+"""How many recent write calls the board times (what a typical one lasts)."""
 
 
 def backoff_delay(attempt: int, lease_ttl: float, rng: random.Random) -> float:
@@ -72,6 +76,8 @@ class HolderBoard:
         self._writing: dict[str, tuple[float, float]] = {}  # node -> (sent, work) of its write
         self._accepted: dict[str, int] = {}  # node -> writes accepted since its last grant
         self._waiting: dict[str, None] = {}  # nodes with an acquire open, oldest first
+        # How long the adapter's client took with recent writes (after the agent's work).
+        self._calls: deque[float] = deque(maxlen=_CALLS_KEPT)
 
     def granted(self, lock: str, node: str) -> None:
         """``node`` was granted ``lock``."""
@@ -116,9 +122,35 @@ class HolderBoard:
     def ended_write(self, node: str, accepted: bool) -> None:
         """``node``'s write in flight ended, ``accepted`` or not."""
         with self._lock:
-            self._writing.pop(node, None)
+            writing = self._writing.pop(node, None)
             if accepted:
                 self._accepted[node] = self._accepted.get(node, 0) + 1
+            if writing is not None and accepted:
+                sent, work_s = writing
+                self._calls.append(max(0.0, self._clock() - sent - work_s))
+
+    def in_write_call(self, node: str) -> float | None:
+        """Seconds since ``node``'s agent, done with its work, called the adapter's client to
+        write (the write is in there until the reply); ``None`` when it is not in such a call."""
+        with self._lock:
+            writing = self._writing.get(node)
+        if writing is None:
+            return None
+        sent, work_s = writing
+        into = self._clock() - sent - work_s - REACHED_AGENT_S
+        return into if into >= 0 else None
+
+    def typical_call_s(self) -> float | None:
+        """The median length of recent accepted write calls (any holder's), or ``None`` before
+        the first."""
+        with self._lock:
+            calls = list(self._calls)
+        return statistics.median(calls) if calls else None
+
+    def in_flight(self, node: str) -> bool:
+        """True while ``node`` has a write in flight (sent, no reply yet)."""
+        with self._lock:
+            return node in self._writing
 
     def in_critical_section(self, node: str) -> bool:
         """True while ``node``'s agent is working on a write: sent :data:`REACHED_AGENT_S` ago

@@ -196,6 +196,7 @@ def schedule_for(
             targets=spec.targets,
             processes=processes,
             ttl_multiples=spec.fault_lengths or DEFAULT_TTL_MULTIPLES,
+            overlap=spec.overlap,
         )
     except (ValueError, RuntimeError) as problem:
         raise RunError(str(problem)) from None

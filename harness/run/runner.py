@@ -26,7 +26,7 @@ from rich.console import Console
 
 from checkers import CheckResult
 from harness.history import HistoryWriter
-from harness.node import Daemon, Node
+from harness.node import Daemon, Node, NodeError
 from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.engine import EngineError
 from harness.node.docker.images import ImageError, image_exists, system_image, system_tag
@@ -64,6 +64,7 @@ from nemeses.processes import ProcessImage, restart
 from nemeses.protocol import Nemesis
 from systems import (
     AdapterError,
+    ChecksReady,
     CollectsData,
     Deployment,
     KnowsClientMember,
@@ -480,19 +481,28 @@ def _stop_agents_quietly(nodes: Mapping[str, Node]) -> None:
         stop_agents(nodes)
 
 
-def kill_restarter(
-    system: System, deployment: Deployment, agents: AgentSet
-) -> Callable[[Node, ProcessImage], Daemon]:
-    """How the kill nemesis starts a killed daemon again: the harness's agent through the agent
-    set, the system's daemons through the system's own restart where it has one (which waits
-    until they serve), anything else by relaunching its command line."""
-    owned = {(target.node, target.daemon) for target in deployment.targets}
+def kill_restarter(system: System, deployment: Deployment, agents: AgentSet) -> SystemRestarter:
+    """How the kill nemesis starts a killed daemon again (see :class:`SystemRestarter`)."""
+    return SystemRestarter(system, deployment, agents)
 
-    def start_again(node: Node, image: ProcessImage) -> Daemon:
+
+class SystemRestarter:
+    """Starts a killed daemon again: the harness's agent through the agent set, the system's
+    daemons through the system's own restart where it has one (which waits until they serve),
+    anything else by relaunching its command line; and says whether a daemon serves by the
+    system's own readiness check, where it has one (:class:`nemeses.processes.ChecksServing`)."""
+
+    def __init__(self, system: System, deployment: Deployment, agents: AgentSet) -> None:
+        self._system, self._agents = system, agents
+        self._owned = {(target.node, target.daemon) for target in deployment.targets}
+
+    def __call__(self, node: Node, image: ProcessImage) -> Daemon:
+        """Start ``image``'s daemon on ``node`` again."""
+        system = self._system
         try:
             if node.role == "worker" and image.name == AGENT_DAEMON:
-                return agents.restart(node)
-            if isinstance(system, Restarts) and (node.name, image.name) in owned:
+                return self._agents.restart(node)
+            if isinstance(system, Restarts) and (node.name, image.name) in self._owned:
                 return system.restart(node, image.name)
         except AdapterError as problem:
             raise NemesisError(
@@ -500,7 +510,14 @@ def kill_restarter(
             ) from None
         return restart(node, image)
 
-    return start_again
+    def serves(self, node: Node, daemon: str) -> bool | None:
+        """The system's readiness check of ``daemon`` on ``node`` (``None``: it has none)."""
+        if not isinstance(self._system, ChecksReady) or (node.name, daemon) not in self._owned:
+            return None
+        try:
+            return self._system.serves(node, daemon)
+        except (AdapterError, NodeError, OSError):
+            return False
 
 
 def _leader(system: System, nodes: Mapping[str, Node]) -> Callable[[], str | None] | None:

@@ -11,7 +11,7 @@ from typing import Any, Final, Literal, TypeVar, cast
 
 from nemeses import DEFAULT_NEMESES
 from nemeses.registry import KINDS
-from nemeses.schedule import DEFAULT_TTL_MULTIPLES
+from nemeses.schedule import DEFAULT_OVERLAP, DEFAULT_TTL_MULTIPLES
 
 __all__ = [
     "ACQUIRE_MODES",
@@ -219,6 +219,18 @@ class TestSpec:
         ),
     )
     """Fault durations as TTL multiples; () = the default table."""
+    overlap: float = _field(
+        DEFAULT_OVERLAP,
+        SpecField(
+            "float",
+            "--overlap",
+            "Share of fault windows that get an overlapping window of another of the --nemesis "
+            "kinds, aimed inside it, at the takeover or grant, or at its restart (0: none).",
+            Limit(0.0, 1.0, "0.3"),
+            zero="none",
+        ),
+    )
+    """The share of fault windows overlapped by a window of another kind."""
     ttl: float = _field(
         1.0,
         SpecField(

@@ -18,6 +18,10 @@ rate pinned in every window of the seed's schedule) instead of pausing it, and t
 are counted. A slow clock keeps a holder that trusts its own timer writing after its lease: the
 unfenced design shows it; behind a lock-delay the careful holder confirms its lease with the
 lock service past its first half (``harness.nodeside.agent``), and the fenced one refuses it.
+With a ``pair`` of fault kinds (``sweep --kinds pause,kill``), each run plays those two kinds
+instead, every window overlapped by one of the other kind (``overlap`` 1, aimed at the targets
+``pair_targets``), both at the column's length, and each cell also says how long the two were in
+force together per run (from the coverage's ``overlaps``): overlap length against the TTL.
 
 Designs measured on the same sinks share runs: one run with no lock-delay gives both the fenced
 and the unfenced count of its cell. Nothing is refused for being "unable to show a bug": a pause
@@ -29,12 +33,12 @@ kind) is shown as such, with the reason, never dropped and never given an invent
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
-from harness.run.results import StoredSink
+from harness.run.results import StoredResults, StoredSink
 from harness.run.runner import RunError, RunOutcome
 from harness.run.spec import TestSpec
 from nemeses import Schedule, generate_schedule
@@ -135,6 +139,10 @@ class Grid:
         """A column's heading: ``pause 3x`` or ``rate 0.25x``."""
         return f"{'rate' if self.rates else 'pause'} {value:g}x"
 
+    pair: tuple[str, ...] = ()
+    """Two fault kinds overlapped in every run instead of holder pauses alone (module docs)."""
+    pair_targets: tuple[str, ...] = ("holder",)
+
 
 QUICK: Final = Grid(ttls=(0.5,), multiples=(0.15, 0.8, 3.0, 8.0), seeds=(1,))
 """``sweep --quick``: one TTL, the four default pause lengths (under, just under, past the lease,
@@ -156,6 +164,8 @@ class Cell:
     stale: int = 0
     refused: str | None = None
     run_dirs: list[Path] = field(default_factory=list)
+    together_s: float | None = None
+    """For a sweep of a pair of kinds: the seconds they were in force together, over its runs."""
 
     @property
     def fraction(self) -> float | None:
@@ -164,6 +174,8 @@ class Cell:
 
     def shown(self) -> str:
         """``"2/3"``, ``"not run"`` when nothing ran in the cell, or ``"-"`` before it ran."""
+        if self.runs and self.together_s is not None:
+            return f"{self.stale}/{self.runs}, together {self.together_s / self.runs:.2f} s/run"
         if self.runs:
             return f"{self.stale}/{self.runs}"
         return "not run" if self.refused else "-"
@@ -184,8 +196,9 @@ def cell_specs(
         TestSpec(
             system=grid.system,
             workload=_WORKLOAD,
-            nemeses=("clock-rate",) if grid.rates else ("pause",),
-            targets=("holder",),
+            nemeses=("clock-rate",) if grid.rates else (grid.pair or ("pause",)),
+            targets=grid.pair_targets if grid.pair else ("holder",),
+            overlap=1.0 if grid.pair else 0.0,
             fault_lengths=(length,),
             ttl=ttl,
             lock_delay=round(lock_delay_ttl * ttl, 3),
@@ -253,7 +266,7 @@ def run_sweep(
                 ]
                 specs = cell_specs(grid, delay, ttl, multiple, store)
                 rate = multiple if grid.rates else None
-                _run_cells(sharing, specs, rate, runner, on_run)
+                _run_cells(sharing, specs, rate, runner, on_run, "+".join(sorted(grid.pair)))
     return cells
 
 
@@ -263,6 +276,7 @@ def _run_cells(
     rate: float | None,
     runner: Runner,
     on_run: Callable[[Sequence[Cell], int], None] | None,
+    pair: str,
 ) -> None:
     for number, spec in enumerate(specs):
         try:
@@ -283,8 +297,19 @@ def _run_cells(
             cell.runs += 1
             cell.stale += stale
             cell.run_dirs.append(outcome.run_dir.path)
+            if pair:
+                cell.together_s = (cell.together_s or 0.0) + _together_s(stored, pair)
         if on_run is not None:
             on_run(cells, 1)
+
+
+def _together_s(stored: StoredResults | None, pair: str) -> float:
+    """Seconds the kinds of ``pair`` (``"kill+pause"``) were in force together in a run."""
+    coverage = stored.coverage if stored is not None else None
+    overlaps = coverage.numbers.get("overlaps") if coverage is not None else None
+    row = overlaps.get(pair) if isinstance(overlaps, Mapping) else None
+    seconds = row.get("seconds") if isinstance(row, Mapping) else None
+    return float(seconds) if isinstance(seconds, int | float) else 0.0
 
 
 def render_html(grid: Grid, cells: Sequence[Cell]) -> str:

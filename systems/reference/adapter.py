@@ -361,6 +361,10 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
         """Start a killed server again; it recovers its state from its data dir."""
         return self.daemons.restart(node, daemon)
 
+    def serves(self, node: Node, daemon: str) -> bool | None:
+        """One ping of the server ``daemon`` (its readiness check); ``None`` for another."""
+        return self.daemons.serves(node, daemon)
+
     def collect(self, nodes: Mapping[str, Node]) -> dict[str, dict[str, bytes]]:
         """The lock server's epoch file and the store's log of accepted writes."""
         wanted = {

@@ -246,3 +246,19 @@ def test_a_run_whose_clock_faults_never_moved_a_lease_across_its_expiry_says_so(
     assert "no clock fault moved a lease across its expiry (2 clock windows" in " ".join(
         history.coverage().gaps()
     )
+
+
+def test_pairs_of_kinds_in_force_together_are_counted_with_their_shared_time() -> None:
+    history = History()
+    history.fault(1.0, 5.0, "pause", targets=["w1"])
+    history.fault(2.0, 3.5, "kill", targets=["s1"])
+    history.fault(4.0, 6.0, "throttle", targets=["l1"])
+    history.fault(8.0, 9.0, "pause", targets=["w2"])
+    coverage = history.coverage()
+    assert set(coverage.overlaps) == {"kill+pause", "pause+throttle"}
+    assert coverage.overlaps["kill+pause"][0] == 1
+    assert abs(coverage.overlaps["kill+pause"][1] - 1.5) < 1e-6
+    assert abs(coverage.overlaps["pause+throttle"][1] - 1.0) < 1e-6
+    shown = coverage.to_json()["overlaps"]
+    assert shown["kill+pause"] == {"count": 1, "seconds": 1.5}
+    assert not History().fault(1.0, 2.0, "pause", targets=["w1"]).coverage().overlaps

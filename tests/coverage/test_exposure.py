@@ -123,3 +123,17 @@ def test_a_switch_may_need_a_fault_on_one_named_node() -> None:
     assert unexposed(spec, cut("r2"), roles, {switch.name: switch}) is None
     problem = unexposed(spec, cut("r1"), roles, {switch.name: switch})
     assert problem is not None and "--target r2" in problem
+
+
+def test_a_holder_pause_overlapped_by_a_store_kill_stands_for_restart_while_paused() -> None:
+    roles = {"l1": "lock", "s1": "store", "w1": "worker", "w2": "worker"}
+    spec = TestSpec(bugs=("store-forgets",), nemeses=("pause", "kill"), targets=("holder", "store"))
+    ttl = 1_000_000_000
+    pause = Window(0, ttl, 3 * ttl, "pause", ("holder",), 3.0, "w1", {})
+    kill = Window(1, 2 * ttl, ttl, "kill", ("s1",), 1.0, None, {"overlaps": 0, "anchor": "inside"})
+    apart = replace(kill, start_ns=6 * ttl, params={})
+    assert unexposed(spec, Schedule(1, ttl, 20 * ttl, (pause, kill)), roles, SWITCHES) is None
+    problem = unexposed(spec, Schedule(1, ttl, 20 * ttl, (pause, apart)), roles, SWITCHES)
+    assert problem is not None and "restart-while-paused" in problem
+    alone = unexposed(spec, Schedule(1, ttl, 20 * ttl, (pause,)), roles, SWITCHES)
+    assert alone is not None

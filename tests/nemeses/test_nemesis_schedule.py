@@ -80,7 +80,9 @@ def test_holder_windows_carry_a_seeded_fallback_worker_and_the_role_process() ->
     for window in windows:
         assert window.targets == (HOLDER,)
         assert window.fallback in ("w1", "w2", "w3")
-        assert window.params == {"process": "agent"}
+        # Besides its process, a holder window says where in a write it lands and how it ends.
+        assert window.params["process"] == "agent"
+        assert set(window.params) <= {"process", "aim", "call_share", "resume"}
 
 
 def test_waiter_windows_carry_a_worker_fallback_and_resolve_to_the_waiter() -> None:

@@ -220,3 +220,30 @@ def _cells(page: str) -> list[tuple[str, str, str]]:
         r'<td[^>]* data-design="([^"]*)" data-pause="([^"]*)"[^>]*>([^<]*)</td>', page
     )
     return [(html.unescape(d), p, shown) for d, p, shown in found]
+
+
+def _paired(spec: RunSpec) -> RunOutcome:
+    outcome = _rule(spec)
+    (multiple,) = spec.fault_lengths
+    stored = outcome.run_dir.read_results()
+    assert stored is not None
+    seconds = round(multiple * spec.ttl / 2, 3)
+    overlaps = {"kill+pause": {"count": 1, "seconds": seconds}}
+    results = {**stored.data, "coverage": {"overlaps": overlaps, "gaps": []}}
+    outcome.run_dir.write_json(outcome.run_dir.results, results)
+    return outcome
+
+
+def test_a_sweep_of_two_kinds_overlaps_them_and_tabulates_their_time_together(
+    tmp_path: Path,
+) -> None:
+    grid = Grid(ttls=(0.5, 1.0), multiples=(0.8, 3.0), seeds=(1, 2), pair=("pause", "kill"))
+    (spec, *_) = cell_specs(grid, 0.0, 1.0, 3.0, tmp_path)
+    assert spec.nemeses == ("pause", "kill") and spec.overlap == 1.0
+    assert spec.targets == ("holder",) and spec.fault_lengths == (3.0,)
+    cells = run_sweep(grid, _paired, tmp_path / "store")
+    fenced = {(c.ttl, c.multiple): c.shown() for c in cells if c.variant.label == "fenced"}
+    assert fenced[1.0, 3.0] == "0/2, together 1.50 s/run"
+    assert fenced[0.5, 0.8] == "0/2, together 0.20 s/run"
+    plain = run_sweep(Grid(ttls=(1.0,), multiples=(3.0,), seeds=(1,)), _rule, tmp_path / "p")
+    assert all("together" not in c.shown() for c in plain)

@@ -175,3 +175,22 @@ def test_the_systems_package_is_the_one_import_of_an_adapter() -> None:
         )
         for line in imports
     ), imports
+
+
+def test_a_daemon_table_answers_one_readiness_check_of_a_daemon(
+    nodes: dict[str, LocalNode],
+) -> None:
+    def answers(node: Node) -> CommandSucceeds:
+        return CommandSucceeds("true", timeout=5.0)
+
+    def refuses(node: Node) -> CommandSucceeds:
+        return CommandSucceeds("false", timeout=5.0)
+
+    table = DaemonTable(
+        "fake",
+        DaemonEntry("lockd", "lock", answers),
+        DaemonEntry("stored", "store", answers, ready_again=refuses),
+    )
+    assert table.serves(nodes["l1"], "lockd") is True
+    assert table.serves(nodes["s1"], "stored") is False, "after a restart, ready_again decides"
+    assert table.serves(nodes["l1"], "ghost") is None
