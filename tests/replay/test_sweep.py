@@ -222,7 +222,7 @@ def _cells(page: str) -> list[tuple[str, str, str]]:
     return [(html.unescape(d), p, shown) for d, p, shown in found]
 
 
-def _paired(spec: RunSpec) -> RunOutcome:
+def _paired(spec: RunSpec, schedule: Schedule | None = None) -> RunOutcome:
     outcome = _rule(spec)
     (multiple,) = spec.fault_lengths
     stored = outcome.run_dir.read_results()
