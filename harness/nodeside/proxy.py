@@ -270,7 +270,9 @@ class _Link:
 
 class Proxy:
     """The relay and its faults. ``peers`` maps a destination address to ``(name, role)``;
-    ``routes`` maps a listening port to a fixed destination (no iptables)."""
+    ``routes`` maps a listening port to a fixed destination (no iptables); ``framings`` maps a
+    destination role to how its requests are framed (``framing``) and which are writes
+    (``match``), the system's :class:`systems.base.FramesRequests` answer, for ``replay``."""
 
     def __init__(
         self,
@@ -278,8 +280,11 @@ class Proxy:
         port: int = PORT,
         routes: dict[int, tuple[str, int]] | None = None,
         host: str = "127.0.0.1",
+        framings: dict[str, dict[str, str]] | None = None,
     ) -> None:
         self.peers = peers
+        self.framings = framings or {}
+        self._stores = any(role == "store" for _, role in peers.values())
         self._mutex = threading.Lock()
         self._faults: dict[str, _Fault] = {}
         self._links = 0
@@ -309,7 +314,8 @@ class Proxy:
         """Put a fault in force (replacing one of the same key)."""
         fault = _Fault(message)
         if fault.kind == "replay":
-            Framer(str(fault.params.get("framing", "")))  # refuse an unknown framing now
+            for role in self.framings if fault.to == "any" else (fault.to,):
+                Framer(self._framing(fault, role)[0])  # refuse an unknown framing now
         with self._mutex:
             old = self._faults.pop(fault.key, None)
             self._faults[fault.key] = fault
@@ -387,8 +393,15 @@ class Proxy:
             stream.flush()
 
     def _active(self, role: str, direction: str) -> list[_Fault]:
+        # A system whose lock service is its store (Redis) has no store nodes: the write path
+        # is the connections to its lock nodes.
+        roles = {role, "store"} if role == "lock" and not self._stores else {role}
         with self._mutex:
-            return [fault for fault in self._faults.values() if fault.aims_at(role, direction)]
+            return [
+                fault
+                for fault in self._faults.values()
+                if any(fault.aims_at(one, direction) for one in roles)
+            ]
 
     # -- relaying ------------------------------------------------------------------------------
 
@@ -511,11 +524,16 @@ class Proxy:
             if fault.kind == "replay":
                 self._replay_frames(fault, link, data)
 
+    def _framing(self, fault: _Fault, role: str) -> tuple[str, bytes]:
+        """How requests to ``role`` are framed, and what marks a write (the fault's parameters
+        first, then the system's ``framings``)."""
+        spec = {**self.framings.get(role, {}), **fault.params}
+        return str(spec.get("framing", "")), str(spec.get("match", "")).encode()
+
     def _replay_frames(self, fault: _Fault, link: _Link, data: bytes) -> None:
-        framing = str(fault.params.get("framing", "lines"))
+        framing, match = self._framing(fault, link.role)
         if link.framer is None:
             link.framer = Framer(framing)
-        match = str(fault.params.get("match", "")).encode()
         for frame in link.framer.feed(data):
             if framing == "resp" and resp_command(frame) in _SESSION_COMMANDS:
                 link.session.append(frame)
@@ -532,7 +550,7 @@ class Proxy:
     def _send_again(
         self, fault: _Fault, link: _Link, frames: list[bytes], frame: bytes, delivered: float
     ) -> None:
-        framing = str(fault.params.get("framing", "lines"))
+        framing = self._framing(fault, link.role)[0]
         time.sleep(float(fault.params.get("after_s", 0.5)))
         event: dict[str, Any] = {"what": "replayed", "conn": link.number, "dest": link.where,
                                  "to": link.role, "request": summarize(frame, framing),
@@ -639,6 +657,9 @@ def main(argv: list[str] | None = None) -> int:
     serve.add_argument("--peers", default="{}", help='{"ADDRESS": ["NAME", "ROLE"], ...}')
     serve.add_argument("--route", action="append", default=[], help="PORT=HOST:PORT")
     serve.add_argument("--control", default=CONTROL)
+    serve.add_argument(
+        "--framings", default="{}", help='{"ROLE": {"framing": "lines", "match": "..."}}'
+    )
     send = commands.add_parser("control")
     send.add_argument("message")
     send.add_argument("--control", default=CONTROL)
@@ -646,7 +667,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "control":
         print(json.dumps(control(json.loads(args.message), args.control)))
         return 0
-    proxy = Proxy(dict(_peers(args.peers)), args.port, _routes(args.route) or None)
+    framings = json.loads(args.framings)
+    proxy = Proxy(
+        dict(_peers(args.peers)), args.port, _routes(args.route) or None, framings=framings
+    )
     proxy.start()
     print(f"proxy listening on {proxy.ports}", flush=True)
     proxy.serve_control(args.control)

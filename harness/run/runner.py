@@ -38,6 +38,7 @@ from harness.run.agents import AGENT_DAEMON, AgentSet, deploy_system, stop_agent
 from harness.run.exposure import switches_of, unexposed
 from harness.run.holder_ops import HolderBoard, HolderOps
 from harness.run.progress import RunProgress
+from harness.run.proxies import proxied, stop_proxies
 from harness.run.record import Interruption, NodeEntry, RunRecord
 from harness.run.recorder import Recorder
 from harness.run.spec import SpecError, TestSpec
@@ -82,6 +83,7 @@ from systems import (
     lease_ttl_of,
     load_system,
     packages_of,
+    replay_problem,
     topology,
 )
 from systems.holder_flaws import REACQUIRE_NO_REREAD, RETRY_ON_REJECT
@@ -528,6 +530,7 @@ def _load(spec: TestSpec) -> System:
     for refusal in (
         durability_problem(system, spec.nemeses, spec.targets),
         clock_problem(system, spec.nemeses, spec.targets),
+        replay_problem(system, spec.nemeses),
     ):
         if refusal is not None:
             raise RunError(refusal)
@@ -579,7 +582,8 @@ def _exercise(
     """
     recorder, run_dir = state.recorder, state.run_dir
     assert recorder is not None
-    deployment, agents = deploy_system(system, nodes, config, spec.bugs)
+    through_proxy = proxied(spec.nemeses)
+    deployment, agents = deploy_system(system, nodes, config, spec.bugs, proxy=through_proxy)
     lease_ttl = deployment.lease_ttl or config.lease_ttl
     interrupted = False
     # Everything the run holds is released here, last taken first: the agent links, then the
@@ -587,7 +591,7 @@ def _exercise(
     # signal meanwhile is recorded and waits until all of it is done.
     resources = contextlib.ExitStack()
     resources.callback(system.teardown, nodes)
-    resources.callback(_stop_agents_quietly, nodes)
+    resources.callback(_stop_agents_quietly, nodes, through_proxy)
     resources.callback(_collect_logs, system, nodes, run_dir)
     try:
         try:
@@ -683,10 +687,12 @@ def _exercise(
             resources.close()
 
 
-def _stop_agents_quietly(nodes: Mapping[str, Node]) -> None:
+def _stop_agents_quietly(nodes: Mapping[str, Node], through_proxy: bool) -> None:
     # The system's own teardown comes next and must run even when a node no longer answers.
     with contextlib.suppress(Exception):
         stop_agents(nodes)
+        if through_proxy:
+            stop_proxies(nodes)
 
 
 def kill_restarter(

@@ -182,6 +182,11 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
         """Both servers run under libfaketime (stdlib Python, which it reaches)."""
         return {"lock": "", "store": ""}
 
+    def request_framing(self) -> Mapping[str, tuple[str, str]]:
+        """Both servers speak newline-delimited JSON; a write's op begins with ``write``
+        (``write`` and ``write-batch``)."""
+        return {"lock": ("lines", '"op":"write'), "store": ("lines", '"op":"write')}
+
     def spanning_sinks(self) -> tuple[str, ...]:
         """Every sink: the store appends a write's items to their keys under one lock and fsync."""
         return (store_server.STORE, store_server.BATCH, store_server.AUDIT)

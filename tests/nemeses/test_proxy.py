@@ -60,7 +60,7 @@ WRITE = b'{"op":"write","id":"w2-31","epoch":4,"auth":"SECRET","lock":"L"}\n'
 
 
 def test_relays_both_ways_and_counts(relay: tuple[Proxy, LineEcho, int]) -> None:
-    proxy, server, port = relay
+    proxy, _server, port = relay
     replies = ask(port, [b'{"op":"ping"}\n', WRITE])
     assert [json.loads(r)["n"] for r in replies] == [1, 2]
     report = proxy.report()
@@ -92,7 +92,7 @@ def test_hold_keeps_a_request_until_removed_then_delivers_in_order(
 
 
 def test_hold_aims_at_its_destination_role_only(relay: tuple[Proxy, LineEcho, int]) -> None:
-    proxy, server, port = relay
+    proxy, _server, port = relay
     proxy.add({"key": "h", "kind": "hold", "to": "lock"})
     assert len(ask(port, [WRITE], timeout=2.0)) == 1
     assert proxy.remove("h")["events"] == []
@@ -164,7 +164,7 @@ def test_replay_sends_a_delivered_request_again(relay: tuple[Proxy, LineEcho, in
 
 def test_replay_refuses_an_unknown_framing(relay: tuple[Proxy, LineEcho, int]) -> None:
     proxy, _, _ = relay
-    answer = proxy.answer({"op": "add", "key": "p", "kind": "replay", "params": {}})
+    answer = proxy.answer({"op": "add", "key": "p", "kind": "replay", "to": "store"})
     assert answer["ok"] is False and "framing" in answer["message"]
 
 

@@ -1,0 +1,377 @@
+"""Faults of the write path, made by the proxy beside each holder (:mod:`harness.nodeside.proxy`).
+
+Five kinds, one registry entry each, all aimed at a worker (the holder by default) and carried out
+by the proxy on that node between its holder and the lock service and sinks (a run with one of
+them inserts the proxy: :mod:`harness.run.proxies`):
+
+- ``hold``: everything the holder sends waits in the proxy until the window ends, then goes on in
+  order. The lease-aware shape: the window begins inside a write (between the holder's lease check
+  and its send), its keepalives wait too, so the lease lapses, another holder takes over, and the
+  window ends once that one had its first write accepted (``end_after_writes`` 1): the held
+  write arrives after the new holder's, as in Kleppmann's figure with tokens 33 and 34.
+- ``delay``: latency and jitter per direction, on the keepalives only (``to: lock``: a lease that
+  lapses with no partition) or on everything.
+- ``loss``: a fraction of new connections (``mode: connections``) or of segments dropped.
+- ``reset``: an RST in the middle of a request or of its reply, on the write path (``to: store``):
+  the outcome of the write is unknown.
+- ``replay``: a write is sent again, ``after_s`` after it was delivered once, on a connection of
+  the proxy's own. The proxy must know where a request ends: the system's
+  :class:`systems.base.FramesRequests` ability (a run without it is refused).
+
+Each start returns once the proxy answered that the fault is in force; each stop once the proxy
+delivered what it held, and records the proxy's own report of what it did (``proxy``: per node,
+what it held from when and delivered when, what it dropped, reset or replayed).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, ClassVar, Final
+
+from harness.history import SAID
+from harness.node import Node
+from harness.nodeside import proxy
+from nemeses._base import NodeNemesis
+from nemeses.kinds import END_AFTER_WRITES, Draw, FaultKind, Leftovers, ManualCommand, ManualOption
+from nemeses.processes import run_script
+from nemeses.protocol import Fault, HealReport, NemesisError, fault_fs
+
+__all__ = [
+    "CHAIN",
+    "DELAY_KIND",
+    "HOLD_KIND",
+    "LOSS_KIND",
+    "PROXY_KINDS",
+    "REPLAY_KIND",
+    "RESET_KIND",
+    "ProxyNemesis",
+    "ask_proxy",
+    "redirect_script",
+    "removal_script",
+]
+
+PROXY_KINDS: Final = ("hold", "delay", "loss", "reset", "replay")
+"""The fault kinds the proxy makes (a run with one inserts it)."""
+CHAIN: Final = "FENCECHECK-PROXY"
+"""Our chain in the ``nat`` table of a worker: REDIRECTs to the proxy."""
+
+_SOURCE: Final = Path(proxy.__file__).read_text()
+_TIMEOUT_S: Final = 30.0
+_DELAY_TTL: Final = (0.2, 0.5, 1.2)
+"""Latencies a schedule draws, in lease TTLs: a keepalive late, later, later than the lease."""
+_LOSS_P: Final = (0.3, 0.6, 1.0)
+
+
+def redirect_script(peers: dict[str, str], port: int = proxy.PORT) -> bytes:
+    """``iptables-restore --noflush`` input that redirects the worker's TCP connections to each
+    peer address to the proxy's ``port``, except the proxy's own (marked) ones."""
+    lines = ["*nat", f":{CHAIN} - [0:0]", f"-I OUTPUT 1 -p tcp -j {CHAIN}"]
+    lines.append(f"-A {CHAIN} -m mark --mark {proxy.MARK:#x} -j RETURN")
+    lines += [
+        f"-A {CHAIN} -p tcp -d {address}/32 -j REDIRECT --to-ports {port}" for address in peers
+    ]
+    return "\n".join([*lines, "COMMIT", ""]).encode()
+
+
+def removal_script() -> bytes:
+    """``iptables-restore --noflush`` input that removes our chain and its jump."""
+    return "\n".join(
+        ["*nat", f":{CHAIN} - [0:0]", f"-D OUTPUT -p tcp -j {CHAIN}", f"-X {CHAIN}", "COMMIT", ""]
+    ).encode()
+
+
+def ask_proxy(node: Node, message: dict[str, Any]) -> dict[str, Any]:
+    """Send one control message to the proxy on ``node``; its answer, or :class:`NemesisError`."""
+    answer: dict[str, Any] = run_script(
+        node,
+        _SOURCE,
+        ["control", json.dumps(message)],
+        f"reach the write-path proxy ({message.get('op')})",
+        _TIMEOUT_S,
+    )
+    if not answer.get("ok"):
+        raise NemesisError(f"{node.name}: the proxy refused {message.get('op')}: {answer}")
+    return answer
+
+
+def _fault_key(fault: Fault) -> str:
+    return hashlib.sha256(json.dumps(fault.key).encode()).hexdigest()[:16]
+
+
+class ProxyNemesis(NodeNemesis):
+    """One proxy fault kind: a start adds the fault to the targets' proxies, a stop removes it
+    and records their report."""
+
+    kind: ClassVar[str]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._in_force: dict[str, Node] = {}
+
+    @property
+    def fs(self) -> frozenset[str]:
+        """``start-<kind>`` and ``stop-<kind>``."""
+        return fault_fs(self.kind)
+
+    def invoke(self, f: str, fault: Fault) -> dict[str, Any]:
+        """Add (start) or remove (stop) the fault on every target's proxy."""
+        starting = self.starts(f)
+        key = _fault_key(fault)
+        params = {name: value for name, value in fault.params.items() if name not in _OUTER}
+        message: dict[str, Any] = {
+            "op": "add",
+            "key": key,
+            "kind": self.kind,
+            "to": fault.params.get("to", "any"),
+            "params": params,
+            "seed": int(fault.params.get("seed", 0)),
+        }
+        if "direction" in fault.params:
+            message["direction"] = fault.params["direction"]
+
+        def act(node: Node) -> tuple[str, dict[str, Any]]:
+            if starting:
+                self._in_force[node.name] = node
+                return node.name, {"added": ask_proxy(node, message)["at"]}
+            report = ask_proxy(node, {"op": "remove", "key": key})
+            self._in_force.pop(node.name, None)
+            return node.name, {k: v for k, v in report.items() if k not in ("ok", "key")}
+
+        facts = dict(self.on_targets(fault, act))
+        if starting:
+            return {"proxy": facts}
+        return {"proxy": facts, SAID: "; ".join(_sentence(n, r) for n, r in facts.items())}
+
+    def heal(self) -> HealReport:
+        """Clear every proxy this nemesis put a fault on."""
+        report = HealReport()
+        for name, node in list(self._in_force.items()):
+            try:
+                ask_proxy(node, {"op": "clear"})
+            except NemesisError as problem:
+                report.errors.append(str(problem))
+                continue
+            self._in_force.pop(name, None)
+            report.healed.append(f"{self.kind} off on {name}'s proxy")
+        return report
+
+
+_OUTER: Final = frozenset(("to", "direction", "seed", "ttl_multiple", END_AFTER_WRITES))
+
+
+def _sentence(node: str, report: dict[str, Any]) -> str:
+    """What a node's proxy did, in words: ``"w2's proxy held 1 request for 3.1 s"``."""
+    events = report.get("events", [])
+    kinds: dict[str, int] = {}
+    for event in events:
+        kinds[event["what"]] = kinds.get(event["what"], 0) + 1
+    if report.get("kind") == "delay":
+        return f"{node}'s proxy delayed {report.get('chunks', 0)} chunks"
+    if not kinds:
+        return f"{node}'s proxy had nothing to {report.get('kind')}"
+    parts = []
+    for what, count in kinds.items():
+        part = f"{what} {count}"
+        if what == "held":
+            longest = max(e["delivered"] - e["from"] for e in events if "delivered" in e)
+            part += f" for up to {longest:.1f} s"
+        parts.append(part)
+    return f"{node}'s proxy " + ", ".join(parts)
+
+
+class HoldNemesis(ProxyNemesis):
+    """Holds what the targets send until the stop."""
+
+    kind = "hold"
+
+
+class DelayNemesis(ProxyNemesis):
+    """Delays the targets' traffic by ``latency_s`` plus jitter."""
+
+    kind = "delay"
+
+
+class LossNemesis(ProxyNemesis):
+    """Drops a fraction ``p`` of the targets' connections or segments."""
+
+    kind = "loss"
+
+
+class ResetNemesis(ProxyNemesis):
+    """Resets the targets' connections in the middle of a request or reply."""
+
+    kind = "reset"
+
+
+class ReplayNemesis(ProxyNemesis):
+    """Sends the targets' writes again after they were delivered once."""
+
+    kind = "replay"
+
+
+def _seed(draw: Draw) -> int:
+    return draw.rng.randrange(1 << 31)
+
+
+def _draw_hold(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
+    # Everything waits, keepalives too: the lease lapses and the window ends after the next
+    # holder's first accepted write, when the held write is delivered.
+    return (draw.target,), {"to": "any", END_AFTER_WRITES: 1, "seed": _seed(draw)}
+
+
+def _draw_delay(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
+    latency = draw.rng.choice(_DELAY_TTL) * draw.ttl_ns / 1e9
+    return (draw.target,), {
+        "to": draw.rng.choice(("lock", "any")),
+        "latency_s": round(latency, 6),
+        "jitter_s": round(latency / 4, 6),
+        "seed": _seed(draw),
+    }
+
+
+def _draw_loss(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
+    return (draw.target,), {
+        "mode": draw.rng.choice(("connections", "segments")),
+        "p": draw.rng.choice(_LOSS_P),
+        "seed": _seed(draw),
+    }
+
+
+def _draw_reset(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
+    return (draw.target,), {
+        "to": "store",
+        "direction": draw.rng.choice(("request", "reply")),
+        "count": draw.rng.randint(1, 3),
+        "seed": _seed(draw),
+    }
+
+
+def _draw_replay(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
+    after = draw.rng.choice((0.1, 0.5, 1.1)) * draw.ttl_ns / 1e9
+    return (draw.target,), {
+        "to": "store",
+        "after_s": round(after, 6),
+        "count": draw.rng.randint(1, 3),
+        "seed": _seed(draw),
+    }
+
+
+def _recover(node: Node, leftovers: Leftovers) -> bool:
+    """Clear the proxy's faults on ``node`` (a node without a proxy has none)."""
+    if not node.run(["test", "-S", proxy.CONTROL]).ok:
+        return False
+    ask_proxy(node, {"op": "clear"})
+    return True
+
+
+def _manual(kind: str, *options: ManualOption) -> ManualCommand:
+    names = [option.name for option in options]
+
+    def fault(nodes: tuple[str, ...], values: Any, roles: Any) -> Fault:
+        params: dict[str, Any] = {}
+        for name in names:
+            value = values.get(name)
+            if value is None:
+                continue
+            try:
+                params[name] = float(value) if name not in ("to", "direction", "mode") else value
+            except ValueError:
+                raise NemesisError(f"--{name} must be a number, not {value!r}") from None
+        return Fault(kind, nodes, params)
+
+    return ManualCommand(
+        help=f"The write-path proxy on NODES (workers) makes `{kind}` faults for --for.",
+        fault=fault,
+        options=(ManualOption("to", "lock, store or any (default any)."), *options),
+    )
+
+
+HOLD_KIND = FaultKind(
+    name="hold",
+    summary="the holder's proxy keeps what it sends (a write, its keepalives) until the next "
+    "holder's first accepted write, then delivers it in order",
+    verb="held",
+    colour="#2f7f8f",
+    heal_rank=1,
+    build=lambda locate, restarter: HoldNemesis(),
+    draw=_draw_hold,
+    recover=_recover,
+    outlives_lease=True,
+    manual=_manual("hold"),
+)
+"""The hold fault kind's registry entry."""
+
+DELAY_KIND = FaultKind(
+    name="delay",
+    summary="the holder's proxy delays its traffic (latency + jitter per direction), on the "
+    "keepalives only or on everything",
+    verb="delayed",
+    colour="#5a9bd5",
+    heal_rank=1,
+    build=lambda locate, restarter: DelayNemesis(),
+    draw=_draw_delay,
+    recover=_recover,
+    manual=_manual(
+        "delay",
+        ManualOption("latency_s", "Seconds added to each chunk.", "text", "0.5"),
+        ManualOption("jitter_s", "Up to this many seconds more, drawn.", "text", "0"),
+        ManualOption("direction", "request, reply or both (default both)."),
+    ),
+)
+"""The delay fault kind's registry entry."""
+
+LOSS_KIND = FaultKind(
+    name="loss",
+    summary="the holder's proxy drops a fraction of its connections or segments (a stream that "
+    "lost a segment goes silent)",
+    verb="lost traffic of",
+    colour="#8a8a8a",
+    heal_rank=1,
+    build=lambda locate, restarter: LossNemesis(),
+    draw=_draw_loss,
+    recover=_recover,
+    manual=_manual(
+        "loss",
+        ManualOption("p", "The fraction dropped.", "text", "0.5"),
+        ManualOption("mode", "connections or segments (default segments)."),
+    ),
+)
+"""The loss fault kind's registry entry."""
+
+RESET_KIND = FaultKind(
+    name="reset",
+    summary="the holder's proxy cuts a write or its reply in the middle with an RST: its "
+    "outcome is unknown",
+    verb="reset the connections of",
+    colour="#b0413e",
+    heal_rank=1,
+    build=lambda locate, restarter: ResetNemesis(),
+    draw=_draw_reset,
+    recover=_recover,
+    manual=_manual(
+        "reset",
+        ManualOption("direction", "request or reply (default request)."),
+        ManualOption("count", "How many connections to reset.", "text", "1"),
+    ),
+)
+"""The reset fault kind's registry entry."""
+
+REPLAY_KIND = FaultKind(
+    name="replay",
+    summary="the holder's proxy sends a write again after it was delivered once (needs the "
+    "system's request framing)",
+    verb="replayed the writes of",
+    colour="#7b4fa0",
+    heal_rank=1,
+    build=lambda locate, restarter: ReplayNemesis(),
+    draw=_draw_replay,
+    recover=_recover,
+    manual=_manual(
+        "replay",
+        ManualOption("after_s", "Seconds after the delivery.", "text", "0.5"),
+        ManualOption("count", "How many writes to replay.", "text", "1"),
+    ),
+)
+"""The replay fault kind's registry entry."""
