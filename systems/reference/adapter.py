@@ -104,6 +104,24 @@ BUG_SWITCHES: Final = switch_table(
         ("store-batch",),
     ),
     BugSwitch(
+        store_server.FENCE_PER_CONNECTION,
+        "the store checks a connection's first fenced write and trusts the connection after "
+        "(a session authenticated once): a write held on the old holder's connection passes",
+        # The hold keeps the holder's write (on its pooled connection) until the next holder's
+        # first write is in; then it arrives on a connection the store already trusts.
+        Exposure(faults=("hold",)),
+        ("stale-write",),
+        ("store",),
+    ),
+    BugSwitch(
+        store_server.NON_IDEMPOTENT,
+        "the store appends a write it already holds again (same id and epoch): a request the "
+        "network delivers twice, or a client's retry, is applied twice (only replay shows it)",
+        Exposure(faults=("replay",)),
+        ("duplicate-write",),
+        ("store",),
+    ),
+    BugSwitch(
         "long-ttl-no-fence",
         f"a lease TTL {_LONG_TTL_FACTOR:g}x the configured one instead of fencing: the "
         "store accepts any epoch",
@@ -128,6 +146,8 @@ _STORE_BUGS: Final = {
     "store-forgets": store_server.STORE_FORGETS,
     "lazy-mark": store_server.LAZY_MARK,
     "unfenced-path": store_server.UNFENCED_PATH,
+    store_server.FENCE_PER_CONNECTION: store_server.FENCE_PER_CONNECTION,
+    store_server.NON_IDEMPOTENT: store_server.NON_IDEMPOTENT,
 }
 
 

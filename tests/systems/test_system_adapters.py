@@ -53,6 +53,8 @@ _MISTAKES = {
     "token-before-lease",
     "timestamp-token",
     "grant-to-expired-waiter",
+    "fence-per-connection",
+    "non-idempotent-write",
 }
 
 
