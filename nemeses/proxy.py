@@ -50,6 +50,7 @@ __all__ = [
     "ask_proxy",
     "redirect_script",
     "removal_script",
+    "said_by_proxy",
 ]
 
 PROXY_KINDS: Final = ("hold", "delay", "loss", "reset", "replay")
@@ -142,7 +143,7 @@ class ProxyNemesis(NodeNemesis):
         facts = dict(self.on_targets(fault, act))
         if starting:
             return {"proxy": facts}
-        return {"proxy": facts, SAID: "; ".join(_sentence(n, r) for n, r in facts.items())}
+        return {"proxy": facts, SAID: "; ".join(said_by_proxy(n, r) for n, r in facts.items())}
 
     def heal(self) -> HealReport:
         """Clear every proxy this nemesis put a fault on."""
@@ -161,24 +162,44 @@ class ProxyNemesis(NodeNemesis):
 _OUTER: Final = frozenset(("to", "direction", "seed", "ttl_multiple", END_AFTER_WRITES))
 
 
-def _sentence(node: str, report: dict[str, Any]) -> str:
-    """What a node's proxy did, in words: ``"w2's proxy held 1 request for 3.1 s"``."""
+def said_by_proxy(node: str, report: dict[str, Any]) -> str:
+    """What a node's proxy did, in words: each held write by name (``"w2's write w2-31 (epoch
+    4) was held 3.1 s"``), else what it did how often (``"w2's proxy reset 2 connections"``)."""
     events = report.get("events", [])
-    kinds: dict[str, int] = {}
-    for event in events:
-        kinds[event["what"]] = kinds.get(event["what"], 0) + 1
     if report.get("kind") == "delay":
-        return f"{node}'s proxy delayed {report.get('chunks', 0)} chunks"
-    if not kinds:
+        added = float(report.get("delayed_s", 0.0))
+        return f"{node}'s proxy delayed {report.get('chunks', 0)} chunks by {added:.2f} s in all"
+    held = [
+        f"{node}'s {request['op']} {request['id']} (epoch {request['epoch']}) was held "
+        f"{event['delivered'] - event['from']:.2f} s"
+        for event in events
+        if event["what"] == "held" and "delivered" in event
+        for request in event.get("requests", ())
+        if str(request.get("op", "")).startswith("write") and "id" in request
+    ]
+    counts: dict[str, int] = {}
+    for event in events:
+        counts[event["what"]] = counts.get(event["what"], 0) + 1
+    if not counts:
         return f"{node}'s proxy had nothing to {report.get('kind')}"
-    parts = []
-    for what, count in kinds.items():
-        part = f"{what} {count}"
-        if what == "held":
-            longest = max(e["delivered"] - e["from"] for e in events if "delivered" in e)
-            part += f" for up to {longest:.1f} s"
-        parts.append(part)
-    return f"{node}'s proxy " + ", ".join(parts)
+    done = ", ".join(f"{_DONE[what]} {count} {_OF[what]}" for what, count in counts.items())
+    return "; ".join([*held, f"{node}'s proxy {done}"])
+
+
+_DONE: Final = {
+    "held": "held",
+    "dropped": "dropped",
+    "dropped-connection": "dropped",
+    "reset": "reset",
+    "replayed": "replayed",
+}
+_OF: Final = {
+    "held": "chunks",
+    "dropped": "segments (and the rest of their connections)",
+    "dropped-connection": "connections",
+    "reset": "connections mid-request",
+    "replayed": "requests",
+}
 
 
 class HoldNemesis(ProxyNemesis):
@@ -326,7 +347,7 @@ LOSS_KIND = FaultKind(
     name="loss",
     summary="the holder's proxy drops a fraction of its connections or segments (a stream that "
     "lost a segment goes silent)",
-    verb="lost traffic of",
+    verb="put on a lossy link",
     colour="#8a8a8a",
     heal_rank=1,
     build=lambda locate, restarter: LossNemesis(),
@@ -344,7 +365,7 @@ RESET_KIND = FaultKind(
     name="reset",
     summary="the holder's proxy cuts a write or its reply in the middle with an RST: its "
     "outcome is unknown",
-    verb="reset the connections of",
+    verb="reset mid-request",
     colour="#b0413e",
     heal_rank=1,
     build=lambda locate, restarter: ResetNemesis(),
@@ -362,7 +383,7 @@ REPLAY_KIND = FaultKind(
     name="replay",
     summary="the holder's proxy sends a write again after it was delivered once (needs the "
     "system's request framing)",
-    verb="replayed the writes of",
+    verb="replayed (its writes sent again)",
     colour="#7b4fa0",
     heal_rank=1,
     build=lambda locate, restarter: ReplayNemesis(),

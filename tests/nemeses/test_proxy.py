@@ -12,6 +12,8 @@ from collections.abc import Iterator
 import pytest
 
 from harness.nodeside.proxy import Framer, Proxy, resp_command, resp_end, summarize
+from nemeses.proxy import CHAIN, redirect_script, removal_script
+from nemeses.proxy import said_by_proxy as proxy_sentence
 
 
 class LineEcho:
@@ -183,3 +185,31 @@ def test_resp_framing_splits_pipelined_commands() -> None:
     assert resp_end(b"PING\r\n") == 6
     assert resp_command(evalsha) == b"EVALSHA"
     assert summarize(auth, "resp") == {"command": "AUTH", "bytes": len(auth)}
+
+
+def test_the_redirect_lets_the_proxys_own_connections_pass() -> None:
+    script = redirect_script({"10.0.0.3": "l1"}).decode()
+    lines = script.splitlines()
+    assert lines[:2] == ["*nat", f":{CHAIN} - [0:0]"]
+    mark = lines.index(f"-A {CHAIN} -m mark --mark 0x29 -j RETURN")
+    redirect = lines.index(f"-A {CHAIN} -p tcp -d 10.0.0.3/32 -j REDIRECT --to-ports 7100")
+    assert mark < redirect  # the proxy's marked connection must not loop back to itself
+    assert f"-X {CHAIN}" in removal_script().decode()
+
+
+def test_a_stop_names_each_held_write_and_counts_the_rest() -> None:
+    report = {
+        "kind": "hold",
+        "events": [
+            {
+                "what": "held",
+                "from": 10.0,
+                "delivered": 13.1,
+                "requests": [{"op": "write", "id": "w2-31", "epoch": 4}],
+            },
+            {"what": "held", "from": 10.2, "delivered": 13.1, "requests": [{"op": "renew"}]},
+        ],
+    }
+    assert proxy_sentence("w2", report) == (
+        "w2's write w2-31 (epoch 4) was held 3.10 s; w2's proxy held 2 chunks"
+    )
