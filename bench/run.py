@@ -243,7 +243,12 @@ def _timed(count: int, write: Callable[[int], bool]) -> list[float]:
 
 
 def _overhead(
-    writes: int, rounds: int, history: Path, system_name: str = "reference", sink: str = "store"
+    writes: int,
+    rounds: int,
+    history: Path,
+    system_name: str = "reference",
+    sink: str = "store",
+    proxy: bool = False,
 ) -> dict[str, list[float]]:
     """Seconds per fenced write by three paths, in interleaved rounds on one cluster.
 
@@ -251,7 +256,8 @@ def _overhead(
     work_ms 0: ``direct`` is
     the client module run on w1; ``agent`` adds the controller → agent hop (the request line, the
     agent's lease check and log line); ``agent + history`` is a run's real path,
-    :class:`HolderOps`, which also records invoke and completion (flushed) in a history.
+    :class:`HolderOps`, which also records invoke and completion (flushed) in a history. With
+    ``proxy`` the write-path proxy is in place on w1 (all three paths pass through it).
     """
     system = load_system(system_name)
     samples: dict[str, list[float]] = {"direct": [], "agent": [], "agent + history": []}
@@ -260,7 +266,7 @@ def _overhead(
     image = system_image(packages_of(system))
     with Cluster(f"bench-{new_run_id()}", topology, image=image) as cluster:
         nodes: dict[str, Node] = dict(cluster.nodes)
-        deployment, agents = deploy_system(system, nodes, SystemConfig(lease_ttl=10.0))
+        deployment, agents = deploy_system(system, nodes, SystemConfig(lease_ttl=10.0), proxy=proxy)
         try:
             endpoint = agents.endpoints["w1"]
             link = AgentLink(endpoint.host, endpoint.port, token=agents.token)

@@ -154,6 +154,12 @@ store_option = click.option(
     help="Seconds an operation may take before it is recorded as unknown; 0 = long enough "
     "to outlast every scheduled fault.",
 )
+@click.option(
+    "--proxy",
+    is_flag=True,
+    help="Put the write-path proxy between the holders and the system even without a proxy "
+    "fault (hold, delay, loss, reset, replay insert it anyway): to measure what it costs.",
+)
 @click.option("--name", default="", help="The run's folder name in the store (default: derived).")
 @click.option(
     "--work-ms",
@@ -208,6 +214,7 @@ def run_command(
     rate: float,
     read_ratio: float,
     op_timeout: float,
+    proxy: bool,
     name: str,
     work_ms: int,
     seed: int | None,
@@ -245,6 +252,7 @@ def run_command(
         rate=rate,
         read_ratio=read_ratio,
         op_timeout=op_timeout,
+        proxy=proxy,
         name=name,
         work_ms=work_ms,
         store=store,

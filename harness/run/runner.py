@@ -582,7 +582,7 @@ def _exercise(
     """
     recorder, run_dir = state.recorder, state.run_dir
     assert recorder is not None
-    through_proxy = proxied(spec.nemeses)
+    through_proxy = spec.proxy or proxied(spec.nemeses)
     deployment, agents = deploy_system(system, nodes, config, spec.bugs, proxy=through_proxy)
     lease_ttl = deployment.lease_ttl or config.lease_ttl
     interrupted = False
@@ -968,4 +968,6 @@ def _rerun_command(spec: TestSpec, fixed_in: RunDir | None = None) -> list[str]:
     for option, value, default in optional:
         if value != default:
             argv += [option, f"{value:g}" if isinstance(value, float) else str(value)]
+    if spec.proxy:
+        argv.append("--proxy")
     return argv

@@ -113,6 +113,7 @@ class TestSpec:
     writes_per_lease: int = _DEFAULT_WRITES_PER_LEASE
     keys_per_write: int = 1
     op_timeout: float = 0.0  # 0 means: long enough to outlast every scheduled fault
+    proxy: bool = False  # the write-path proxy even without a proxy fault (to measure its cost)
     seed: int = field(default_factory=lambda: secrets.randbelow(2**31))
     name: str = ""
     store: Path = Path("store")
