@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -64,20 +64,20 @@ def _await_port(port: int, timeout: float = 10.0) -> None:
 def _processes() -> Iterator[tuple[int, int]]:
     """The line server and the proxy in front of it: ``(direct port, proxy port)``."""
     server_port, proxy_port = _free_port(), _free_port()
-    control = Path(tempfile.mkdtemp(prefix="fencecheck-proxy-bench-")) / "control.sock"
     started = [
         subprocess.Popen([sys.executable, "-c", _SERVER, str(_ROOT), str(server_port)]),
         subprocess.Popen(
             [
                 sys.executable,
                 str(Path(proxy.__file__)),
-                "serve",
                 "--route",
                 f"{proxy_port}=127.0.0.1:{server_port}",
-                "--control",
-                str(control),
+                "--control-port",
+                str(_free_port()),
             ],
             stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+            env={**os.environ, "PYTHONPATH": str(_ROOT)},
         ),
     ]
     try:

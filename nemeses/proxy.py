@@ -18,7 +18,9 @@ them inserts the proxy: :mod:`harness.run.proxies`):
   the proxy's own. The proxy must know where a request ends: the system's
   :class:`systems.base.FramesRequests` ability (a run without it is refused).
 
-Each start returns once the proxy answered that the fault is in force; each stop once the proxy
+The controller talks to each proxy's control port directly (with the run's secret, read once per
+node from the file the proxy's command line names). Each start returns once the proxy answered
+that the fault is in force; each stop once the proxy
 delivered what it held, and records the proxy's own report of what it did (``proxy``: per node,
 what it held from when and delivered when, what it dropped, reset or replayed).
 """
@@ -27,15 +29,13 @@ from __future__ import annotations
 
 import hashlib
 import json
-from pathlib import Path
 from typing import Any, ClassVar, Final
 
 from harness.history import SAID
-from harness.node import Node
-from harness.nodeside import proxy
+from harness.node import Node, NodeError
+from harness.nodeside import proxy, wire
 from nemeses._base import NodeNemesis
 from nemeses.kinds import END_AFTER_WRITES, Draw, FaultKind, Leftovers, ManualCommand, ManualOption
-from nemeses.processes import run_script
 from nemeses.protocol import Fault, HealReport, NemesisError, fault_fs
 
 __all__ = [
@@ -43,11 +43,13 @@ __all__ = [
     "DELAY_KIND",
     "HOLD_KIND",
     "LOSS_KIND",
+    "PROXY_DAEMON",
     "PROXY_KINDS",
     "REPLAY_KIND",
     "RESET_KIND",
     "ProxyNemesis",
     "ask_proxy",
+    "proxy_token",
     "redirect_script",
     "removal_script",
     "said_by_proxy",
@@ -55,10 +57,11 @@ __all__ = [
 
 PROXY_KINDS: Final = ("hold", "delay", "loss", "reset", "replay")
 """The fault kinds the proxy makes (a run with one inserts it)."""
+PROXY_DAEMON: Final = "proxy"
+"""The proxy's daemon name on a worker."""
 CHAIN: Final = "FENCECHECK-PROXY"
 """Our chain in the ``nat`` table of a worker: REDIRECTs to the proxy."""
 
-_SOURCE: Final = Path(proxy.__file__).read_text()
 _TIMEOUT_S: Final = 30.0
 _DELAY_TTL: Final = (0.2, 0.5, 1.2)
 """Latencies a schedule draws, in lease TTLs: a keepalive late, later, later than the lease."""
@@ -83,15 +86,35 @@ def removal_script() -> bytes:
     ).encode()
 
 
-def ask_proxy(node: Node, message: dict[str, Any]) -> dict[str, Any]:
-    """Send one control message to the proxy on ``node``; its answer, or :class:`NemesisError`."""
-    answer: dict[str, Any] = run_script(
-        node,
-        _SOURCE,
-        ["control", json.dumps(message)],
-        f"reach the write-path proxy ({message.get('op')})",
-        _TIMEOUT_S,
-    )
+def proxy_token(node: Node) -> str | None:
+    """The run's secret the proxy on ``node`` requires (read from the file its recorded command
+    line names); ``None`` when it was started without one; :class:`NemesisError` when ``node``
+    runs no proxy."""
+    daemons = [daemon for daemon in node.daemons() if daemon.name == PROXY_DAEMON]
+    if not daemons:
+        raise NemesisError(
+            f"{node.name}: no write-path proxy runs there (a run inserts it on the workers when "
+            f"it asks for {', '.join(PROXY_KINDS)}); aim proxy faults at workers"
+        )
+    argv = list(daemons[-1].argv)
+    if "--secret-file" not in argv:
+        return None
+    path = argv[argv.index("--secret-file") + 1]
+    try:
+        return node.get_file(path).decode().strip()
+    except NodeError as problem:
+        raise NemesisError(f"{node.name}: cannot read the run's secret: {problem}") from None
+
+
+def ask_proxy(node: Node, message: dict[str, Any], token: str | None) -> dict[str, Any]:
+    """Send one control message to the proxy on ``node`` (its control port, with the run's
+    secret ``token``); its answer, or :class:`NemesisError`."""
+    try:
+        answer = wire.call((node.ip, proxy.CONTROL_PORT), message, _TIMEOUT_S, token)
+    except (OSError, wire.NotDelivered) as problem:
+        raise NemesisError(
+            f"{node.name}: cannot reach the write-path proxy ({message.get('op')}): {problem}"
+        ) from None
     if not answer.get("ok"):
         raise NemesisError(f"{node.name}: the proxy refused {message.get('op')}: {answer}")
     return answer
@@ -110,6 +133,12 @@ class ProxyNemesis(NodeNemesis):
     def __init__(self) -> None:
         super().__init__()
         self._in_force: dict[str, Node] = {}
+        self._tokens: dict[str, str | None] = {}
+
+    def _ask(self, node: Node, message: dict[str, Any]) -> dict[str, Any]:
+        if node.name not in self._tokens:
+            self._tokens[node.name] = proxy_token(node)
+        return ask_proxy(node, message, self._tokens[node.name])
 
     @property
     def fs(self) -> frozenset[str]:
@@ -135,8 +164,8 @@ class ProxyNemesis(NodeNemesis):
         def act(node: Node) -> tuple[str, dict[str, Any]]:
             if starting:
                 self._in_force[node.name] = node
-                return node.name, {"added": ask_proxy(node, message)["at"]}
-            report = ask_proxy(node, {"op": "remove", "key": key})
+                return node.name, {"added": self._ask(node, message)["at"]}
+            report = self._ask(node, {"op": "remove", "key": key})
             self._in_force.pop(node.name, None)
             return node.name, {k: v for k, v in report.items() if k not in ("ok", "key")}
 
@@ -150,7 +179,7 @@ class ProxyNemesis(NodeNemesis):
         report = HealReport()
         for name, node in list(self._in_force.items()):
             try:
-                ask_proxy(node, {"op": "clear"})
+                self._ask(node, {"op": "clear"})
             except NemesisError as problem:
                 report.errors.append(str(problem))
                 continue
@@ -281,9 +310,9 @@ def _draw_replay(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
 
 def _recover(node: Node, leftovers: Leftovers) -> bool:
     """Clear the proxy's faults on ``node`` (a node without a proxy has none)."""
-    if not node.run(["test", "-S", proxy.CONTROL]).ok:
+    if not any(daemon.name == PROXY_DAEMON for daemon in node.daemons()):
         return False
-    ask_proxy(node, {"op": "clear"})
+    ask_proxy(node, {"op": "clear"}, proxy_token(node))
     return True
 
 

@@ -5,7 +5,7 @@ The kernel on the machines fencecheck runs on has no netem (``tc qdisc add ... n
 makes them. The harness starts one proxy on each worker of a run that asks for a proxy fault kind
 (:mod:`harness.run.proxies`)::
 
-    python3 /opt/fencecheck/proxy.py serve --port 7100 --peers '{"10.0.0.3": ["l1", "lock"]}'
+    python3 /opt/fencecheck/proxy.py --port 7100 --peers '{"10.0.0.3": ["l1", "lock"]}'
 
 and inserts it with iptables in the worker's own namespace, so that the holder client needs no
 change: a ``nat`` chain of ours, ``FENCECHECK-PROXY``, jumped to from ``OUTPUT``, REDIRECTs every
@@ -34,12 +34,14 @@ passes the faults in force, in the order they were added, before it is written t
 
 Every fault is confirmed by the proxy's own report: adding one answers once it is in force, and
 each thing it did is an event (what it held, from when, delivered when; what it dropped, reset or
-replayed). The control socket (:data:`CONTROL`, a Unix socket only root on the node can reach)
-takes one JSON line and answers one: ``{"op":"add","key":K,"kind":KIND,"to":"lock"|"store"|"any",
+replayed). The control port (:data:`CONTROL_PORT` on the worker's address, a
+:mod:`harness.nodeside.wire` server: every request but ``ping`` must carry the run's secret, from
+``--secret-file``) is reached by the controller directly, so a fault is in force within a round
+trip (a hold must be in force before the write it is aimed at leaves, a few ms after its lease
+check); it takes ``{"op":"add","key":K,"kind":KIND,"to":"lock"|"store"|"any",
 "direction":D,"params":{...},"seed":N}``, ``{"op":"remove","key":K}`` (its events; a hold's are
 returned once everything it held was delivered), ``{"op":"clear"}``, ``{"op":"report"}`` (counters
 of connections and bytes per destination role and direction: what ``adapter check`` reads).
-``python3 proxy.py control '{"op":"report"}'`` sends one message and prints the answer.
 Requests in events never carry the run's secret: a line's JSON is cut down to its ``op``, ``id``,
 ``epoch``, ``lock``, ``sink`` and ``key``; a RESP frame to its command name.
 """
@@ -49,7 +51,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
 import random
 import socket
 import struct
@@ -59,23 +60,24 @@ import time
 from collections.abc import Iterator
 from typing import Any, Final
 
+from harness.nodeside import wire
+
 __all__ = [
-    "CONTROL",
+    "CONTROL_PORT",
     "DIRECTIONS",
     "KINDS",
     "MARK",
     "PORT",
     "Framer",
     "Proxy",
-    "control",
     "main",
     "summarize",
 ]
 
 PORT: Final = 7100
 """The proxy's port on a worker (loopback only: the REDIRECT lands there)."""
-CONTROL: Final = "/run/fencecheck-proxy.sock"
-"""The control socket on a worker."""
+CONTROL_PORT: Final = 7101
+"""The proxy's control port on a worker's address."""
 MARK: Final = 0x29
 """The firewall mark of the proxy's own connections: the redirect chain lets them pass."""
 KINDS: Final = ("hold", "delay", "loss", "reset", "replay")
@@ -364,33 +366,11 @@ class Proxy:
                 return self.clear()
             if op == "report":
                 return self.report()
+            if op == "ping":  # readiness
+                return {"ok": True}
         except (KeyError, TypeError, ValueError) as problem:
             return {"ok": False, "error": "bad-request", "message": str(problem)}
         return {"ok": False, "error": "bad-request", "message": f"unknown op {op!r}"}
-
-    def serve_control(self, path: str = CONTROL) -> None:
-        """Answer control messages on the Unix socket ``path`` (mode 0600), forever."""
-        if os.path.exists(path):
-            os.unlink(path)
-        sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        sock.bind(path)
-        os.chmod(path, 0o600)
-        sock.listen(16)
-        while True:
-            conn, _ = sock.accept()
-            threading.Thread(target=self._control_one, args=(conn,), daemon=True).start()
-
-    def _control_one(self, conn: socket.socket) -> None:
-        with conn, conn.makefile("rwb") as stream:
-            line = stream.readline()
-            try:
-                message = json.loads(line)
-            except ValueError as problem:
-                reply = {"ok": False, "error": "bad-request", "message": str(problem)}
-            else:
-                reply = self.answer(message) if isinstance(message, dict) else {"ok": False}
-            stream.write(json.dumps(reply).encode() + b"\n")
-            stream.flush()
 
     def _active(self, role: str, direction: str) -> list[_Fault]:
         # A system whose lock service is its store (Redis) has no store nodes: the write path
@@ -619,21 +599,6 @@ def _marked_connection(dest: tuple[str, int]) -> socket.socket:
     return sock
 
 
-def control(message: dict[str, Any], path: str = CONTROL, timeout: float = 30.0) -> Any:
-    """Send one control message to the proxy at ``path``; its answer."""
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as sock:
-        sock.settimeout(timeout)
-        sock.connect(path)
-        sock.sendall(json.dumps(message).encode() + b"\n")
-        data = b""
-        while not data.endswith(b"\n"):
-            more = sock.recv(_CHUNK)
-            if not more:
-                break
-            data += more
-    return json.loads(data)
-
-
 def _routes(values: list[str]) -> dict[int, tuple[str, int]]:
     routes: dict[int, tuple[str, int]] = {}
     for value in values:
@@ -649,31 +614,25 @@ def _peers(text: str) -> Iterator[tuple[str, tuple[str, str]]]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``serve`` the proxy, or send one ``control`` message and print the answer."""
+    """Serve the proxy and its control port until killed."""
     parser = argparse.ArgumentParser(description="fencecheck's write-path proxy")
-    commands = parser.add_subparsers(dest="command", required=True)
-    serve = commands.add_parser("serve")
-    serve.add_argument("--port", type=int, default=PORT)
-    serve.add_argument("--peers", default="{}", help='{"ADDRESS": ["NAME", "ROLE"], ...}')
-    serve.add_argument("--route", action="append", default=[], help="PORT=HOST:PORT")
-    serve.add_argument("--control", default=CONTROL)
-    serve.add_argument(
+    parser.add_argument("--port", type=int, default=PORT)
+    parser.add_argument("--peers", default="{}", help='{"ADDRESS": ["NAME", "ROLE"], ...}')
+    parser.add_argument("--route", action="append", default=[], help="PORT=HOST:PORT")
+    parser.add_argument("--control-host", default="127.0.0.1", help="the worker's address")
+    parser.add_argument("--control-port", type=int, default=CONTROL_PORT)
+    parser.add_argument("--secret-file", help="the run's secret, required of control requests")
+    parser.add_argument(
         "--framings", default="{}", help='{"ROLE": {"framing": "lines", "match": "..."}}'
     )
-    send = commands.add_parser("control")
-    send.add_argument("message")
-    send.add_argument("--control", default=CONTROL)
     args = parser.parse_args(argv)
-    if args.command == "control":
-        print(json.dumps(control(json.loads(args.message), args.control)))
-        return 0
     framings = json.loads(args.framings)
     proxy = Proxy(
         dict(_peers(args.peers)), args.port, _routes(args.route) or None, framings=framings
     )
     proxy.start()
-    print(f"proxy listening on {proxy.ports}", flush=True)
-    proxy.serve_control(args.control)
+    banner = f"proxy relaying on {proxy.ports}, peers {sorted(proxy.peers)}; control"
+    wire.serve(args.control_host, args.control_port, proxy.answer, banner, args.secret_file)
     return 0
 
 

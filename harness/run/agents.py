@@ -154,7 +154,7 @@ def deploy_system(
     deployment = system.setup(nodes, config)
     try:
         if proxy:
-            start_proxies(system, nodes, install_dir)
+            start_proxies(system, nodes, install_dir, secret_file)
         agents = start_agents(
             nodes,
             deployment.client,

@@ -17,15 +17,20 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from harness.node import Daemon, Node
-from harness.node.wait import CommandSucceeds
 from harness.nodeside import proxy
-from nemeses.proxy import PROXY_KINDS, ask_proxy, redirect_script, removal_script
+from nemeses.proxy import (
+    PROXY_DAEMON,
+    PROXY_KINDS,
+    ask_proxy,
+    proxy_token,
+    redirect_script,
+    removal_script,
+)
 from systems import deploy
 from systems.base import AdapterError, FramesRequests, System, nodes_with_role
 
-__all__ = ["PROXY_DAEMON", "proxied", "start_proxies", "stop_proxies", "traffic"]
+__all__ = ["proxied", "start_proxies", "stop_proxies", "traffic"]
 
-PROXY_DAEMON: Final = "proxy"
 _RESTORE: Final = ("iptables-restore", "-w", "--noflush")
 
 
@@ -35,9 +40,13 @@ def proxied(kinds: tuple[str, ...] | list[str]) -> bool:
 
 
 def start_proxies(
-    system: System, nodes: Mapping[str, Node], install_dir: str = deploy.INSTALL_DIR
+    system: System,
+    nodes: Mapping[str, Node],
+    install_dir: str = deploy.INSTALL_DIR,
+    secret_file: str | None = None,
 ) -> None:
-    """Start the proxy on every worker and redirect its connections to the other nodes there."""
+    """Start the proxy on every worker (its control port requiring the run's secret in
+    ``secret_file``) and redirect the worker's connections to the other nodes through it."""
     peers = {node.ip: (node.name, node.role) for node in nodes.values() if node.role != "worker"}
     framings: dict[str, dict[str, str]] = {}
     if isinstance(system, FramesRequests):
@@ -49,16 +58,17 @@ def start_proxies(
     argv = [
         "python3",
         path,
-        "serve",
         *("--port", str(proxy.PORT)),
         *("--peers", json.dumps(peers)),
         *("--framings", json.dumps(framings)),
+        *(("--secret-file", secret_file) if secret_file else ()),
     ]
-    ready = CommandSucceeds(["python3", path, "control", '{"op":"report"}'], timeout=20.0)
+    ready = deploy.Pings(proxy.CONTROL_PORT)
 
     def start(node: Node) -> Daemon:
-        deploy.install(node, {path: deploy.source_of(proxy)})
-        daemon = deploy.start_and_wait(node, PROXY_DAEMON, argv, ready)
+        deploy.install(node, {path: deploy.source_of(proxy), **deploy.nodeside_files(install_dir)})
+        here = [*argv, "--control-host", node.ip]
+        daemon = deploy.start_and_wait(node, PROXY_DAEMON, here, ready)
         done = node.run(
             list(_RESTORE), stdin=redirect_script({ip: n for ip, (n, _) in peers.items()})
         )
@@ -82,4 +92,4 @@ def stop_proxies(nodes: Mapping[str, Node]) -> None:
 
 def traffic(node: Node) -> dict[str, Any]:
     """The proxy's counters on ``node``: connections relayed, bytes per role and direction."""
-    return ask_proxy(node, {"op": "report"})
+    return ask_proxy(node, {"op": "report"}, proxy_token(node))
