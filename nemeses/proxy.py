@@ -29,7 +29,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Any, ClassVar, Final
+from collections.abc import Callable
+from typing import Any, Final
 
 from harness.history import SAID
 from harness.node import Node, NodeError
@@ -125,13 +126,12 @@ def _fault_key(fault: Fault) -> str:
 
 
 class ProxyNemesis(NodeNemesis):
-    """One proxy fault kind: a start adds the fault to the targets' proxies, a stop removes it
-    and records their report."""
+    """One proxy fault kind (``kind``, one of :data:`PROXY_KINDS`): a start adds the fault to
+    the targets' proxies, a stop removes it and records their report."""
 
-    kind: ClassVar[str]
-
-    def __init__(self) -> None:
+    def __init__(self, kind: str) -> None:
         super().__init__()
+        self.kind = kind
         self._in_force: dict[str, Node] = {}
         self._tokens: dict[str, str | None] = {}
 
@@ -231,36 +231,6 @@ _OF: Final = {
 }
 
 
-class HoldNemesis(ProxyNemesis):
-    """Holds what the targets send until the stop."""
-
-    kind = "hold"
-
-
-class DelayNemesis(ProxyNemesis):
-    """Delays the targets' traffic by ``latency_s`` plus jitter."""
-
-    kind = "delay"
-
-
-class LossNemesis(ProxyNemesis):
-    """Drops a fraction ``p`` of the targets' connections or segments."""
-
-    kind = "loss"
-
-
-class ResetNemesis(ProxyNemesis):
-    """Resets the targets' connections in the middle of a request or reply."""
-
-    kind = "reset"
-
-
-class ReplayNemesis(ProxyNemesis):
-    """Sends the targets' writes again after they were delivered once."""
-
-    kind = "replay"
-
-
 def _seed(draw: Draw) -> int:
     return draw.rng.randrange(1 << 31)
 
@@ -338,90 +308,88 @@ def _manual(kind: str, *options: ManualOption) -> ManualCommand:
     )
 
 
-HOLD_KIND = FaultKind(
-    name="hold",
-    summary="the holder's proxy keeps what it sends (a write, its keepalives) until the next "
-    "holder's first accepted write, then delivers it in order",
-    verb="held",
-    colour="#2f7f8f",
-    heal_rank=1,
-    build=lambda locate, restarter: HoldNemesis(),
-    draw=_draw_hold,
-    recover=_recover,
+def _proxy_kind(
+    name: str,
+    summary: str,
+    verb: str,
+    colour: str,
+    draw: Callable[[Draw], tuple[tuple[str, ...], dict[str, Any]]],
+    *options: ManualOption,
+    outlives_lease: bool = False,
+) -> FaultKind:
+    """The registry entry of the proxy kind ``name``: what every one of them shares (its
+    nemesis, its recovery, its place in healing: first, since a held write must arrive before
+    anything else heals) and what is its own."""
+    return FaultKind(
+        name=name,
+        summary=summary,
+        verb=verb,
+        colour=colour,
+        heal_rank=1,
+        build=lambda locate, restarter: ProxyNemesis(name),
+        draw=draw,
+        recover=_recover,
+        outlives_lease=outlives_lease,
+        manual=_manual(name, *options),
+    )
+
+
+HOLD_KIND = _proxy_kind(
+    "hold",
+    "the holder's proxy keeps what it sends (a write, its keepalives) until the next holder's "
+    "first accepted write, then delivers it in order",
+    "held",
+    "#2f7f8f",
+    _draw_hold,
     outlives_lease=True,
-    manual=_manual("hold"),
 )
 """The hold fault kind's registry entry."""
 
-DELAY_KIND = FaultKind(
-    name="delay",
-    summary="the holder's proxy delays its traffic (latency + jitter per direction), on the "
-    "keepalives only or on everything",
-    verb="delayed",
-    colour="#5a9bd5",
-    heal_rank=1,
-    build=lambda locate, restarter: DelayNemesis(),
-    draw=_draw_delay,
-    recover=_recover,
-    manual=_manual(
-        "delay",
-        ManualOption("latency_s", "Seconds added to each chunk.", "text", "0.5"),
-        ManualOption("jitter_s", "Up to this many seconds more, drawn.", "text", "0"),
-        ManualOption("direction", "request, reply or both (default both)."),
-    ),
+DELAY_KIND = _proxy_kind(
+    "delay",
+    "the holder's proxy delays its traffic (latency + jitter per direction), on the keepalives "
+    "only or on everything",
+    "delayed",
+    "#5a9bd5",
+    _draw_delay,
+    ManualOption("latency_s", "Seconds added to each chunk.", "text", "0.5"),
+    ManualOption("jitter_s", "Up to this many seconds more, drawn.", "text", "0"),
+    ManualOption("direction", "request, reply or both (default both)."),
 )
 """The delay fault kind's registry entry."""
 
-LOSS_KIND = FaultKind(
-    name="loss",
-    summary="the holder's proxy drops a fraction of its connections or segments (a stream that "
-    "lost a segment goes silent)",
-    verb="put on a lossy link",
-    colour="#8a8a8a",
-    heal_rank=1,
-    build=lambda locate, restarter: LossNemesis(),
-    draw=_draw_loss,
-    recover=_recover,
-    manual=_manual(
-        "loss",
-        ManualOption("p", "The fraction dropped.", "text", "0.5"),
-        ManualOption("mode", "connections or segments (default segments)."),
-    ),
+LOSS_KIND = _proxy_kind(
+    "loss",
+    "the holder's proxy drops a fraction of its connections or segments (a stream that lost a "
+    "segment goes silent)",
+    "put on a lossy link",
+    "#8a8a8a",
+    _draw_loss,
+    ManualOption("p", "The fraction dropped.", "text", "0.5"),
+    ManualOption("mode", "connections or segments (default segments)."),
 )
 """The loss fault kind's registry entry."""
 
-RESET_KIND = FaultKind(
-    name="reset",
-    summary="the holder's proxy cuts a write or its reply in the middle with an RST: its "
-    "outcome is unknown",
-    verb="reset mid-request",
-    colour="#b0413e",
-    heal_rank=1,
-    build=lambda locate, restarter: ResetNemesis(),
-    draw=_draw_reset,
-    recover=_recover,
-    manual=_manual(
-        "reset",
-        ManualOption("direction", "request or reply (default request)."),
-        ManualOption("count", "How many connections to reset.", "text", "1"),
-    ),
+RESET_KIND = _proxy_kind(
+    "reset",
+    "the holder's proxy cuts a write or its reply in the middle with an RST: its outcome is "
+    "unknown",
+    "reset mid-request",
+    "#b0413e",
+    _draw_reset,
+    ManualOption("direction", "request or reply (default request)."),
+    ManualOption("count", "How many connections to reset.", "text", "1"),
 )
 """The reset fault kind's registry entry."""
 
-REPLAY_KIND = FaultKind(
-    name="replay",
-    summary="the holder's proxy sends a write again after it was delivered once (needs the "
-    "system's request framing)",
-    verb="replayed (its writes sent again)",
-    colour="#7b4fa0",
-    heal_rank=1,
-    build=lambda locate, restarter: ReplayNemesis(),
-    draw=_draw_replay,
-    recover=_recover,
-    manual=_manual(
-        "replay",
-        ManualOption("after_s", "Seconds after the delivery.", "text", "0.5"),
-        ManualOption("count", "How many writes to replay.", "text", "1"),
-    ),
+REPLAY_KIND = _proxy_kind(
+    "replay",
+    "the holder's proxy sends a write again after it was delivered once (needs the system's "
+    "request framing)",
+    "replayed (its writes sent again)",
+    "#7b4fa0",
+    _draw_replay,
+    ManualOption("after_s", "Seconds after the delivery.", "text", "0.5"),
+    ManualOption("count", "How many writes to replay.", "text", "1"),
 )
 """The replay fault kind's registry entry."""

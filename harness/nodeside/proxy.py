@@ -159,13 +159,18 @@ def summarize(frame: bytes, framing: str | None) -> dict[str, Any]:
     """What an event may say about a request: never its secret (see the module docstring)."""
     if framing == "resp":
         return {"command": resp_command(frame).decode(errors="replace"), "bytes": len(frame)}
+    return _picked(frame, _HEAD)
+
+
+def _picked(line: bytes, keys: tuple[str, ...]) -> dict[str, Any]:
+    """The fields ``keys`` of a JSON object line; its length when it is not one."""
     try:
-        message = json.loads(frame)
+        message = json.loads(line)
     except ValueError:
-        return {"bytes": len(frame)}
+        return {"bytes": len(line)}
     if not isinstance(message, dict):
-        return {"bytes": len(frame)}
-    return {key: message[key] for key in _HEAD if key in message}
+        return {"bytes": len(line)}
+    return {key: message[key] for key in keys if key in message}
 
 
 class _Fault:
@@ -442,6 +447,7 @@ class Proxy:
                     sink.sendall(passed)
                     self._after_delivery(link, way, passed)
         except OSError:
+            self._settle(link, way, "lost")  # held, but the connection broke before delivery
             if not link.dead:
                 link.reset()
             return
@@ -491,13 +497,18 @@ class Proxy:
         # The relay confirms the delivery (event["delivered"]) once the chunk is written.
         link.held[way].append((fault, event))
 
-    def _after_delivery(self, link: _Link, way: str, data: bytes) -> None:
+    def _settle(self, link: _Link, way: str, outcome: str) -> None:
+        """Stamp the chunks held on ``link`` with ``outcome`` (``delivered`` or ``lost``) and the
+        time, and count them off their faults."""
         held, link.held[way] = link.held[way], []
         for fault, event in held:
-            event["delivered"] = _now()
+            event[outcome] = _now()
             with fault.done:
                 fault.pending -= 1
                 fault.done.notify_all()
+
+    def _after_delivery(self, link: _Link, way: str, data: bytes) -> None:
+        self._settle(link, way, "delivered")
         if way != "request":
             return
         for fault in self._active(link.role, way):
@@ -568,13 +579,7 @@ def _read_reply(sock: socket.socket, framing: str, answers: int) -> bytes:
 def _reply_summary(reply: bytes, framing: str) -> dict[str, Any]:
     if framing == "resp":
         return {"resp": reply[:80].decode(errors="replace")}
-    try:
-        message = json.loads(reply)
-    except ValueError:
-        return {"bytes": len(reply)}
-    if not isinstance(message, dict):
-        return {"bytes": len(reply)}
-    return {key: message[key] for key in ("ok", "error", "seq", "mark") if key in message}
+    return _picked(reply, ("ok", "error", "seq", "mark"))
 
 
 def _original_destination(sock: socket.socket) -> tuple[str, int]:

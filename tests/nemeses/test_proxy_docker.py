@@ -20,13 +20,7 @@ from harness.node.docker.node import DockerNode
 from harness.node.wait import wait_for
 from harness.run.proxies import start_proxies, stop_proxies, traffic
 from nemeses.protocol import Fault
-from nemeses.proxy import (
-    DelayNemesis,
-    HoldNemesis,
-    LossNemesis,
-    ReplayNemesis,
-    ResetNemesis,
-)
+from nemeses.proxy import ProxyNemesis
 from systems import deploy
 from systems.reference import ReferenceSystem
 
@@ -90,7 +84,7 @@ def test_each_kind_is_felt_by_the_worker_and_confirmed_by_the_proxy(
     counted = traffic(nodes["w1"])
     assert counted["bytes"]["store"]["request"] > 0  # the redirect took the client's connection
 
-    hold, fault = HoldNemesis(), Fault("hold", ("w1",), {"to": "any"})
+    hold, fault = ProxyNemesis("hold"), Fault("hold", ("w1",), {"to": "any"})
     hold.setup(nodes)
     hold.invoke("start-hold", fault)
     answers: list[Any] = []
@@ -106,21 +100,21 @@ def test_each_kind_is_felt_by_the_worker_and_confirmed_by_the_proxy(
     assert held["delivered"] - held["from"] >= 1.0  # the client starts in a docker exec
     assert "w1's write w1-7 (epoch 3) was held" in report["said"]
 
-    delay = DelayNemesis()
+    delay = ProxyNemesis("delay")
     delay.setup(nodes)
     slow = Fault("delay", ("w1",), {"to": "store", "direction": "reply", "latency_s": 0.5})
     delay.invoke("start-delay", slow)
     assert send(nodes)["seconds"] >= 0.5
     assert delay.invoke("stop-delay", slow)["proxy"]["w1"]["chunks"] >= 1
 
-    reset = ResetNemesis()
+    reset = ProxyNemesis("reset")
     reset.setup(nodes)
     cut = Fault("reset", ("w1",), {"to": "store", "direction": "request", "count": 1})
     reset.invoke("start-reset", cut)
     assert send(nodes)["error"] in ("ConnectionResetError", "ConnectionAbortedError")
     assert reset.invoke("stop-reset", cut)["proxy"]["w1"]["events"][0]["what"] == "reset"
 
-    loss = LossNemesis()
+    loss = ProxyNemesis("loss")
     loss.setup(nodes)
     lost = Fault("loss", ("w1",), {"mode": "connections", "p": 1.0})
     loss.invoke("start-loss", lost)
@@ -129,7 +123,7 @@ def test_each_kind_is_felt_by_the_worker_and_confirmed_by_the_proxy(
         "dropped-connection"
     )
 
-    replay = ReplayNemesis()
+    replay = ProxyNemesis("replay")
     replay.setup(nodes)
     again = Fault("replay", ("w1",), {"to": "store", "after_s": 0.2, "count": 1})
     replay.invoke("start-replay", again)
