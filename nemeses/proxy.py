@@ -286,7 +286,7 @@ def _recover(node: Node, leftovers: Leftovers) -> bool:
     return True
 
 
-def _manual(kind: str, *options: ManualOption) -> ManualCommand:
+def _manual(kind: str, summary: str, *options: ManualOption) -> ManualCommand:
     names = [option.name for option in options]
 
     def fault(nodes: tuple[str, ...], values: Any, roles: Any) -> Fault:
@@ -302,7 +302,7 @@ def _manual(kind: str, *options: ManualOption) -> ManualCommand:
         return Fault(kind, nodes, params)
 
     return ManualCommand(
-        help=f"The write-path proxy on NODES (workers) makes `{kind}` faults for --for.",
+        help=f"On the workers NODES: {summary}; undone after --for.",
         fault=fault,
         options=(ManualOption("to", "lock, store or any (default any)."), *options),
     )
@@ -330,7 +330,7 @@ def _proxy_kind(
         draw=draw,
         recover=_recover,
         outlives_lease=outlives_lease,
-        manual=_manual(name, *options),
+        manual=_manual(name, summary, *options),
     )
 
 
