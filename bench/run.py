@@ -109,7 +109,12 @@ def _case(entry: MatrixEntry) -> _Case:
     name = "+".join(spec.bugs) or f"correct {spec.workload}+{'+'.join(spec.nemeses)}"
     if not spec.bugs and spec.targets != ("holder",):
         name += f"@{','.join(spec.targets)}"
+    if spec.system != _MATRIX_SYSTEM:  # a matrix of several systems (matrices/proxy.json)
+        name = f"{spec.system}: {name}"
     return _Case(name, spec, entry.expect.anomalies)
+
+
+_MATRIX_SYSTEM: Final = "reference"
 
 
 # The same cases CI runs (tests/e2e/test_detection_matrix.py): each bug switch under the fault
