@@ -200,11 +200,12 @@ class _Fault:
         return self.to in ("any", role) and self.direction in ("both", direction)
 
     def chance(self) -> bool:
-        """A draw against ``p`` that also spends one of ``count``."""
-        if self.count <= 0 or self.rng.random() >= float(self.params.get("p", 1.0)):
-            return False
-        self.count -= 1
-        return True
+        """A draw against ``p`` that also spends one of ``count`` (relay threads draw at once)."""
+        with self.done:
+            if self.count <= 0 or self.rng.random() >= float(self.params.get("p", 1.0)):
+                return False
+            self.count -= 1
+            return True
 
     def record(self, event: dict[str, Any]) -> None:
         """Keep one event (the first :data:`_MAX_EVENTS` of them)."""
