@@ -22,14 +22,13 @@ from systems.base import (
     Deployment,
     Exposure,
     HolderClientCode,
-    ProcessTarget,
     RoleSpec,
     Sink,
     SystemConfig,
     nodes_with_role,
     switch_table,
 )
-from systems.kit import PackagesBeside, SwitchTable, restart_known, setting_up
+from systems.kit import DaemonEntry, DaemonTable, PackagesBeside, SwitchTable, setting_up
 from systems.reference import client, lock_server, store_server
 
 __all__ = ["BUG_SWITCHES", "Ports", "ReferenceSystem"]
@@ -268,10 +267,7 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
                     "timeout": self.client_timeout,
                 },
             ),
-            targets=(
-                ProcessTarget("lock", lock_node.name, _LOCK_DAEMON),
-                ProcessTarget("store", store_node.name, _STORE_DAEMON),
-            ),
+            targets=self.daemons.targets(nodes),
             lease_ttl=self.lease_ttl(config),
         )
 
@@ -322,21 +318,34 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
         deploy.install(node, {**files, **deploy.nodeside_files(self.install_dir)})
         deploy.fresh_dir(node, data)
         # Both servers answer for their own clock (every wire server does).
-        ready = deploy.Pings(port, self.ready_timeout)
+        ready = self.daemons.entry(name).ready(node)
         ask = f"wire:{node.ip}:{port}"
         return deploy.start_clocked(node, name, argv, ready, ask, config.clocked)
 
+    @property
+    def daemons(self) -> DaemonTable:
+        """The lock server on the lock node and the store on the store node, each ready once
+        it answers a ping on its port."""
+        return DaemonTable(
+            self.name,
+            DaemonEntry(
+                _LOCK_DAEMON, "lock", lambda _: deploy.Pings(self.ports.lock, self.ready_timeout)
+            ),
+            DaemonEntry(
+                _STORE_DAEMON, "store", lambda _: deploy.Pings(self.ports.store, self.ready_timeout)
+            ),
+        )
+
+    def _pings(self, port: int) -> deploy.Pings:
+        return deploy.Pings(port, self.ready_timeout)
+
     def teardown(self, nodes: Mapping[str, Node]) -> None:
         """SIGKILL the lock server and the store (their data stays for collection)."""
-        deploy.tear_down("reference", nodes.values(), (_LOCK_DAEMON, _STORE_DAEMON))
+        self.daemons.tear_down(nodes)
 
     def restart(self, node: Node, daemon: str) -> Daemon:
         """Start a killed server again; it recovers its state from its data dir."""
-        ready = {
-            _LOCK_DAEMON: deploy.Pings(self.ports.lock, self.ready_timeout),
-            _STORE_DAEMON: deploy.Pings(self.ports.store, self.ready_timeout),
-        }
-        return restart_known(self.name, node, daemon, ready)
+        return self.daemons.restart(node, daemon)
 
     def collect(self, nodes: Mapping[str, Node]) -> dict[str, dict[str, bytes]]:
         """The lock server's epoch file and the store's log of accepted writes."""

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.node import Node
+from harness.node.wait import CommandSucceeds
 from systems import (
     AdapterError,
     BugSwitch,
@@ -19,9 +20,10 @@ from systems import (
     SystemConfig,
     switch_table,
 )
-from systems.kit import SwitchTable, restart_known, setting_up
+from systems.base import ProcessTarget
+from systems.kit import DaemonEntry, DaemonTable, SwitchTable, setting_up
 from tests.support.fake import FakeSystem
-from tests.support.localcluster import LocalNode, local_nodes
+from tests.support.localcluster import LocalNode, local_nodes, wait_dead
 
 _PAUSE = Exposure(faults=("pause",))
 
@@ -87,11 +89,45 @@ def test_setting_up_validates_first_and_tears_down_a_failed_start(
     assert system.calls == [("started",), ("teardown", "l1", "s1", "w1")]
 
 
-def test_restart_known_refuses_a_daemon_the_system_does_not_have(
+def _sleeper_table() -> DaemonTable:
+    """A lock daemon and an untargeted helper on l1, a store daemon on s1: each ready once its
+    process runs."""
+
+    def running(node: Node) -> CommandSucceeds:
+        return CommandSucceeds("true", timeout=5.0)
+
+    return DaemonTable(
+        "fake",
+        DaemonEntry("lockd", "lock", running),
+        DaemonEntry("helper", "lock", running, targeted=False),
+        DaemonEntry("stored", "store", running),
+    )
+
+
+def test_a_daemon_table_derives_targets_from_roles_and_refuses_a_daemon_it_lacks(
     nodes: dict[str, LocalNode],
 ) -> None:
-    with pytest.raises(AdapterError, match="the fake system has no daemon 'ghost' to restart"):
-        restart_known("fake", nodes["l1"], "ghost", {})
+    table = _sleeper_table()
+    assert table.targets(nodes) == (
+        ProcessTarget("lock", "l1", "lockd"),
+        ProcessTarget("store", "s1", "stored"),
+    )
+    with pytest.raises(AdapterError, match="the fake system has no daemon 'ghost'"):
+        table.restart(nodes["l1"], "ghost")
+
+
+def test_a_daemon_table_starts_tears_down_and_restarts_on_the_same_command_line(
+    nodes: dict[str, LocalNode],
+) -> None:
+    table = _sleeper_table()
+    first = table.start(nodes["l1"], "lockd", ["sleep", "300"])
+    assert nodes["l1"].process_state(first) not in (None, "Z", "X")
+    table.tear_down(nodes)
+    wait_dead(nodes["l1"], first)
+    again = table.restart(nodes["l1"], "lockd")
+    assert again.argv == first.argv and again.pid != first.pid
+    table.tear_down(nodes)
+    wait_dead(nodes["l1"], again)
 
 
 def test_packages_beside_reads_the_list_beside_the_adapters_module(tmp_path: Path) -> None:
