@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import random
 import socket
 import threading
 import time
@@ -12,7 +13,16 @@ from collections.abc import Iterator
 import pytest
 
 from harness.nodeside.proxy import Framer, Proxy, resp_command, resp_end, summarize
-from nemeses.proxy import CHAIN, redirect_script, removal_script
+from nemeses.kinds import END_AFTER_WRITES, Draw
+from nemeses.proxy import (
+    CHAIN,
+    DELAY_KIND,
+    HOLD_KIND,
+    REPLAY_KIND,
+    RESET_KIND,
+    redirect_script,
+    removal_script,
+)
 from nemeses.proxy import said_by_proxy as proxy_sentence
 
 
@@ -213,3 +223,20 @@ def test_a_stop_names_each_held_write_and_counts_the_rest() -> None:
     assert proxy_sentence("w2", report) == (
         "w2's write w2-31 (epoch 4) was held 3.10 s; w2's proxy held 2 chunks"
     )
+
+
+def test_the_schedules_draw_the_lease_aware_shapes() -> None:
+    roles = {"l1": "lock", "s1": "store", "w1": "worker"}
+    draw = Draw(random.Random(3), "holder", "worker", roles, {}, 0.02, 3 * 10**9, 10**9)
+    targets, hold = HOLD_KIND.draw(draw)
+    assert targets == ("holder",)
+    # Everything waits (the keepalives too), until the next holder's first accepted write.
+    assert hold["to"] == "any" and hold[END_AFTER_WRITES] == 1 and HOLD_KIND.outlives_lease
+    for _ in range(20):
+        _, delay = DELAY_KIND.draw(draw)
+        assert delay["to"] in ("lock", "any")  # keepalives only, or everything
+        assert delay["latency_s"] in (0.2, 0.5, 1.2)
+        _, reset = RESET_KIND.draw(draw)
+        assert reset["to"] == "store" and reset["direction"] in ("request", "reply")
+        _, replay = REPLAY_KIND.draw(draw)
+        assert replay["to"] == "store" and replay["after_s"] in (0.1, 0.5, 1.1)
