@@ -242,6 +242,7 @@ class _Link:
         self._open_ways = len(DIRECTIONS)
         self.framer: Framer | None = None
         self.session: list[bytes] = []  # RESP frames a replay must send first
+        self.opening: Framer | None = Framer("resp")  # until the session's opening is read
         self.held: dict[str, list[tuple[_Fault, dict[str, Any]]]] = {way: [] for way in DIRECTIONS}
         self.lock = threading.Lock()
 
@@ -322,7 +323,7 @@ class Proxy:
         """Put a fault in force (replacing one of the same key)."""
         fault = _Fault(message)
         if fault.kind == "replay":
-            for role in self.framings if fault.to == "any" else (fault.to,):
+            for role in self.framings if fault.to == "any" else (self._write_path(fault.to),):
                 Framer(self._framing(fault, role)[0])  # refuse an unknown framing now
         with self._mutex:
             old = self._faults.pop(fault.key, None)
@@ -377,6 +378,11 @@ class Proxy:
         except (KeyError, TypeError, ValueError) as problem:
             return {"ok": False, "error": "bad-request", "message": str(problem)}
         return {"ok": False, "error": "bad-request", "message": f"unknown op {op!r}"}
+
+    def _write_path(self, to: str) -> str:
+        """The role a fault aimed ``to`` a role reaches: ``store`` is the lock nodes where there
+        are no store nodes (see :meth:`_active`)."""
+        return "lock" if to == "store" and not self._stores else to
 
     def _active(self, role: str, direction: str) -> list[_Fault]:
         # A system whose lock service is its store (Redis) has no store nodes: the write path
@@ -512,9 +518,25 @@ class Proxy:
         self._settle(link, way, "delivered")
         if way != "request":
             return
+        if link.opening is not None:
+            self._keep_session(link, data)
         for fault in self._active(link.role, way):
             if fault.kind == "replay":
                 self._replay_frames(fault, link, data)
+
+    def _keep_session(self, link: _Link, data: bytes) -> None:
+        """Keep a RESP connection's opening commands (``AUTH``, ``HELLO``, ``SELECT``), which a
+        replay on a connection of its own must send first, whenever the connection opened:
+        read only until its first other command, so it costs nothing after."""
+        if self.framings.get(link.role, {}).get("framing") != "resp":
+            link.opening = None
+            return
+        assert link.opening is not None
+        for frame in link.opening.feed(data):
+            if resp_command(frame) not in _SESSION_COMMANDS:
+                link.opening = None
+                return
+            link.session.append(frame)
 
     def _framing(self, fault: _Fault, role: str) -> tuple[str, bytes]:
         """How requests to ``role`` are framed, and what marks a write (the fault's parameters
@@ -528,8 +550,7 @@ class Proxy:
             link.framer = Framer(framing)
         for frame in link.framer.feed(data):
             if framing == "resp" and resp_command(frame) in _SESSION_COMMANDS:
-                link.session.append(frame)
-                continue
+                continue  # kept by _keep_session
             if match in frame and fault.chance():
                 with fault.done:
                     fault.pending += 1

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from harness.nodeside.proxy import Framer, Proxy, resp_command, resp_end, summarize
+from harness.nodeside.proxy import Framer, Proxy, _Link, resp_command, resp_end, summarize
 from nemeses.kinds import END_AFTER_WRITES, Draw
 from nemeses.proxy import (
     CHAIN,
@@ -240,3 +240,23 @@ def test_the_schedules_draw_the_lease_aware_shapes() -> None:
         assert reset["to"] == "store" and reset["direction"] in ("request", "reply")
         _, replay = REPLAY_KIND.draw(draw)
         assert replay["to"] == "store" and replay["after_s"] in (0.1, 0.5, 1.1)
+
+
+def test_replay_to_the_store_of_a_system_whose_lock_nodes_are_its_store() -> None:
+    # Redis: no store nodes; the framing is the lock role's, and "store" means the lock nodes.
+    framings = {"lock": {"framing": "resp", "match": "EVALSHA"}}
+    proxy = Proxy({"127.0.0.1": ("r1", "lock")}, routes={0: ("127.0.0.1", 9)}, framings=framings)
+    assert proxy.answer({"op": "add", "key": "p", "kind": "replay", "to": "store"})["ok"]
+    assert proxy._active("lock", "request")[0].key == "p"
+
+
+def test_a_resp_connections_opening_is_kept_for_a_replay_added_later() -> None:
+    framings = {"lock": {"framing": "resp", "match": "EVALSHA"}}
+    proxy = Proxy({"127.0.0.1": ("r1", "lock")}, routes={0: ("127.0.0.1", 9)}, framings=framings)
+    link = _Link(1, socket.socket(), ("127.0.0.1", 9), "lock")
+    auth = b"*2\r\n$4\r\nAUTH\r\n$3\r\npwd\r\n"
+    proxy._after_delivery(link, "request", auth)  # before any replay fault
+    proxy._after_delivery(link, "request", b"*1\r\n$4\r\nPING\r\n")
+    proxy._after_delivery(link, "request", b"*2\r\n$4\r\nAUTH\r\n$1\r\nx\r\n")
+    assert link.session == [auth] and link.opening is None  # read only up to PING
+    link.client.close()
