@@ -15,7 +15,11 @@ to the agent, which includes the agent and the server; the rest of the holder's 
 workload's choices and bookkeeping) and the CPU time of the controller process, the agents'
 containers and the server's container (cgroup v1 ``cpuacct``, where the engine exposes it).
 
-    python bench/capacity.py [--duration 20] [--workers 16] [--writes 2000] [--rounds 4]
+    python bench/capacity.py [--duration 20] [--workers 16] [--writes 2000] [--rounds 4] [--proxy]
+
+``--proxy`` puts the write-path proxy (issue 29) in place on every worker (``fencecheck run
+--proxy``: no fault, only the extra hop), so the same figures say what the proxy costs the
+harness; its own added latency against a direct connection is ``bench/proxy.py``'s.
 
 Exit status 0 whatever the numbers (2 cores shared with other work make them noisy).
 """
@@ -158,7 +162,13 @@ def _usage(path: Path) -> float:
 
 
 def _throughput(
-    workers: int, seconds: float, seed: int, store: Path, timers: _Timers, cpu: _CpuWatch
+    workers: int,
+    seconds: float,
+    seed: int,
+    store: Path,
+    timers: _Timers,
+    cpu: _CpuWatch,
+    proxy: bool = False,
 ) -> _Throughput:
     """One fault-free run on the no-op system at full speed, instrumented.
 
@@ -176,7 +186,8 @@ def _throughput(
         time_limit=seconds,
         seed=seed,
         store=store,
-        name="bench-capacity",
+        name="bench-capacity-proxy" if proxy else "bench-capacity",
+        proxy=proxy,
     )
     watcher = threading.Thread(target=cpu.watch, daemon=True)
     watcher.start()
@@ -257,6 +268,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--store", type=Path, help="keep run folders here (default: a temp dir)")
     parser.add_argument("--skip-latency", action="store_true", help="throughput only")
+    parser.add_argument(
+        "--proxy", action="store_true", help="with the write-path proxy on every worker"
+    )
     args = parser.parse_args(argv)
     console = Console()
     store = args.store or Path(tempfile.mkdtemp(prefix="fencecheck-capacity-"))
@@ -264,10 +278,11 @@ def main(argv: list[str] | None = None) -> int:
 
     console.rule(
         f"capacity: {args.workers} workers on the no-op system, no faults, {args.duration:g} s"
+        + (", through the write-path proxy" if args.proxy else "")
     )
     timers = _Timers()
     cpu = _CpuWatch(store, args.duration)
-    result = _throughput(args.workers, args.duration, args.seed, store, timers, cpu)
+    result = _throughput(args.workers, args.duration, args.seed, store, timers, cpu, args.proxy)
     if not result.latencies:
         results = json.loads((result.run_dir / "results.json").read_text())
         why = results.get("run_error") or "no operation completed"
@@ -296,7 +311,12 @@ def main(argv: list[str] | None = None) -> int:
     if not args.skip_latency:
         console.rule("added latency: agent + history vs the same write on the node")
         samples = _overhead(
-            args.writes, args.rounds, store / "latency-history.jsonl", "noop", "memory"
+            args.writes,
+            args.rounds,
+            store / "latency-history.jsonl",
+            "noop",
+            "memory",
+            proxy=args.proxy,
         )
         shares = (0.5, 0.99)
         table = Table("path (fenced write, one at a time)", "n", "p50", "p99", "added p99")

@@ -109,7 +109,12 @@ def _case(entry: MatrixEntry) -> _Case:
     name = "+".join(spec.bugs) or f"correct {spec.workload}+{'+'.join(spec.nemeses)}"
     if not spec.bugs and spec.targets != ("holder",):
         name += f"@{','.join(spec.targets)}"
+    if spec.system != _MATRIX_SYSTEM:  # a matrix of several systems (matrices/proxy.json)
+        name = f"{spec.system}: {name}"
     return _Case(name, spec, entry.expect.anomalies)
+
+
+_MATRIX_SYSTEM: Final = "reference"
 
 
 # The same cases CI runs (tests/e2e/test_detection_matrix.py): each bug switch under the fault
@@ -243,7 +248,12 @@ def _timed(count: int, write: Callable[[int], bool]) -> list[float]:
 
 
 def _overhead(
-    writes: int, rounds: int, history: Path, system_name: str = "reference", sink: str = "store"
+    writes: int,
+    rounds: int,
+    history: Path,
+    system_name: str = "reference",
+    sink: str = "store",
+    proxy: bool = False,
 ) -> dict[str, list[float]]:
     """Seconds per fenced write by three paths, in interleaved rounds on one cluster.
 
@@ -251,7 +261,8 @@ def _overhead(
     work_ms 0: ``direct`` is
     the client module run on w1; ``agent`` adds the controller → agent hop (the request line, the
     agent's lease check and log line); ``agent + history`` is a run's real path,
-    :class:`HolderOps`, which also records invoke and completion (flushed) in a history.
+    :class:`HolderOps`, which also records invoke and completion (flushed) in a history. With
+    ``proxy`` the write-path proxy is in place on w1 (all three paths pass through it).
     """
     system = load_system(system_name)
     samples: dict[str, list[float]] = {"direct": [], "agent": [], "agent + history": []}
@@ -260,7 +271,7 @@ def _overhead(
     image = system_image(packages_of(system))
     with Cluster(f"bench-{new_run_id()}", topology, image=image) as cluster:
         nodes: dict[str, Node] = dict(cluster.nodes)
-        deployment, agents = deploy_system(system, nodes, SystemConfig(lease_ttl=10.0))
+        deployment, agents = deploy_system(system, nodes, SystemConfig(lease_ttl=10.0), proxy=proxy)
         try:
             endpoint = agents.endpoints["w1"]
             link = AgentLink(endpoint.host, endpoint.port, token=agents.token)

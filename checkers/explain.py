@@ -46,7 +46,8 @@ def describe_fault(window: FaultWindow) -> str:
     events say what happened in a sentence is told by them (``"l1's clock jumped 3 s forward at
     12.1 s, and l1's clock jumped 3 s back at 15.4 s"``); a compound fault
     says each of its parts: ``"w2 was paused from 5.9 s to 9 s; store was killed at 8.4 s and
-    listening again at 8.9 s"``."""
+    listening again at 8.9 s"``; what a stop alone says is added: ``"w2 was held from 1.4 s to
+    2.5 s (w2's write w2-13 (epoch 2) was held 1.06 s; ...)"``."""
     if window.parts:
         text = "; ".join(describe_fault(part) for part in window.parts)
         return text if window.applied else f"{text} (failed to apply)"
@@ -71,6 +72,8 @@ def describe_fault(window: FaultWindow) -> str:
         text = f"{what} from {seconds(window.start)} until the end"
     else:
         text = f"{what} from {seconds(window.start)} to {seconds(window.end)}"
+    if window.closed:  # what the stop saw, e.g. which request a hold kept and how long
+        text += f" ({window.closed})"
     return text if window.applied else f"{text} (failed to apply)"
 
 

@@ -23,6 +23,9 @@ harness:
   measure the harness, not to survive a crash); runs that would kill them are refused
   (:func:`durability_problem`).
 - :class:`WritesSpanKeys`: sinks that take one write across several keys atomically.
+- :class:`FramesRequests`: where the holder client's requests end and which are writes, so that
+  the ``replay`` fault can send one again; a run that asks for replay without it is refused
+  (:func:`replay_problem`).
 - :class:`TakesClockFaults`: which of its daemons run under libfaketime (started with
   :func:`systems.deploy.start_clocked`), so that ``clock-step`` and ``clock-rate`` can move their
   clocks, and why the others cannot; a run that aims a clock fault at one that cannot is refused
@@ -57,6 +60,7 @@ __all__ = [
     "ConfigError",
     "Deployment",
     "Exposure",
+    "FramesRequests",
     "HolderClientCode",
     "KnowsClientMember",
     "KnowsLeader",
@@ -80,6 +84,7 @@ __all__ = [
     "nodes_with_role",
     "packages_of",
     "read_packages",
+    "replay_problem",
     "switch_table",
     "topology",
 ]
@@ -433,6 +438,31 @@ class TakesClockFaults(Protocol):
         """For each role with daemons (``lock``, ``store``): ``""`` when its daemons take clock
         faults, else why they cannot (e.g. a Go program, which libfaketime does not reach)."""
         ...
+
+
+@runtime_checkable
+class FramesRequests(Protocol):
+    """A system that says where its holder client's requests end, so that the ``replay`` fault
+    can send one again (:mod:`harness.nodeside.proxy`)."""
+
+    def request_framing(self) -> Mapping[str, tuple[str, str]]:
+        """For each role the holder talks to (``lock``, ``store``): ``(framing, match)``, where
+        ``framing`` is ``lines`` (newline-delimited) or ``resp`` (Redis's RESP), and ``match`` is
+        a substring of the requests that are writes (those a replay sends again)."""
+        ...
+
+
+REPLAY_KIND: Final = "replay"
+
+
+def replay_problem(system: System, kinds: Sequence[str]) -> str | None:
+    """Why ``replay`` among ``kinds`` cannot run on ``system`` (``None``: it can, or is absent)."""
+    if REPLAY_KIND not in kinds or isinstance(system, FramesRequests):
+        return None
+    return (
+        f"system {system.name!r} does not say where its requests end (the FramesRequests "
+        "ability), so the replay fault cannot send one again; use hold, delay, loss or reset"
+    )
 
 
 CLOCK_KINDS: Final = ("clock-step", "clock-rate")

@@ -64,14 +64,18 @@ def up(workers: int, run_id: str | None, image: str | None, system: str, ttl: fl
         with cluster:
             if deploy is not None:
                 try:
+                    # The write-path proxy too, so that `fencecheck nemesis hold` (and the other
+                    # proxy kinds) can be tried by hand on this cluster.
                     deployment, _ = deploy_system(
-                        deploy, cluster.nodes, SystemConfig(lease_ttl=ttl)
+                        deploy, cluster.nodes, SystemConfig(lease_ttl=ttl), proxy=True
                     )
                 except BaseException:
                     cluster.down()
                     raise
                 daemons = ", ".join(f"{t.role}: {t.daemon}" for t in deployment.targets)
-                console.print(f"{system} deployed ({daemons}; agents on the workers)")
+                console.print(
+                    f"{system} deployed ({daemons}; agents and the write-path proxy on the workers)"
+                )
             table = Table("node", "role", "ip", "container")
             for node in cluster.nodes.values():
                 table.add_row(node.name, node.role, node.ip, cluster.container_name(node.name))

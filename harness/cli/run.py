@@ -70,6 +70,10 @@ def _spec_option(spec_field: SpecField) -> Callable[[_F], _F]:
         return store_option
     if spec_field.kind == "bugs":
         return click.option(spec_field.option, spec_field.name, multiple=True, help=spec_field.help)
+    if spec_field.kind == "flag":
+        return click.option(
+            spec_field.option, spec_field.name, is_flag=True, default=None, help=spec_field.help
+        )
     types: dict[str, click.ParamType[Any] | type] = {
         "int": int,
         "float": float,

@@ -88,6 +88,9 @@ class Fault:
     heal_error: str | None
     process: str | None = None
     ttl_multiple: float | None = None
+    held: tuple[Mapping[str, Any], ...] = ()
+    """Requests the write-path proxy held (``hold``): each ``{"s": ns, "e": ns, "what": text}``
+    from its send to its delivery, on the run clock (:func:`held_requests`)."""
 
     @property
     def latency(self) -> int | None:
@@ -199,9 +202,46 @@ def _faults(timeline: FaultTimeline, nemesis: Mapping[int, Event]) -> list[Fault
                 str(heal_error) if heal_error else None,
                 str(process) if isinstance(process, str) else None,
                 float(multiple) if isinstance(multiple, int | float) else None,
+                held_requests(stop.value) if stop is not None else (),
             )
         )
     return faults
+
+
+def held_requests(stop: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
+    """The requests a stop's proxy report says were held, from send to delivery, in run-clock
+    ns. The proxy stamps its events with its node's wall clock; the stop's ``confirmed`` (run
+    clock) was read right after the proxy answered at its ``at`` (wall clock), so each time is
+    moved by that pair: its error is the control call's return trip (tens of ms)."""
+    confirmed = _int(stop.get("confirmed"))
+    reports = stop.get("proxy")
+    if confirmed is None or not isinstance(reports, dict):
+        return ()
+    held: list[Mapping[str, Any]] = []
+    for node, report in reports.items():
+        if not isinstance(report, dict) or not isinstance(report.get("at"), int | float):
+            continue
+        answered = float(report["at"])
+        for event in report.get("events", ()):
+            if not isinstance(event, dict) or event.get("what") != "held":
+                continue
+            if not isinstance(event.get("delivered"), int | float):
+                continue
+            requests = [r for r in event.get("requests", ()) if isinstance(r, dict)]
+            names = [
+                f"{r.get('op')} {r['id']} (epoch {r.get('epoch')})"
+                if "id" in r
+                else str(r.get("op"))
+                for r in requests
+            ]
+            held.append(
+                {
+                    "s": confirmed - round((answered - float(event["from"])) * 1e9),
+                    "e": confirmed - round((answered - float(event["delivered"])) * 1e9),
+                    "what": f"{node} → {event.get('to', '?')}: {', '.join(names) or 'bytes'}",
+                }
+            )
+    return tuple(held)
 
 
 def _evidence_list(results: Mapping[str, Any]) -> list[tuple[str, bool, Mapping[str, Any]]]:
@@ -554,6 +594,10 @@ def _fault_payload(fault: Fault) -> dict[str, Any]:
         "mult": fault.ttl_multiple,
         "ix": window.start_index,
         "sx": window.end_index,
+        "held": [
+            {"s": micros(int(h["s"])), "e": micros(int(h["e"])), "what": h["what"]}
+            for h in fault.held
+        ],
     }
 
 

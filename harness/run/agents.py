@@ -17,6 +17,7 @@ from typing import Final
 from harness.node import Daemon, Node
 from harness.nodeside import agent
 from harness.nodeside.agent import AgentConfig
+from harness.run.proxies import start_proxies, stop_proxies
 from systems import deploy
 from systems.base import (
     AdapterError,
@@ -199,9 +200,11 @@ def deploy_system(
     secret_file: str = deploy.SECRET_FILE,
     port: int = AGENT_PORT,
     install_dir: str = deploy.INSTALL_DIR,
+    proxy: bool = False,
 ) -> tuple[Deployment, AgentSet]:
     """Everything a run needs running on ``nodes``: the run's secret in ``secret_file`` on every
-    node (and named in the config the system gets), the system set up, and the harness's agents
+    node (and named in the config the system gets), the system set up, with ``proxy`` the
+    write-path proxy on every worker (:mod:`harness.run.proxies`), and the harness's agents
     started with the holder ``flaws``. What was started is stopped again if a later step fails."""
     token = deploy.install_secret(nodes, secret_file)
     config = replace(config, secret_file=secret_file)
@@ -214,6 +217,8 @@ def deploy_system(
             )
             if problem is not None:
                 raise AdapterError(problem)
+        if proxy:
+            start_proxies(system, nodes, install_dir, secret_file)
         agents = start_agents(
             nodes,
             deployment.client,
@@ -226,6 +231,8 @@ def deploy_system(
             timed_sinks=[s.name for s in system.inventory(config) if s.mitigation == "lock-delay"],
         )
     except BaseException:
+        if proxy:
+            stop_proxies(nodes)
         system.teardown(nodes)
         raise
     return deployment, agents

@@ -18,7 +18,10 @@ sets the system up, starts the harness's agents, and checks through them, in ord
    grant carries it and it rises strictly per lock, across the restarts too;
 8. where a sink claims ``seq`` (``Sink(seq=True)``), every accepted write and every read entry
    carries it, strictly increasing in acceptance order across keys; a fenced sink without it is
-   a warning: stale writes across its keys cannot be judged.
+   a warning: stale writes across its keys cannot be judged;
+9. the holders' traffic passes through the write-path proxy (:mod:`harness.run.proxies`; the
+   battery always runs with it in place): the proxy on the worker counted requests and replies
+   to the lock service and to the sinks, so the proxy fault kinds reach them.
 
 An item about a part the system does not have (an unfenced sink, restarts) is shown as skipped,
 never as held.
@@ -46,6 +49,8 @@ from harness.node.docker.images import system_image
 from harness.nodeside.client import STALE
 from harness.nodeside.wire import NotDelivered, call
 from harness.run.agents import AgentSet, client_path, deploy_system, stop_agents
+from harness.run.proxies import stop_proxies, traffic
+from nemeses.protocol import NemesisError
 from systems import (
     AdapterError,
     Deployment,
@@ -506,6 +511,34 @@ class _Battery:
                 "answering a grant) and reload them on start",
             )
 
+    def through_proxy(self, worker: str) -> None:
+        """The proxy on ``worker`` relayed requests and replies to the lock service and the
+        sinks (a system whose lock service is its store has no store nodes: its lock nodes
+        count for both)."""
+        try:
+            counted = traffic(self.nodes[worker])
+        except NemesisError as problem:
+            counted = {"connections": 0, "bytes": {}, "problem": str(problem)}
+        roles = {node.role for node in self.nodes.values()} - {"worker"}
+        problems = [counted["problem"]] if "problem" in counted else []
+        for role in sorted(roles):
+            seen = counted["bytes"].get(role, {})
+            for way in ("request", "reply"):
+                if not seen.get(way):
+                    problems.append(f"no {way} bytes to the {role} nodes went through the proxy")
+        shown = ", ".join(
+            f"{role} {seen.get('request', 0)}/{seen.get('reply', 0)} B"
+            for role, seen in sorted(counted["bytes"].items())
+        )
+        self.note(
+            "the holders' traffic passes through the write-path proxy",
+            problems,
+            "the holder client must reach the lock and store nodes over TCP at their addresses "
+            "on the run's network (the proxy redirects those); a client that reaches them "
+            "another way escapes hold, delay, loss, reset and replay",
+            f"{counted['connections']} connections; request/reply bytes: {shown}",
+        )
+
 
 def _swapped(value: Any, old: str, new: str) -> Any:
     """``value`` (a client config) with every string ``old`` replaced by ``new``."""
@@ -536,7 +569,7 @@ def check_deployed(system: System, nodes: Mapping[str, Node]) -> ContractReport:
     started = time.monotonic()
     report = ContractReport(system.name)
     config = SystemConfig(lease_ttl=_TTL)
-    deployment, agents = deploy_system(system, nodes, config)
+    deployment, agents = deploy_system(system, nodes, config, proxy=True)
     try:
         secret = None if agents.token is None else (agents.token, deploy.SECRET_FILE)
         battery = _Battery(system, nodes, _Agents(agents), deployment, secret)
@@ -545,6 +578,7 @@ def check_deployed(system: System, nodes: Mapping[str, Node]) -> ContractReport:
     finally:
         try:
             stop_agents(nodes)
+            stop_proxies(nodes)
         finally:
             system.teardown(nodes)
     report.seconds = time.monotonic() - started
@@ -575,6 +609,7 @@ def _run(battery: _Battery) -> None:
     battery.outsider_refused(worker)
     battery.restarts_keep_state(lock, worker, stale)
     battery.grant_seq_rises()
+    battery.through_proxy(worker)
 
 
 def check_adapter(system: System, progress: Callable[[str], None] | None = None) -> ContractReport:

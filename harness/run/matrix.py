@@ -251,6 +251,8 @@ def _check_value(key: str, value: Any, where: str) -> Any:
             raise MatrixError(f"{where}: {key}: {problem}") from None
     if kind in ("text", "choice") and isinstance(value, str):
         return value
+    if kind == "flag" and isinstance(value, bool):
+        return value
     raise MatrixError(f"{where}: {key} must be {_KIND_WORDS[kind]}, not {value!r}")
 
 
@@ -264,6 +266,7 @@ _KIND_WORDS: Final = {
     "float": "a float (a number)",
     "duration": "a float (seconds)",
     "path": "a folder name",
+    "flag": "true or false",
 }
 """How a matrix error names what each kind of field takes."""
 

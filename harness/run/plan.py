@@ -40,6 +40,7 @@ from systems import (
     durability_problem,
     lease_ttl_of,
     load_system,
+    replay_problem,
     topology,
 )
 from systems.holder_flaws import REACQUIRE_NO_REREAD, RETRY_ON_REJECT
@@ -168,6 +169,7 @@ def _load(spec: TestSpec) -> System:
     for refusal in (
         durability_problem(system, spec.nemeses, spec.targets),
         clock_problem(system, spec.nemeses, spec.targets),
+        replay_problem(system, spec.nemeses),
     ):
         if refusal is not None:
             raise RunError(refusal)

@@ -44,6 +44,7 @@ from harness.run.holder_ops import HolderBoard, HolderOps
 from harness.run.judge import Judged, conclude_run, judge_run
 from harness.run.plan import RunError, plan_run, schedule_for, workload_options
 from harness.run.progress import RunProgress
+from harness.run.proxies import proxied, stop_proxies
 from harness.run.record import Interruption, NodeEntry, RunRecord
 from harness.run.recorder import Recorder
 from harness.run.spec import SPEC_FIELDS, TestSpec
@@ -368,7 +369,8 @@ def _exercise(
     """
     recorder, run_dir = state.recorder, state.run_dir
     assert recorder is not None
-    deployment, agents = deploy_system(system, nodes, config, spec.bugs)
+    through_proxy = spec.proxy or proxied(spec.nemeses)
+    deployment, agents = deploy_system(system, nodes, config, spec.bugs, proxy=through_proxy)
     lease_ttl = deployment.lease_ttl or config.lease_ttl
     interrupted = False
     # Everything the run holds is released here, last taken first: the agent links, then the
@@ -376,7 +378,7 @@ def _exercise(
     # signal meanwhile is recorded and waits until all of it is done.
     resources = contextlib.ExitStack()
     resources.callback(system.teardown, nodes)
-    resources.callback(_stop_agents_quietly, nodes)
+    resources.callback(_stop_agents_quietly, nodes, through_proxy)
     resources.callback(collect_logs, system, nodes, run_dir)
     try:
         try:
@@ -475,10 +477,12 @@ def _exercise(
             resources.close()
 
 
-def _stop_agents_quietly(nodes: Mapping[str, Node]) -> None:
+def _stop_agents_quietly(nodes: Mapping[str, Node], through_proxy: bool) -> None:
     # The system's own teardown comes next and must run even when a node no longer answers.
     with contextlib.suppress(Exception):
         stop_agents(nodes)
+        if through_proxy:
+            stop_proxies(nodes)
 
 
 def kill_restarter(system: System, deployment: Deployment, agents: AgentSet) -> SystemRestarter:

@@ -77,12 +77,14 @@ ACQUIRE_MODES: Final = ("wait", "try")
 short in real time, so real-time order judges grants even without ``grant_seq``; nobody waits, so
 a service's mistakes with its waiters cannot show). docs/design.md §4 weighs the two."""
 
-SpecKind = Literal["text", "choice", "names", "bugs", "lengths", "int", "float", "duration", "path"]
+SpecKind = Literal[
+    "text", "choice", "names", "bugs", "lengths", "int", "float", "duration", "path", "flag"
+]
 """How a spec field is written on the command line and in a matrix row: ``text`` and ``choice``
 a string (``choice`` one of :attr:`SpecField.choices`), ``names`` a comma-separated list
 (``none`` for none; a list in a matrix row), ``bugs`` a repeated option, ``lengths`` numbers
 separated by commas, ``int``/``float`` a number, ``duration`` seconds (``500ms``, ``2m``),
-``path`` a folder."""
+``path`` a folder, ``flag`` an option without a value (true when given)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +120,8 @@ class SpecField:
         """The command-line words that set ``value`` (the inverse of the ``run`` option)."""
         if self.kind == "bugs":
             return [word for bug in value for word in (self.option, bug)]
+        if self.kind == "flag":
+            return [self.option] if value else []
         if self.kind == "names":
             return [self.option, ",".join(value) or "none"]
         if self.kind == "lengths":
@@ -370,6 +374,16 @@ class TestSpec:
     )
     name: str = _field(
         "", SpecField("text", "--name", "The run's folder name in the store (default: derived).")
+    )
+    proxy: bool = _field(
+        False,
+        SpecField(
+            "flag",
+            "--proxy",
+            "Put the write-path proxy between the holders and the system even without a proxy "
+            "fault (hold, delay, loss, reset, replay insert it anyway): to measure what it costs.",
+            label="write-path proxy",
+        ),
     )
     store: Path = _field(  # noqa: RUF009 (_field makes a dataclasses.field, not a shared default)
         _STORE,

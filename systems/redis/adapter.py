@@ -110,6 +110,10 @@ class RedisSystem(PackagesBeside, SwitchTable):
     down_after_ttls: float = 5.0
     wait_ms: int = 1000
 
+    def request_framing(self) -> Mapping[str, tuple[str, str]]:
+        """RESP; a fenced write is one of the client's scripts (``EVALSHA``)."""
+        return {"lock": ("resp", "EVALSHA")}
+
     def clock_roles(self) -> Mapping[str, str]:
         """None: measured, Debian bookworm's redis-server 7.0 does not start under libfaketime.
 

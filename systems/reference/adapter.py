@@ -134,6 +134,24 @@ BUG_SWITCHES: Final = switch_table(
         ("store",),
     ),
     BugSwitch(
+        store_server.FENCE_PER_CONNECTION,
+        "the store checks a connection's first fenced write and trusts the connection after "
+        "(a session authenticated once): a write held on the old holder's connection passes",
+        # The hold keeps the holder's write (on its pooled connection) until the next holder's
+        # first write is in; then it arrives on a connection the store already trusts.
+        Exposure(faults=("hold",)),
+        ("stale-write",),
+        ("store",),
+    ),
+    BugSwitch(
+        store_server.NON_IDEMPOTENT,
+        "the store appends a write it already holds again (same id and epoch): a request the "
+        "network delivers twice, or a client's retry, is applied twice (only replay shows it)",
+        Exposure(faults=("replay",)),
+        ("duplicate-write",),
+        ("store",),
+    ),
+    BugSwitch(
         "long-ttl-no-fence",
         f"a lease TTL {_LONG_TTL_FACTOR:g}x the configured one instead of fencing: the "
         "store accepts any epoch",
@@ -159,6 +177,8 @@ _STORE_BUGS: Final = {
     "lazy-mark": store_server.LAZY_MARK,
     "unfenced-path": store_server.UNFENCED_PATH,
     store_server.MARK_PER_KEY: store_server.MARK_PER_KEY,
+    store_server.FENCE_PER_CONNECTION: store_server.FENCE_PER_CONNECTION,
+    store_server.NON_IDEMPOTENT: store_server.NON_IDEMPOTENT,
 }
 
 
@@ -214,6 +234,11 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
         server's faults move its wall clock only, the one an NTP step moves (it measures leases
         on the monotonic one, unless ``wall-clock-expiry``)."""
         return {"lock": "", "store": ""}
+
+    def request_framing(self) -> Mapping[str, tuple[str, str]]:
+        """Both servers speak newline-delimited JSON; a write's op begins with ``write``
+        (``write`` and ``write-batch``)."""
+        return {"lock": ("lines", '"op":"write'), "store": ("lines", '"op":"write')}
 
     def spanning_sinks(self) -> tuple[str, ...]:
         """Every sink: the store appends a write's items to their keys under one lock and fsync."""

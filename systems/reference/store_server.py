@@ -27,7 +27,13 @@ the log as a checkpoint record every 16th accepted fenced write only, so a resta
 the last checkpoint, a common shortcut of stores that keep the mark apart from the data),
 ``unfenced-path`` (``store-batch`` does not check epochs), ``mark-per-key`` (the mark is kept
 per key instead of per lock: a stale write to a key the new holder has not written yet is
-accepted, which only the order across keys, ``seq``, shows).
+accepted, which only the order across keys, ``seq``, shows), ``fence-per-connection`` (a
+connection's first fenced request is checked, later ones on it under the same lock are trusted, as
+a session authenticated once: a request held on an old connection passes), ``non-idempotent-write``
+(a write that is already in, same id and epoch, is appended again: a replayed or retried request
+is applied twice). A correct store answers such a repeat as it answered the first and appends
+nothing.
+
 
 Protocol (one JSON object per line, see :mod:`harness.nodeside.wire`):
 ``{"op":"write","sink":"store"|"audit","lock":L,"epoch":N,"key":K,"id":I,"prev":P}``,
@@ -56,9 +62,11 @@ from harness.nodeside import wire
 __all__ = [
     "AUDIT",
     "BATCH",
+    "FENCE_PER_CONNECTION",
     "LAZY_MARK",
     "MARK_EVERY",
     "MARK_PER_KEY",
+    "NON_IDEMPOTENT",
     "NO_STORE_CHECK",
     "STORE",
     "STORE_FORGETS",
@@ -78,7 +86,17 @@ MARK_EVERY: Final = 16
 """With ``lazy-mark``, the marks are saved with every this many accepted fenced writes."""
 UNFENCED_PATH: Final = "unfenced-path"
 MARK_PER_KEY: Final = "mark-per-key"
-_SWITCHES: Final = (NO_STORE_CHECK, STORE_FORGETS, LAZY_MARK, UNFENCED_PATH, MARK_PER_KEY)
+FENCE_PER_CONNECTION: Final = "fence-per-connection"
+NON_IDEMPOTENT: Final = "non-idempotent-write"
+_SWITCHES: Final = (
+    NO_STORE_CHECK,
+    STORE_FORGETS,
+    LAZY_MARK,
+    UNFENCED_PATH,
+    MARK_PER_KEY,
+    FENCE_PER_CONNECTION,
+    NON_IDEMPOTENT,
+)
 _SINKS: Final = (STORE, BATCH, AUDIT)
 
 
@@ -106,6 +124,12 @@ class Store:
         self._remember_marks = not bugs & {STORE_FORGETS, LAZY_MARK}
         self._lazy_marks = LAZY_MARK in bugs
         self._per_key = MARK_PER_KEY in bugs
+        self._per_connection = FENCE_PER_CONNECTION in bugs
+        self._idempotent = NON_IDEMPOTENT not in bugs
+        # fence-per-connection: the locks a connection was admitted under (each connection is
+        # served by a thread of its own, so a thread-local is that connection's session).
+        self._session = threading.local()
+        self._accepted: dict[tuple[str, str, int], int] = {}  # (sink, id, epoch) -> its seq
         self._unsaved = 0  # lazy-mark: accepted fenced writes since the marks were last saved
         self._mutex = threading.Lock()
         self._entries: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -154,6 +178,7 @@ class Store:
                 entry["seq"] = record["seq"]
                 self._seq = max(self._seq, record["seq"])
             self._entries.setdefault((record["sink"], record["key"]), []).append(entry)
+            self._accepted[(record["sink"], record["id"], record["epoch"])] = entry.get("seq", 0)
         if record["fenced"] and remember_mark:
             name = self._mark_name(record["lock"], record["key"])
             self._marks[name] = max(self._marks.get(name, 0), record["epoch"])
@@ -171,6 +196,11 @@ class Store:
         """Accept ``items`` into ``sink`` (all or none), or refuse them as ``stale-epoch``."""
 
         def accept(fenced: bool) -> dict[str, Any]:
+            seen = [self._accepted.get((sink, item.id, epoch)) for item in items]
+            if self._idempotent and all(seq is not None for seq in seen):
+                # The same write again (a client's retry, a request the network delivered
+                # twice): it is already in, so it is answered as before and not appended.
+                return {"ok": True, "mark": self._marks.get(lock, 0), "seqs": seen}
             records = [
                 {
                     "sink": sink,
@@ -211,10 +241,14 @@ class Store:
         if sink not in _SINKS:
             return _unknown_sink(sink)
         fenced = self._checks[sink]
+        admitted: set[str] = self._session.__dict__.setdefault("locks", set())
         with self._mutex:
             mark = self._mark(lock, keys)
-            if fenced and epoch < mark:
+            trusted = self._per_connection and lock in admitted
+            if fenced and epoch < mark and not trusted:
                 return {"ok": False, "error": "stale-epoch", "mark": mark}
+            if fenced:
+                admitted.add(lock)
             return act(fenced)
 
     def _checkpoint(self, lock: str, epoch: int, fenced: bool, writes: int) -> bytes:

@@ -340,6 +340,20 @@ def test_a_fault_is_described_in_the_words_its_history_recorded() -> None:
     assert describe_fault(step) == (
         "l1's clock jumped 3 s forward at 12.1 s, and l1's clock jumped 3 s back at 15.4 s"
     )
+    # A fault whose stop alone said what it saw (a hold: which write, how long) adds it.
+    hold = FaultWindow(
+        "hold",
+        ("w2",),
+        1_425_000_000,
+        2_486_000_000,
+        7,
+        8,
+        verb="held",
+        closed="w2's write w2-13 (epoch 2) was held 1.03 s",
+    )
+    assert describe_fault(hold) == (
+        "w2 was held from 1.425 s to 2.486 s (w2's write w2-13 (epoch 2) was held 1.03 s)"
+    )
 
 
 # -- 11. the anomaly registry -------------------------------------------------------------------

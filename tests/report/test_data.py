@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from harness.history import HistoryWriter
 from harness.report import extract, summarize, write_report
+from harness.report.data import held_requests
 from harness.run.store import RunDir
 from harness.run.summary import as_names
 
@@ -287,3 +288,31 @@ def test_the_report_links_each_nodes_logs(make_run: RunFactory) -> None:
     page = write_report(run).read_text()
     assert '<a href="logs/s1/ref-store.log">ref-store.log</a>' in page
     assert 'href="#logs"' in page
+
+
+def test_a_held_request_is_drawn_from_its_send_to_its_delivery_on_the_run_clock() -> None:
+    stop = {
+        "confirmed": 2_500_000_000,
+        "proxy": {
+            "w2": {
+                "at": 1000.5,  # the proxy's wall clock when it answered the stop
+                "events": [
+                    {
+                        "what": "held",
+                        "to": "store",
+                        "from": 999.0,
+                        "delivered": 1000.4,
+                        "requests": [{"op": "write", "id": "w2-13", "epoch": 2}],
+                    },
+                    {"what": "held", "from": 999.5},  # never delivered: not drawn
+                ],
+            }
+        },
+    }
+    (held,) = held_requests(stop)
+    assert held == {
+        "s": 1_000_000_000,
+        "e": 2_400_000_000,
+        "what": "w2 → store: write w2-13 (epoch 2)",
+    }
+    assert held_requests({"confirmed": 1}) == ()

@@ -40,6 +40,7 @@ def test_a_system_passes_through_the_command_line(
     assert f"adapter {name} passes the contract" in done.stdout
     assert "✗" not in done.stdout
     assert "✓ a client without the run's secret is refused" in done.stdout
+    assert "✓ the holders' traffic passes through the write-path proxy" in done.stdout
 
 
 @pytest.mark.parametrize(

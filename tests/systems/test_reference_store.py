@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import itertools
+import threading
 from pathlib import Path
 
 import pytest
@@ -13,10 +14,12 @@ from harness.nodeside.client import STALE, Accepted, Entry, Read, Refused
 from systems.reference.store_server import (
     AUDIT,
     BATCH,
+    FENCE_PER_CONNECTION,
     LAZY_MARK,
     MARK_EVERY,
     MARK_PER_KEY,
     NO_STORE_CHECK,
+    NON_IDEMPOTENT,
     STORE,
     STORE_FORGETS,
     UNFENCED_PATH,
@@ -56,6 +59,34 @@ def test_refuses_a_lower_epoch_and_accepts_an_equal_one(tmp_path: Path) -> None:
     refusal = store.write(STORE, "L", 3, [Item("k", "late")])
     assert refusal == {"ok": False, "error": "stale-epoch", "mark": 5}
     assert epochs(store, STORE) == [5, 5]
+
+
+def test_a_write_delivered_twice_is_in_once_unless_the_store_is_not_idempotent(
+    tmp_path: Path,
+) -> None:
+    store = Store(tmp_path / "right")
+    first = store.write(STORE, "L", 5, [Item("k", "w2-31")])
+    assert store.write(STORE, "L", 5, [Item("k", "w2-31")]) == first
+    assert [entry["id"] for entry in store.read(STORE, "k")] == ["w2-31"]
+    assert Store(tmp_path / "right").write(STORE, "L", 5, [Item("k", "w2-31")]) == first
+    wrong = Store(tmp_path / "wrong", frozenset({NON_IDEMPOTENT}))
+    wrong.write(STORE, "L", 5, [Item("k", "w2-31")])
+    wrong.write(STORE, "L", 5, [Item("k", "w2-31")])
+    assert [entry["id"] for entry in wrong.read(STORE, "k")] == ["w2-31", "w2-31"]
+
+
+def test_fence_per_connection_trusts_a_connection_it_admitted_once(tmp_path: Path) -> None:
+    store = Store(tmp_path, frozenset({FENCE_PER_CONNECTION}))
+    assert put(store, STORE, "L", 4)  # this thread (connection) is admitted under L
+
+    answers: list[bool] = []
+    for epoch in (5, 4):  # the next holder, then a fresh connection: each checked
+        thread = threading.Thread(target=lambda e=epoch: answers.append(put(store, STORE, "L", e)))
+        thread.start()
+        thread.join()
+    assert answers == [True, False]
+    assert put(store, STORE, "L", 4)  # the old connection is trusted: the stale write is in
+    assert epochs(store, STORE) == [4, 5, 4]
 
 
 def test_the_mark_is_per_lock_and_shared_by_keys_and_both_fenced_paths(tmp_path: Path) -> None:

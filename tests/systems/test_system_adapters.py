@@ -58,6 +58,8 @@ _MISTAKES = {
     "mark-per-key",
     "wall-clock-expiry",
     "trust-own-timer",
+    "fence-per-connection",
+    "non-idempotent-write",
 }
 
 

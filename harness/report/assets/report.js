@@ -152,6 +152,10 @@
     if (f.applied === false) rows.push(["applied", "<b>no</b>"]);
     if (f.error) rows.push(["error", esc(f.error)]);
     if (f.stop_error) rows.push(["heal error", esc(f.stop_error)]);
+    for (const h of f.held || []) {
+      rows.push(["held", esc(h.what) + ": sent " + fmtS(h.s) + ", delivered " + fmtS(h.e) +
+        " (" + fmtDur(h.e - h.s) + ")"]);
+    }
     return rows;
   }
   const rowsHtml = (rows) => rows.map((r) => '<span class="dim">' + r[0] + ":</span> " + r[1])
@@ -518,6 +522,21 @@
             ctx.setLineDash([3, 2]);
             ctx.strokeRect(x0 + 0.5, y + 0.5, width - 1, high - 1);
             ctx.setLineDash([]);
+          }
+          // A held request: a line from its send to its delivery, ticked at both ends.
+          for (const h of f.held || []) {
+            const h0 = X(h.s, w);
+            const h1 = X(h.e, w);
+            const hy = y + FAULT_ROW - 6;
+            ctx.strokeStyle = "#111";
+            ctx.beginPath();
+            ctx.moveTo(h0, hy);
+            ctx.lineTo(h1, hy);
+            ctx.moveTo(h0, hy - 3);
+            ctx.lineTo(h0, hy + 1);
+            ctx.moveTo(h1, hy - 3);
+            ctx.lineTo(h1, hy + 1);
+            ctx.stroke();
           }
           if (tracks === 1 && width > f.kind.length * 6 + 8) {
             ctx.fillStyle = "#fff";
