@@ -1,17 +1,19 @@
 """The lazy file system: a daemon's data directory that keeps what was never fsynced in a
 volatile copy, so that a power loss can drop it (the power-loss and disk fault kinds).
 
-Runs on a node as ``python3 lazyfs.py STATE_DIR MOUNTPOINT [--metadata journal|strict]``: a FUSE
-file system (Debian's ``python3-pyfuse3``, libfuse 3, run as root) mounted over ``MOUNTPOINT``. It
-daemonizes once the mount is up, so the command returns when the directory is ready. Under
-``STATE_DIR`` it keeps two trees: ``live`` (what the daemon sees: every operation passes through
-to it at once) and ``durable`` (what survives a power loss: ``durable/files/<id>`` holds each
-file's synced bytes, ``durable/tree.json`` the synced directory entries). What the directory held
-before the mount is taken as durable. The control socket ``STATE_DIR/control.sock`` takes one
-JSON request a connection (:func:`ask` sends one): ``report``, ``drop`` (the power loss: every
-unsynced byte and entry is dropped and ``live`` is rebuilt from ``durable``; the daemons must be
-dead), and ``faults`` (``disk_full``: ENOSPC for every write, create and growing truncate;
-``fsync_error``: EIO for every fsync; ``fsync_delay_s``: each fsync sleeps that long first).
+Runs on a node as ``python3 lazyfs.py mount MOUNTPOINT [--metadata journal|strict]``: a FUSE
+file system (Debian's ``python3-pyfuse3``, libfuse 3, run as root) mounted over ``MOUNTPOINT``.
+It daemonizes once the mount is up, so the command returns when the directory is ready. Its state
+directory (:func:`state_of`, one per mountpoint under :data:`STATE_ROOT`) holds two trees:
+``live`` (what the daemon sees: every operation passes through to it at once) and ``durable``
+(what survives a power loss: ``durable/files/<id>`` holds each file's synced bytes,
+``durable/tree.json`` the synced directory entries). What the directory held before the mount
+is taken as durable. The control socket ``control.sock`` there takes one JSON request a
+connection (:func:`ask` sends one; ``lazyfs.py ask REQUEST`` sends it to each of the node's):
+``report``, ``drop`` (the power loss: every unsynced byte and entry is dropped and ``live`` is
+rebuilt from ``durable``; the daemons must be dead), and ``faults``, which changes those it
+names: ``disk_full`` (ENOSPC for every write, create and growing truncate), ``fsync_error`` (EIO
+for every fsync), ``fsync_delay_s`` (each fsync waits that long first).
 
 The semantics, precisely (tests/nemeses/test_lazyfs.py checks each):
 
@@ -47,6 +49,7 @@ import os
 import shutil
 import socket
 import stat
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator, Sequence
@@ -59,9 +62,12 @@ __all__ = [
     "Lazy",
     "Pending",
     "ask",
+    "ask_all",
     "listen",
     "main",
     "merged",
+    "mount",
+    "state_of",
 ]
 
 CONTROL: Final = "control.sock"
@@ -400,10 +406,10 @@ class Lazy:
         if op == "drop":
             return {"ok": True, "dropped": self.drop(), "report": self.report()}
         if op == "faults":
-            with self.lock:
-                self.disk_full = bool(request.get("disk_full", False))
-                self.fsync_error = bool(request.get("fsync_error", False))
-                self.fsync_delay_s = float(request.get("fsync_delay_s", 0.0))
+            with self.lock:  # only those named change: windows of two kinds may overlap
+                self.disk_full = bool(request.get("disk_full", self.disk_full))
+                self.fsync_error = bool(request.get("fsync_error", self.fsync_error))
+                self.fsync_delay_s = float(request.get("fsync_delay_s", self.fsync_delay_s))
             return {"ok": True, "report": self.report()}
         return {"ok": False, "error": f"unknown op {op!r}; expected report, drop or faults"}
 
@@ -716,20 +722,67 @@ def _fuse_main(lazy: Lazy, mountpoint: str, state: str) -> None:  # pragma: no c
         pyfuse3.close(unmount=False)
 
 
-def main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - on a node
-    """Mount a lazy file system: ``STATE_DIR MOUNTPOINT [--metadata journal|strict]``."""
-    args = list(sys.argv[1:] if argv is None else argv)
-    metadata = "journal"
-    if "--metadata" in args:
-        at = args.index("--metadata")
-        metadata = args[at + 1]
-        del args[at : at + 2]
-    if len(args) != 2:
-        raise SystemExit("usage: lazyfs.py STATE_DIR MOUNTPOINT [--metadata journal|strict]")
-    state, mountpoint = (os.path.abspath(arg) for arg in args)
+def state_of(mountpoint: str) -> str:
+    """The state directory of the lazy file system mounted at ``mountpoint`` on a node."""
+    return os.path.join(STATE_ROOT, mountpoint.strip("/").replace("/", "_") or "root")
+
+
+def ask_all(request: dict[str, Any]) -> dict[str, Any]:
+    """Send ``request`` to every lazy file system mounted on this node: answers by mountpoint."""
+    answers: dict[str, Any] = {}
+    names = sorted(os.listdir(STATE_ROOT)) if os.path.isdir(STATE_ROOT) else []
+    for name in names:
+        state = os.path.join(STATE_ROOT, name)
+        if not os.path.exists(os.path.join(state, CONTROL)):
+            continue
+        with open(os.path.join(state, "mountpoint")) as recorded:
+            mountpoint = recorded.read()
+        try:
+            answers[mountpoint] = ask(state, request)
+        except OSError as problem:
+            answers[mountpoint] = {"ok": False, "error": f"its control socket: {problem}"}
+    return answers
+
+
+def mount(mountpoint: str, state: str, metadata: str) -> None:  # pragma: no cover - on a node
+    """Mount a new lazy file system over ``mountpoint``, its state in ``state`` (an old one
+    there is unmounted and forgotten); returns once it serves."""
+    subprocess.run(["umount", "-l", mountpoint], capture_output=True, check=False)
+    if os.path.exists(state):
+        shutil.rmtree(state)
+    os.makedirs(state)
+    with open(os.path.join(state, "mountpoint"), "w") as recorded:
+        recorded.write(mountpoint)
     lazy = Lazy(state, metadata)
     lazy.start(mountpoint)
     _fuse_main(lazy, mountpoint, state)
+
+
+_USAGE: Final = (
+    "usage: lazyfs.py mount MOUNTPOINT [--state DIR] [--metadata journal|strict] | "
+    "lazyfs.py ask REQUEST_JSON"
+)
+
+
+def main(argv: Sequence[str] | None = None) -> None:  # pragma: no cover - on a node
+    """``mount MOUNTPOINT [--state DIR] [--metadata journal|strict]`` mounts one (state under
+    :data:`STATE_ROOT` by default); ``ask REQUEST_JSON`` asks every one of this node and prints
+    the answers by mountpoint as JSON."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    options = {"--metadata": "journal", "--state": ""}
+    for option in options:
+        if option in args:
+            at = args.index(option)
+            options[option] = args[at + 1]
+            del args[at : at + 2]
+    if len(args) == 2 and args[0] == "ask":
+        print(json.dumps(ask_all(json.loads(args[1]))))
+        return
+    if len(args) != 2 or args[0] != "mount":
+        raise SystemExit(_USAGE)
+    mountpoint = os.path.abspath(args[1])
+    state = os.path.abspath(options["--state"] or state_of(mountpoint))
+    mount(mountpoint, state, options["--metadata"])
 
 
 if __name__ == "__main__":

@@ -66,7 +66,7 @@ def _mount(tmp_path: Path, metadata: str) -> Iterator[Mounted]:
     (at / "before").write_bytes(b"there before the mount\n")
     assert _PYTHON is not None
     subprocess.run(
-        [_PYTHON, str(_PROGRAM), str(state), str(at), "--metadata", metadata],
+        [_PYTHON, str(_PROGRAM), "mount", str(at), "--state", str(state), "--metadata", metadata],
         check=True,
         timeout=30,
     )
@@ -215,13 +215,13 @@ def test_disk_full_and_fsync_error_return_their_errors_for_the_window(journal: M
     with pytest.raises(OSError) as full:
         _write(path, b"more", sync=False)
     assert full.value.errno == errno.ENOSPC
-    journal.faults(fsync_error=True)
+    journal.faults(disk_full=False, fsync_error=True)
     fd = os.open(path, os.O_WRONLY | os.O_APPEND)
     os.write(fd, b"+late")
     with pytest.raises(OSError) as failed:
         os.fsync(fd)
     assert failed.value.errno == errno.EIO
-    report = journal.faults()  # the window ends: a retried fsync syncs the data
+    report = journal.faults(disk_full=False, fsync_error=False)  # a retried fsync syncs now
     os.fsync(fd)
     os.close(fd)
 
@@ -236,7 +236,7 @@ def test_slow_disk_delays_each_fsync(journal: Mounted) -> None:
     began = time.monotonic()
     _write(journal.at / "slow", b"x", sync=True)
     took = time.monotonic() - began
-    report = journal.faults()
+    report = journal.faults(fsync_delay_s=0)
 
     assert took >= 0.3
     assert report["slowed_fsyncs"] == 1
