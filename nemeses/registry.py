@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any, Final
 
-from nemeses import clock, freeze, kill, partition, pause, restart_while_paused, throttle
+from nemeses import clock, disk, freeze, kill, partition, pause, restart_while_paused, throttle
 from nemeses.composite import CompositeNemesis
 from nemeses.kinds import FaultKind
 from nemeses.processes import Locator, Restarter, recorded_daemons, restart
@@ -37,6 +37,10 @@ KINDS: Final[Mapping[str, FaultKind]] = {
         restart_while_paused.KIND,
         clock.STEP_KIND,
         clock.RATE_KIND,
+        disk.POWER_LOSS_KIND,
+        disk.DISK_FULL_KIND,
+        disk.FSYNC_ERROR_KIND,
+        disk.SLOW_DISK_KIND,
     )
 }
 """Every fault kind fencecheck injects (docs/design.md §7), by name, in the order help lists
