@@ -5,8 +5,9 @@ history once, in order, and counts them: holders stopped past their lease while 
 fault kind), stale writes attempted per sink (sent with an epoch lower than one already granted
 for the lock, or refused by a fence as stale, which proves the same, or accepted after a newer
 epoch was granted while it was in flight), restarts per role, epochs
-granted, sinks and keys written, and holder nodes whose agent was unreachable for most of the
-run. It is a pure function of the history, the inventory's sink names, the lease TTL and
+granted, sinks and keys written, power losses (and how many dropped unsynced data, by the lazy
+file system's own count on the fault's event), and holder nodes whose agent was unreachable for
+most of the run. It is a pure function of the history, the inventory's sink names, the lease TTL and
 (optionally) the node roles, linear in the history's length, and keeps state per node, lock,
 sink and key only.
 """
@@ -28,7 +29,13 @@ MOSTLY_UNREACHABLE: Final = 0.5
 _START: Final = "start-"
 _STOP: Final = "stop-"
 # Faults after whose stop a restarted process serves again; the value's key names the node.
-_RESTARTS: Final[Mapping[str, str | None]] = {"kill": None, "restart-while-paused": "restart"}
+_RESTARTS: Final[Mapping[str, str | None]] = {
+    "kill": None,
+    "restart-while-paused": "restart",
+    "power-loss": "restart",  # at the holder; at a store or lock node it names its targets
+}
+_POWER_LOSS: Final = "power-loss"
+_DROPPED: Final = "lost"  # a power loss's totals of what it dropped (nemeses.disk)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +67,9 @@ class Coverage:
     sinks: dict[str, SinkCoverage] = field(default_factory=dict)
     unreachable_nodes: dict[str, float] = field(default_factory=dict)
     lease_ttl: float | None = None
+    power_losses: dict[str, int] = field(default_factory=dict)
+    """``total``, ``dropped_data`` (those that dropped unsynced writes or directory entries),
+    ``writes_dropped`` and ``bytes_dropped``; empty for a run without power losses."""
 
     @property
     def stale_attempts(self) -> int:
@@ -80,6 +90,11 @@ class Coverage:
             found.append("no holder was stopped past its lease while holding it")
         for node, share in sorted(self.unreachable_nodes.items()):
             found.append(f"{node} was unreachable for {share:.0%} of the run")
+        if self.power_losses.get("total") and not self.power_losses.get("dropped_data"):
+            found.append(
+                f"none of the {self.power_losses['total']} power losses dropped anything: all "
+                "was synced when the power went, so they tested no more than a kill"
+            )
         return found
 
     def to_json(self) -> dict[str, Any]:
@@ -97,6 +112,7 @@ class Coverage:
             "unreachable_nodes": {
                 node: round(share, 3) for node, share in sorted(self.unreachable_nodes.items())
             },
+            "power_losses": dict(self.power_losses),
             "gaps": self.gaps(),
         }
 
@@ -120,6 +136,7 @@ class _Tally:
         self.epochs: set[tuple[str, int]] = set()
         self.windows: dict[Any, _Window] = {}
         self.restarts: dict[str, int] = {}
+        self.power_losses: dict[str, int] = {}
         self.writes: dict[str, list[int]] = {}  # sink -> [writes, accepted, stale attempts]
         self.keys: dict[str, set[str]] = {}
         self.outage_since: dict[str, int] = {}
@@ -146,6 +163,9 @@ class _Tally:
         key = value.get("id")
         if isinstance(key, bool) or not isinstance(key, int | str):
             key = event.f.partition("-")[2]  # no usable window id: pair by kind
+        lost = value.get(_DROPPED)
+        if event.f.partition("-")[2] == _POWER_LOSS and isinstance(lost, dict):
+            self.power_loss(lost)
         if event.f.startswith(_START):
             if value.get("applied") is False:
                 return
@@ -159,10 +179,22 @@ class _Tally:
             window.stopped = event.time
             if value.get("applied") is not False and window.kind in _RESTARTS:
                 field_name = _RESTARTS[window.kind]
-                nodes = _names(value.get(field_name) if field_name else value.get("targets"))
+                named = value.get(field_name) if field_name is not None else None
+                nodes = _names(named if named is not None else value.get("targets"))
                 for node in nodes:
                     role = self.roles.get(node, node)
                     self.restarts[role] = self.restarts.get(role, 0) + 1
+
+    def power_loss(self, lost: Mapping[str, Any]) -> None:
+        """One power loss, with what it dropped (``writes``, ``bytes``, ``entry_changes``)."""
+        counts = self.power_losses
+        for name in ("total", "dropped_data", "writes_dropped", "bytes_dropped"):
+            counts.setdefault(name, 0)
+        counts["total"] += 1
+        writes, size, entries = (_count(lost.get(k)) for k in ("writes", "bytes", "entry_changes"))
+        counts["dropped_data"] += 1 if writes or entries else 0
+        counts["writes_dropped"] += writes
+        counts["bytes_dropped"] += size
 
     def invoke(self, event: Event) -> None:
         value = event.value
@@ -255,6 +287,7 @@ class _Tally:
                 if span and total / span > MOSTLY_UNREACHABLE
             },
             lease_ttl=lease_ttl,
+            power_losses=dict(self.power_losses),
         )
 
 
@@ -305,6 +338,10 @@ def coverage_of(
     for _ in tap.events(events):
         pass
     return tap.coverage()
+
+
+def _count(raw: Any) -> int:
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else 0
 
 
 def _names(raw: Any) -> list[str]:

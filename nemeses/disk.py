@@ -121,6 +121,13 @@ class _PowerLossAtTakeover(RestartWhilePausedNemesis):
     """The lease-aware shape: the holder paused; the node named ``restart`` loses power right
     after the takeover (the window ends there, :data:`END_AFTER_WRITES`); the holder continued."""
 
+    def invoke(self, f: str, fault: Fault) -> dict[str, Any]:
+        """As restart-while-paused, saying the pause at the start (the stop says the loss)."""
+        facts = super().invoke(f, fault)
+        if f.startswith("start-"):
+            return {**facts, SAID: f"{', '.join(fault.targets)} was paused"}
+        return facts
+
     def restart_node(self, node: Node, kill: KillNemesis, victim: Fault) -> dict[str, Any]:
         """Kill every daemon of ``node``, drop what was unsynced, start them again."""
         killed = kill.invoke("start-kill", victim)
@@ -350,7 +357,7 @@ POWER_LOSS_KIND = FaultKind(
     name=POWER_LOSS,
     summary="SIGKILL every daemon of a store or lock node, drop every byte it never fsynced "
     "(lazy FS), start them again on what was synced; at the holder: right after the takeover",
-    verb="lost power",
+    verb="powered off",
     colour="#1f1f1f",
     heal_rank=5,
     build=lambda locate, restarter: PowerLossNemesis(locate, restarter),

@@ -65,6 +65,7 @@ from nemeses.processes import ProcessImage, restart
 from nemeses.protocol import Nemesis
 from systems import (
     CLOCK_KINDS,
+    DISK_KINDS,
     HOLDER_FLAWS,
     AdapterError,
     CollectsData,
@@ -78,6 +79,7 @@ from systems import (
     SystemConfig,
     WritesSpanKeys,
     clock_problem,
+    disk_problem,
     durability_problem,
     lease_ttl_of,
     load_system,
@@ -169,6 +171,7 @@ def run_test(
         lock_delay=spec.lock_delay,
         bugs=frozenset(b for b in spec.bugs if b not in HOLDER_FLAWS),
         clocked=bool(set(CLOCK_KINDS) & set(spec.nemeses)),
+        lazy_disks=bool(set(DISK_KINDS) & set(spec.nemeses)),
     )
     try:
         if isinstance(system, PlantsBugs):
@@ -235,7 +238,8 @@ def run_test(
             with HistoryWriter(run_dir.history) as writer:
                 recorder = Recorder(writer)
                 state.recorder = recorder
-                with _nodes(run_id, nodes, image, keep_cluster, hosts) as running:
+                fuse = config.lazy_disks
+                with _nodes(run_id, nodes, image, keep_cluster, hosts, fuse) as running:
                     state.enter("system setup")
                     console.print(f"cluster {run_id} up: {', '.join(running)}")
                     _exercise(
@@ -477,11 +481,13 @@ def _nodes(
     image: str | None,
     keep: bool,
     hosts: HostsFile | None,
+    fuse: bool = False,
 ) -> Iterator[Mapping[str, Node]]:
-    """The run's nodes: a fresh Docker cluster, or the hosts of a hosts file; either is healed
-    and cleaned up when the block ends."""
+    """The run's nodes: a fresh Docker cluster (with ``/dev/fuse`` when ``fuse``: the disk
+    fault kinds), or the hosts of a hosts file; either is healed and cleaned up when the block
+    ends."""
     if hosts is None:
-        with Cluster(run_id, topology, image=image, keep=keep) as cluster:
+        with Cluster(run_id, topology, image=image, keep=keep, fuse=fuse) as cluster:
             yield cluster.nodes
     else:
         with SshCluster(hosts, keep=keep) as connected:
@@ -528,6 +534,7 @@ def _load(spec: TestSpec) -> System:
     for refusal in (
         durability_problem(system, spec.nemeses, spec.targets),
         clock_problem(system, spec.nemeses, spec.targets),
+        disk_problem(system, spec.nemeses),
     ):
         if refusal is not None:
             raise RunError(refusal)

@@ -31,6 +31,8 @@ service ended it (its ``grant_seq`` then), so the holder can prove a grant came 
 ``--bug grant-to-expired-waiter`` grants a waiter whose session has ended anyway, at once, as
 if the end of its wait were its turn, over any live lease (etcd-io/etcd#11456: the waiter's key,
 deleted with its expired lease, left no key before it, and the lock was returned to it).
+The switch ``--bug counter-no-fsync`` saves the counters with write and rename but no fsync of
+the file or the directory: a kill keeps them (the page cache does), a power loss loses them.
 
 Protocol (one JSON object per line, see :mod:`harness.nodeside.wire`):
 ``{"op":"session","lock":L,"ttl":S}`` -> ``{"ok":true,"session":ID}``;
@@ -59,6 +61,7 @@ from typing import Any
 from harness.nodeside import wire
 
 __all__ = [
+    "COUNTER_NO_FSYNC",
     "EPOCH_IN_MEMORY",
     "GRANT_TO_EXPIRED_WAITER",
     "TIMESTAMP_TOKEN",
@@ -71,6 +74,7 @@ EPOCH_IN_MEMORY = "epoch-in-memory"
 TOKEN_BEFORE_LEASE = "token-before-lease"
 TIMESTAMP_TOKEN = "timestamp-token"
 GRANT_TO_EXPIRED_WAITER = "grant-to-expired-waiter"
+COUNTER_NO_FSYNC = "counter-no-fsync"
 _SESSIONS_KEPT = 10.0  # TTLs an ended or granted session is remembered, for late keepalives
 
 
@@ -113,8 +117,10 @@ class LockService:
         early_tokens: bool = False,
         timestamp_token: bool = False,
         grant_expired: bool = False,
+        fsync: bool = True,
     ) -> None:
         self._cond = threading.Condition()
+        self._fsync = fsync
         self._timestamp_token = timestamp_token
         self._locks: dict[str, _LockState] = {}
         self._sessions: dict[str, _Session] = {}
@@ -160,8 +166,11 @@ class LockService:
         with temporary.open("w") as out:
             json.dump(snapshot, out)
             out.flush()
-            os.fsync(out.fileno())
+            if self._fsync:
+                os.fsync(out.fileno())
         os.replace(temporary, self._path)
+        if not self._fsync:
+            return
         directory = os.open(self._path.parent, os.O_RDONLY)
         try:
             os.fsync(directory)
@@ -399,7 +408,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--bug",
         action="append",
         default=[],
-        choices=[EPOCH_IN_MEMORY, TOKEN_BEFORE_LEASE, TIMESTAMP_TOKEN, GRANT_TO_EXPIRED_WAITER],
+        choices=[
+            EPOCH_IN_MEMORY,
+            TOKEN_BEFORE_LEASE,
+            TIMESTAMP_TOKEN,
+            GRANT_TO_EXPIRED_WAITER,
+            COUNTER_NO_FSYNC,
+        ],
     )
     args = parser.parse_args(argv)
     if args.lock_delay < 0:
@@ -411,6 +426,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         early_tokens=TOKEN_BEFORE_LEASE in args.bug,
         timestamp_token=TIMESTAMP_TOKEN in args.bug,
         grant_expired=GRANT_TO_EXPIRED_WAITER in args.bug,
+        fsync=COUNTER_NO_FSYNC not in args.bug,
     )
     banner = (
         f"lock server, data {args.data_dir}, lock-delay {args.lock_delay:.3f}s, "

@@ -25,7 +25,10 @@ checks epochs, on writes or reads),
 memory only), ``lazy-mark`` (marks are not rebuilt from the entries either: they are saved to
 the log as a checkpoint record every 16th accepted fenced write only, so a restart falls back to
 the last checkpoint, a common shortcut of stores that keep the mark apart from the data),
-``unfenced-path`` (``store-batch`` does not check epochs).
+``unfenced-path`` (``store-batch`` does not check epochs), ``mark-no-fsync`` (the log, and so
+every mark, is appended without fsync: a kill keeps it in the page cache, a power loss loses
+it), ``ack-before-fsync`` (a write is acknowledged before its record is fsynced: a flusher
+fsyncs the log every :data:`FLUSH_EVERY_S`, so a power loss loses the last writes acknowledged).
 
 Protocol (one JSON object per line, see :mod:`harness.nodeside.wire`):
 ``{"op":"write","sink":"store"|"audit","lock":L,"epoch":N,"key":K,"id":I,"prev":P}``,
@@ -44,6 +47,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -52,10 +56,13 @@ from typing import Any, Final
 from harness.nodeside import wire
 
 __all__ = [
+    "ACK_BEFORE_FSYNC",
     "AUDIT",
     "BATCH",
+    "FLUSH_EVERY_S",
     "LAZY_MARK",
     "MARK_EVERY",
+    "MARK_NO_FSYNC",
     "NO_STORE_CHECK",
     "STORE",
     "STORE_FORGETS",
@@ -74,6 +81,18 @@ LAZY_MARK: Final = "lazy-mark"
 MARK_EVERY: Final = 16
 """With ``lazy-mark``, the marks are saved with every this many accepted fenced writes."""
 UNFENCED_PATH: Final = "unfenced-path"
+MARK_NO_FSYNC: Final = "mark-no-fsync"
+ACK_BEFORE_FSYNC: Final = "ack-before-fsync"
+FLUSH_EVERY_S: Final = 1.0
+"""With ``ack-before-fsync``, how often the flusher fsyncs what was acknowledged meanwhile."""
+_BUGS: Final = (
+    NO_STORE_CHECK,
+    STORE_FORGETS,
+    LAZY_MARK,
+    UNFENCED_PATH,
+    MARK_NO_FSYNC,
+    ACK_BEFORE_FSYNC,
+)
 _SINKS: Final = (STORE, BATCH, AUDIT)
 
 
@@ -90,7 +109,7 @@ class Store:
     """The sinks' state and its durable log; thread-safe."""
 
     def __init__(self, data_dir: Path, bugs: frozenset[str] = frozenset()) -> None:
-        unknown = bugs - {NO_STORE_CHECK, STORE_FORGETS, LAZY_MARK, UNFENCED_PATH}
+        unknown = bugs - set(_BUGS)
         if unknown:
             raise ValueError(f"unknown store bug switches: {sorted(unknown)}")
         self._checks = {
@@ -109,6 +128,15 @@ class Store:
         self._path = data_dir / "store.log"
         self._replay()
         self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fsync = not bugs & {MARK_NO_FSYNC, ACK_BEFORE_FSYNC}
+        if ACK_BEFORE_FSYNC in bugs:
+            threading.Thread(target=self._flush, name="flusher", daemon=True).start()
+
+    def _flush(self) -> None:
+        """ack-before-fsync: fsync the log every :data:`FLUSH_EVERY_S`, after the acks."""
+        while True:
+            time.sleep(FLUSH_EVERY_S)
+            os.fsync(self._fd)
 
     def _replay(self) -> None:
         try:
@@ -211,7 +239,8 @@ class Store:
         view = memoryview(data)
         while view:
             view = view[os.write(self._fd, view) :]
-        os.fsync(self._fd)
+        if self._fsync:
+            os.fsync(self._fd)
 
     def read(self, sink: str, key: str) -> list[dict[str, Any]]:
         """The entries of ``key`` in ``sink``, in the order they were accepted."""
@@ -295,7 +324,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--bug",
         action="append",
         default=[],
-        choices=[NO_STORE_CHECK, STORE_FORGETS, LAZY_MARK, UNFENCED_PATH],
+        choices=list(_BUGS),
     )
     args = parser.parse_args(argv)
     store = Store(args.data_dir, frozenset(args.bug))
