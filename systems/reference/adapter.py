@@ -39,9 +39,16 @@ _STORE_DAEMON: Final = "store"
 _LONG_TTL_FACTOR: Final = 5.0
 _SHORT_DELAY_FACTOR: Final = 0.1
 
-_POWER_LOSS_AT_TAKEOVER: Final = Exposure(faults=("power-loss",), ttl_multiples=(3.0,))
-"""Power losses at the holder: paused three TTLs, the store or lock node losing power right
-after the takeover (nemeses.disk): what the takeover taught it, if unsynced, is lost."""
+_POWER_LOSS_AT_TAKEOVER: Final = Exposure(
+    faults=("power-loss",), targets=("holder", "store"), ttl_multiples=(3.0,)
+)
+"""Power losses at the holder (paused three TTLs, the store or lock node losing power right
+after the takeover, nemeses.disk: what the takeover taught it, if unsynced, is lost) and at the
+store (whatever it acknowledged unsynced is lost)."""
+_LOCK_POWER_LOSS: Final = Exposure(
+    faults=("power-loss",), targets=("holder", "lock"), ttl_multiples=(3.0,)
+)
+"""The same for the lock service: its counters, if unsynced, are lost."""
 
 BUG_SWITCHES: Final = switch_table(
     BugSwitch(
@@ -104,8 +111,6 @@ BUG_SWITCHES: Final = switch_table(
         store_server.MARK_NO_FSYNC,
         "the store appends accepted writes and its highest-seen epochs to its log without "
         "fsync: every kill keeps them (the page cache does), a power loss drops them",
-        # The lease-aware power loss: the holder paused past its lease, the store (or the lock
-        # service) losing power right after the new holder's first accepted write.
         _POWER_LOSS_AT_TAKEOVER,
         ("lost-write", "stale-write"),
         ("store",),
@@ -123,7 +128,7 @@ BUG_SWITCHES: Final = switch_table(
         lock_server.COUNTER_NO_FSYNC,
         "the lock service saves its epoch counters with write and rename but no fsync of the "
         "file or its directory: a kill keeps them, a power loss starts every lock at 1 again",
-        _POWER_LOSS_AT_TAKEOVER,
+        _LOCK_POWER_LOSS,
         ("grant-regression", "epoch-reuse"),
     ),
     BugSwitch(
