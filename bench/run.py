@@ -400,7 +400,8 @@ def _detect(case: _Case, seed: int, duration: float, store: Path) -> _Outcome:
     name = f"bench-{case.name.replace(' ', '-').replace('+', '-')}"
     spec = replace(case.spec, time_limit=duration, seed=seed, store=store, name=name)
     outcome = _ended(run_test(spec, console=_quiet(), progress=False))
-    results = outcome.run_dir.read_results() or {}
+    stored = outcome.run_dir.read_results()
+    results = dict(stored.data) if stored is not None else {}
     problem = results.get("run_error") or ("interrupted" if outcome.interrupted else None)
     failed = [f["kind"] for f in results.get("faults", []) if f.get("applied") is False]
     if failed:

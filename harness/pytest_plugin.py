@@ -158,8 +158,8 @@ class RunSpec:
             pytest.fail(f"fencecheck could not run {spec.test_name}: {problem}", pytrace=False)
         publish(outcome.run_dir)
         self._remember(outcome.run_dir.report)
-        gaps = (outcome.run_dir.read_coverage() or {}).get("gaps", [])
-        return FencedRun(outcome, summarize(outcome.run_dir), tuple(str(g) for g in gaps))
+        summary = summarize(outcome.run_dir)
+        return FencedRun(outcome, summary, summary.results.gaps if summary.results else ())
 
 
 def matrix_rows(path: str | Path, **overrides: Any) -> list[Any]:

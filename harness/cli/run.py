@@ -21,7 +21,8 @@ from harness.node.interrupts import interrupts_once, shielded
 from harness.report import publish
 from harness.run.exposure import ExposureError, exposing_faults, switches_of
 from harness.run.exposure import expose as exposed_spec
-from harness.run.runner import RunError, RunOutcome, check_run, note_late_signal, run_test
+from harness.run.judge import check_run
+from harness.run.runner import RunError, RunOutcome, note_late_signal, run_test
 from harness.run.spec import SpecError, TestSpec, split_names, store_path
 from harness.run.store import (
     RunDir,
@@ -289,7 +290,7 @@ def _conclude(
 ) -> int:
     """Print a published run's verdict and return the exit code (``written``: its report and
     files are; ``strict``: a valid run with coverage gaps exits 2, saying so)."""
-    coverage = _coverage(outcome.run_dir)
+    coverage, gaps = _coverage(outcome.run_dir)
     if as_json:
         data = {**outcome.result.to_json(), "coverage": coverage}
         extra = {"interrupted": outcome.interrupted, "run_dir": str(outcome.run_dir.path)}
@@ -303,7 +304,7 @@ def _conclude(
             Console(highlight=False),
             outcome.result,
             outcome.run_dir.history,
-            coverage.get("gaps", ()),
+            gaps,
         )
     if written:
         console.print(f"report: {outcome.run_dir.report}", soft_wrap=True)
@@ -313,7 +314,6 @@ def _conclude(
     if not written:
         return EXIT_ERROR
     code = exit_code(outcome.result)
-    gaps = coverage.get("gaps") or ()
     if strict and code == EXIT_VALID and gaps:
         console.print(f"[yellow]--strict:[/] valid but weak, exit 2: {'; '.join(gaps)}")
         return EXIT_UNKNOWN
@@ -359,17 +359,20 @@ def analyze_command(run_dir: Path, as_json: bool) -> None:
         publish(run)
     except (OSError, ValueError, KeyError) as problem:
         raise click.ClickException(str(problem)) from None
-    coverage = _coverage(run)
+    coverage, gaps = _coverage(run)
     if as_json:
         click.echo(json.dumps({**result.to_json(), "coverage": coverage}, indent=2))
     else:
-        render_result(Console(highlight=False), result, run.history, coverage.get("gaps", ()))
+        render_result(Console(highlight=False), result, run.history, gaps)
     raise click.exceptions.Exit(exit_code(result))
 
 
-def _coverage(run: RunDir) -> dict[str, Any]:
-    """The ``coverage`` section ``check_run`` just wrote into ``results.json``."""
-    return run.read_coverage() or {}
+def _coverage(run: RunDir) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The ``coverage`` section ``check_run`` just wrote into ``results.json``, and its gaps."""
+    stored = run.read_results()
+    if stored is None or stored.coverage is None:
+        return {}, ()
+    return dict(stored.coverage.numbers), stored.coverage.gaps
 
 
 @cli.command("list")

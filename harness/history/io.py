@@ -23,9 +23,18 @@ from harness.history.events import (
     event_to_dict,
 )
 
-__all__ = ["MAX_DEPTH", "HistoryWriter", "json_bytes", "paired", "read_history", "validated"]
+__all__ = [
+    "MAX_DEPTH",
+    "HistoryWriter",
+    "json_bytes",
+    "last_time",
+    "paired",
+    "read_history",
+    "validated",
+]
 
 _GZIP_MAGIC: Final = b"\x1f\x8b"
+_TAIL_BYTES: Final = 64 * 1024  # far more than one history line
 # orjson turns integers beyond 64 bits into floats without a word; a line holding a run of 19
 # digits may carry one, so it is parsed by the standard library, which keeps integers exact.
 _LONG_NUMBER: Final = re.compile(rb"\d{19}")
@@ -116,6 +125,29 @@ def _read_stream(stream: IO[bytes]) -> Iterator[Event]:
         raise HistoryError(0, f"cannot read the history: {problem}") from None
     if pending is not None:
         raise _bad_json(*pending)
+
+
+def last_time(path: str | os.PathLike[str]) -> int | None:
+    """The ``time`` (ns) of the last whole event of the history at ``path``, read from its tail
+    only (a store of many large runs is listed fast); ``None`` when it has none or is unreadable.
+    A torn last line, or the cut-off first line of the tail, is passed over."""
+    try:
+        with open(path, "rb") as stream:
+            size = stream.seek(0, os.SEEK_END)
+            stream.seek(max(0, size - _TAIL_BYTES))
+            lines = stream.read().splitlines()
+    except OSError:
+        return None
+    for line in reversed(lines):
+        if _too_deep(line):
+            continue
+        try:
+            time = json.loads(line).get("time")
+        except (ValueError, AttributeError):
+            continue
+        if isinstance(time, int) and not isinstance(time, bool):
+            return time
+    return None
 
 
 def _buffered(stream: IO[bytes]) -> io.BufferedReader:

@@ -22,7 +22,7 @@ from checkers.faults import FaultTimeline
 from harness.history import NEMESIS, Event, HistoryError, Process, paired, read_history
 from harness.history.vocabulary import LEASE_EXPIRED, NOT_HELD, STALE_EPOCH, TIMEOUT
 from harness.run.store import RunDir
-from harness.run.summary import RunSummary, flat_test, summarize, verdict_of
+from harness.run.summary import RunSummary, summarize, verdict_of
 from nemeses.registry import KINDS
 
 __all__ = [
@@ -603,14 +603,8 @@ def _focus(anomaly: Anomaly, ops: Sequence[Operation], end_time: int) -> list[in
 def extract(run: RunDir, max_ops: int = MAX_TIMELINE_OPS) -> ReportData:
     """Read ``run`` once and build everything the report shows."""
     summary = summarize(run)
-    try:
-        spec = flat_test(run.read_test())
-    except (OSError, ValueError):
-        spec = {}
-    try:
-        results = run.read_results()
-    except (OSError, ValueError):
-        results = None
+    spec = dict(summary.fields)
+    results = dict(summary.results.data) if summary.results is not None else None
     evidence = _evidence_list(results or {})
     lookups = _Lookups.wanted_by(evidence)
     pairing = _Pairing()

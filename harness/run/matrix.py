@@ -50,6 +50,7 @@ from typing import Any, Final, Literal, cast
 from checkers import ANOMALY_NAMES
 from checkers.exit_codes import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
 from harness.run.exposure import exposing_faults, switches_of
+from harness.run.results import StoredCoverage
 from harness.run.spec import SpecError, TestSpec, spec_from_dict, split_names, store_path
 from harness.run.summary import RunSummary
 from nemeses import HOLDER, LOCK_LEADER, NemesisError, Schedule, Window, fault_kind
@@ -128,11 +129,10 @@ class Expectation:
         if not self.strict or summary.verdict != "valid":
             return None
         coverage = _coverage(summary)
-        gaps = coverage.get("gaps") if coverage is not None else None
         if coverage is None:
             return "weak (strict): results.json has no coverage section"
-        if isinstance(gaps, list) and gaps:
-            return "weak (strict): " + "; ".join(str(gap) for gap in gaps)
+        if coverage.gaps:
+            return "weak (strict): " + "; ".join(coverage.gaps)
         return None
 
     def _short_coverage(self, summary: RunSummary) -> str | None:
@@ -141,19 +141,15 @@ class Expectation:
             return "min_coverage asked for, but results.json has no coverage section"
         short = []
         for name, minimum in self.min_coverage:
-            raw = coverage.get(name, 0)
-            got = sum(raw.values()) if isinstance(raw, Mapping) else raw
-            if not isinstance(got, int) or got < minimum:
+            got = coverage.count(name) or 0
+            if got < minimum:
                 short.append(f"{name} {got} < {minimum}")
         return "too little coverage: " + ", ".join(short) if short else None
 
 
-def _coverage(summary: RunSummary) -> Mapping[str, Any] | None:
+def _coverage(summary: RunSummary) -> StoredCoverage | None:
     """The ``coverage`` section of the run's ``results.json``, or ``None`` when it has none."""
-    try:
-        return summary.run.read_coverage()
-    except (OSError, ValueError):
-        return None
+    return summary.results.coverage if summary.results is not None else None
 
 
 @dataclass(frozen=True, slots=True)

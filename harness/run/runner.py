@@ -19,91 +19,64 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib.metadata import version
-from typing import Any, Final
+from typing import Final
 
 from rich.console import Console
 
-from checkers import CheckResult, check
-from checkers.check import FINAL_READ_ADVICE
-from checkers.coverage import CoverageTap
-from harness.history import HistoryWriter, read_history
+from checkers import CheckResult
+from harness.history import HistoryWriter
 from harness.node import Daemon, Node
-from harness.node.docker.cluster import Cluster, ClusterError, NodeSpec, new_run_id
+from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.engine import EngineError
 from harness.node.docker.images import ImageError, image_exists, system_image, system_tag
 from harness.node.interrupts import Interrupted, interrupts_deferred, interrupts_once, shielded
 from harness.node.ssh import HostsFile, SshCluster
 from harness.run.agent_link import AgentLink
 from harness.run.agents import AGENT_DAEMON, AgentSet, deploy_system, stop_agents
-from harness.run.exposure import switches_of, unexposed
 from harness.run.holder_ops import HolderBoard, HolderOps
+from harness.run.judge import Judged, conclude_run, judge_run
+from harness.run.plan import RunError, plan_run, schedule_for, workload_options
 from harness.run.progress import RunProgress
 from harness.run.record import Interruption, NodeEntry, RunRecord
 from harness.run.recorder import Recorder
-from harness.run.spec import SpecError, TestSpec
+from harness.run.spec import TestSpec
 from harness.run.store import (
     RunDir,
-    StoreError,
-    check_store,
     new_run_dir,
     point_latest,
     why_unwritable,
 )
 from nemeses import (
-    DEFAULT_TTL_MULTIPLES,
-    HOLDER_MEMBER,
-    LOCK_FOLLOWER,
-    LOCK_LEADER,
     NemesisError,
     NemesisPlayer,
     NoopNemesis,
     Schedule,
-    generate_schedule,
     standard_nemesis,
 )
 from nemeses.processes import ProcessImage, restart
 from nemeses.protocol import Nemesis
 from systems import (
-    CLOCK_KINDS,
-    DISK_KINDS,
-    HOLDER_FLAWS,
     AdapterError,
     CollectsData,
     Deployment,
     KnowsClientMember,
     KnowsLeader,
-    PlantsBugs,
     Restarts,
     Sink,
     System,
     SystemConfig,
-    WritesSpanKeys,
-    clock_problem,
-    disk_problem,
-    durability_problem,
-    lease_ttl_of,
-    load_system,
     packages_of,
-    topology,
 )
-from systems.holder_flaws import REACQUIRE_NO_REREAD, RETRY_ON_REJECT
 from workloads import (
-    HolderFlaws,
     Workload,
-    WorkloadOptions,
     final_read_count,
     final_reads,
-    get_workload,
 )
 
 __all__ = [
     "Interrupted",
-    "Judged",
     "RunError",
     "RunOutcome",
-    "check_run",
-    "conclude_run",
-    "judge_run",
     "kill_restarter",
     "note_late_signal",
     "run_test",
@@ -120,10 +93,6 @@ _READERS_PER_AGENT: Final = 8
 """Final reads run this many connections per agent at once (a run may have 100,000 keys)."""
 _READER_BASE: Final = 1_000_000
 """Process numbers of the final readers start here, a block per copy, clear of the holders'."""
-
-
-class RunError(RuntimeError):
-    """The run could not be carried out (bad spec, broken environment); the message says why."""
 
 
 @dataclass(frozen=True)
@@ -160,46 +129,9 @@ def run_test(
     directory exists, failures, interruptions and a full disk still end in a checked history.
     """
     console = console or Console(stderr=True)
-    try:
-        spec.check()
-    except SpecError as problem:
-        raise RunError(str(problem)) from None
-    system = _load(spec)
-    workload = get_workload(spec.workload)
-    config = SystemConfig(
-        lease_ttl=spec.ttl,
-        lock_delay=spec.lock_delay,
-        bugs=frozenset(b for b in spec.bugs if b not in HOLDER_FLAWS),
-        clocked=bool(set(CLOCK_KINDS) & set(spec.nemeses)),
-        lazy_disks=bool(set(DISK_KINDS) & set(spec.nemeses)),
-    )
-    try:
-        if isinstance(system, PlantsBugs):
-            system.validate(config)
-        nodes = _topology(spec, system, hosts)
-        inventory = system.inventory(config)
-    except (ValueError, AdapterError) as problem:
-        raise RunError(str(problem)) from None
-    if spec.workload != "sinks" and not any(sink.fenced for sink in inventory):
-        raise RunError(
-            f"system {spec.system!r} declares no fenced sink, and the {spec.workload} workload "
-            "writes to the inventory's first fenced sink; use --workload sinks"
-        )
-    _check_spanning(spec, system, inventory)
-    too_much = spec.final_reads_problem(len(workload.final_read_sinks(_options(spec, inventory))))
-    if too_much is not None:
-        raise RunError(too_much)
-    roles = {node.name: node.role for node in nodes}
-    ttl = lease_ttl_of(system, config)
-    fixed = schedule is not None
-    schedule = schedule if schedule is not None else _schedule(spec, roles, ttl)
-    shortfall = unexposed(spec, schedule, roles, switches_of(system))
-    if shortfall is not None:
-        raise RunError(shortfall)
-    try:
-        check_store(spec.store, spec.test_name)
-    except StoreError as problem:
-        raise RunError(str(problem)) from None
+    plan = plan_run(spec, hosts, schedule)
+    system, workload, config, inventory = plan.system, plan.workload, plan.config, plan.inventory
+    nodes, ttl, schedule, fixed = plan.nodes, plan.ttl, plan.schedule, plan.fixed
     try:
         image = _image(system, console) if hosts is None else None
     except KeyboardInterrupt as stop:
@@ -363,83 +295,6 @@ def _disk_problem(problem: OSError) -> str:
     )
 
 
-@dataclass(frozen=True)
-class Judged:
-    """What the checker found in a run's history, before the run's own story (an interruption,
-    an error) is added to it: judged once, concluded again if a signal comes later."""
-
-    result: CheckResult
-    coverage: dict[str, Any]
-
-
-def judge_run(run_dir: RunDir, record: RunRecord) -> Judged:
-    """Check a run directory's history with its inventory and TTL, and measure its coverage."""
-    sinks = record.sinks
-    # One read of the history gives the verdict and the coverage.
-    tap = CoverageTap(sinks=sinks, lease_ttl=record.lease_ttl, roles=record.roles)
-    result = check(
-        tap.events(read_history(run_dir.history)), inventory=sinks, lease_ttl=record.lease_ttl
-    )
-    return Judged(result, tap.coverage().to_json())
-
-
-def conclude_run(
-    run_dir: RunDir, record: RunRecord, judged: Judged, *, write: bool = True
-) -> CheckResult:
-    """The run's verdict from what the checker found and how the run ended, written to
-    ``results.json`` unless ``write`` is false.
-
-    A run cut short (interrupted: which signal, when, in which phase; or broken off by an error)
-    says so first among the unknown reasons, and is never valid: it is unknown, or invalid when
-    what was recorded already shows an anomaly.
-    """
-    result = judged.result
-    cut_short = None
-    if record.interrupted is not None:
-        cut_short = f"the run was {record.interrupted.describe()}"
-    elif record.error:
-        cut_short = f"the run broke off: {record.error}"
-    if cut_short is not None:
-        result = replace(
-            result,
-            valid="unknown" if result.valid is True else result.valid,
-            unknown_reasons=_cut_short_reasons(
-                cut_short, result, ": the run ended before its final reads"
-            ),
-        )
-    elif record.lost:
-        lost = "; ".join(record.lost)
-        result = replace(
-            result,
-            unknown_reasons=_cut_short_reasons(
-                f"lost during the final reads: {lost}", result, ": the final reads were lost"
-            ),
-        )
-    data = result.to_json()
-    data["coverage"] = judged.coverage
-    if record.interrupted is not None:
-        data["interrupted"] = record.interrupted.to_json()
-    if record.error:
-        data["run_error"] = record.error
-    if record.lost:
-        data["lost"] = list(record.lost)
-    if write:
-        run_dir.write_json(run_dir.results, data)
-    return result
-
-
-def check_run(
-    run_dir: RunDir, record: RunRecord | None = None, *, write: bool = True
-) -> CheckResult:
-    """Check a run directory's history and write ``results.json`` (unless ``write`` is false);
-    ``record`` is the run's, read from ``test.json`` when absent (:func:`judge_run`, then
-    :func:`conclude_run`). The report and the store's index are the caller's to write
-    (:func:`harness.report.publish`).
-    """
-    record = record if record is not None else RunRecord.from_json(run_dir.read_test())
-    return conclude_run(run_dir, record, judge_run(run_dir, record), write=write)
-
-
 def note_late_signal(outcome: RunOutcome, signal: Interrupted, phase: str) -> RunOutcome:
     """A finished run interrupted afterwards (while its report was written): the signal goes
     into ``test.json`` and ``results.json`` like any other, and the verdict is concluded again
@@ -451,16 +306,6 @@ def note_late_signal(outcome: RunOutcome, signal: Interrupted, phase: str) -> Ru
     run_dir.write_json(run_dir.test_json, record.to_json())
     result = conclude_run(run_dir, record, judged)
     return replace(outcome, result=result, interrupted=True, record=record, judged=judged)
-
-
-def _topology(spec: TestSpec, system: System, hosts: HostsFile | None) -> list[NodeSpec]:
-    """The nodes and roles of the run: the hosts file's, or those the system's roles ask for."""
-    if hosts is None:
-        return [NodeSpec(name, role) for name, role in topology(system.roles(), spec.workers)]
-    try:
-        return [NodeSpec(name, role) for name, role in hosts.roles().items()]
-    except ClusterError as problem:
-        raise RunError(f"{hosts.path}: {problem}") from None
 
 
 def _image(system: System, console: Console) -> str:
@@ -492,80 +337,6 @@ def _nodes(
     else:
         with SshCluster(hosts, keep=keep) as connected:
             yield connected.nodes
-
-
-def _cut_short_reasons(note: str, result: CheckResult, instead: str) -> tuple[str, ...]:
-    """The unknown reasons of a run that could not finish its final reads: why first, and
-    ``instead`` of the advice to add a final read (the workload has one; it could not run)."""
-    reasons = [
-        reason.removesuffix(FINAL_READ_ADVICE) + instead
-        if reason.endswith(FINAL_READ_ADVICE)
-        else reason
-        for reason in result.unknown_reasons
-    ]
-    return (note, *reasons)
-
-
-def _load(spec: TestSpec) -> System:
-    try:
-        system = load_system(spec.system)
-        get_workload(spec.workload)
-    except (LookupError, ValueError) as problem:
-        raise RunError(str(problem).strip("'\"")) from None
-    switches = set(system.bug_switches()) if isinstance(system, PlantsBugs) else set()
-    unknown = sorted(set(spec.bugs) - switches - set(HOLDER_FLAWS))
-    if unknown:
-        raise RunError(
-            f"unknown bug switch(es) {', '.join(unknown)} for system {spec.system!r}; choose "
-            f"from {', '.join(sorted(switches)) or 'none'} or the holder flaws "
-            f"{', '.join(HOLDER_FLAWS)} (see `fencecheck list`)"
-        )
-    for symbol in (LOCK_LEADER, LOCK_FOLLOWER):
-        if symbol in spec.targets and not isinstance(system, KnowsLeader):
-            raise RunError(
-                f"system {spec.system!r} cannot say which lock-service member leads, so faults "
-                f"cannot target {symbol}; target lock or a node name instead"
-            )
-    if HOLDER_MEMBER in spec.targets and not isinstance(system, KnowsClientMember):
-        raise RunError(
-            f"system {spec.system!r} cannot say which lock-service member a holder's client "
-            f"talks to, so faults cannot target {HOLDER_MEMBER}; target lock or a node name instead"
-        )
-    for refusal in (
-        durability_problem(system, spec.nemeses, spec.targets),
-        clock_problem(system, spec.nemeses, spec.targets),
-        disk_problem(system, spec.nemeses),
-    ):
-        if refusal is not None:
-            raise RunError(refusal)
-    return system
-
-
-def _schedule(
-    spec: TestSpec,
-    roles: Mapping[str, str],
-    ttl: float,
-    processes: Mapping[str, str] | None = None,
-) -> Schedule:
-    """The seeded fault schedule; ``processes`` (role -> daemon) is known once the system runs,
-    and the same seed draws the same windows with or without it."""
-    duration = round(spec.time_limit * 1e9)
-    ttl_ns = round(ttl * 1e9)
-    if not spec.nemeses:
-        return Schedule(spec.seed, ttl_ns, duration, ())
-    try:
-        return generate_schedule(
-            spec.seed,
-            roles,
-            lease_ttl_ns=ttl_ns,
-            duration_ns=duration,
-            kinds=spec.nemeses,
-            targets=spec.targets,
-            processes=processes,
-            ttl_multiples=spec.fault_lengths or DEFAULT_TTL_MULTIPLES,
-        )
-    except (ValueError, RuntimeError) as problem:
-        raise RunError(str(problem)) from None
 
 
 def _exercise(
@@ -602,12 +373,12 @@ def _exercise(
             processes["worker"] = AGENT_DAEMON
             # A given schedule (a replay's) already names the daemons its faults aim at.
             if not fixed:
-                schedule = _schedule(
+                schedule = schedule_for(
                     spec, {n.name: n.role for n in nodes.values()}, lease_ttl, processes
                 )
             state.record.schedule = schedule.to_json()
             state.save()
-            options = _options(spec, inventory)
+            options = workload_options(spec, inventory)
             nemesis: Nemesis = (
                 standard_nemesis(spec.nemeses, restarter=kill_restarter(system, deployment, agents))
                 if spec.nemeses
@@ -733,19 +504,6 @@ def _leader(system: System, nodes: Mapping[str, Node]) -> Callable[[], str | Non
     return leader
 
 
-def _check_spanning(spec: TestSpec, system: System, inventory: Sequence[Sink]) -> None:
-    """Refuse writes spanning keys that the system's sink (the first fenced one) cannot take."""
-    if spec.keys_per_write == 1:
-        return
-    sink = next(s.name for s in inventory if s.fenced)
-    if not isinstance(system, WritesSpanKeys) or sink not in system.spanning_sinks():
-        raise RunError(
-            f"system {spec.system!r} cannot write several keys of its sink {sink!r} at once, "
-            f"so --keys-per-write {spec.keys_per_write} cannot run; use --keys-per-write 1 or "
-            "--system reference"
-        )
-
-
 def _member(system: System, nodes: Mapping[str, Node]) -> Callable[[str], str | None] | None:
     """Asks the system which member a worker's client talks to, for ``holder-member`` faults."""
     if not isinstance(system, KnowsClientMember):
@@ -758,24 +516,6 @@ def _member(system: System, nodes: Mapping[str, Node]) -> Callable[[str], str | 
             return None  # the fault then falls back to the window's drawn lock node
 
     return member
-
-
-def _options(spec: TestSpec, inventory: Sequence[Sink]) -> WorkloadOptions:
-    flaws = HolderFlaws(
-        retry_on_reject=RETRY_ON_REJECT in spec.bugs,
-        reacquire_no_reread=REACQUIRE_NO_REREAD in spec.bugs,
-    )
-    return WorkloadOptions(
-        keys=spec.keys,
-        locks=spec.locks,
-        writes_per_lease=spec.writes_per_lease,
-        keys_per_write=spec.keys_per_write,
-        read_ratio=spec.read_ratio,
-        rate=spec.rate,
-        fenced_sinks=tuple(s.name for s in inventory if s.fenced),
-        all_sinks=tuple(s.name for s in inventory),
-        flaws=flaws,
-    )
 
 
 def _outlast(schedule: Schedule, ttl: float) -> float:

@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from harness.run.results import StoredResults
+
 __all__ = [
     "DEFAULT_STORE",
     "RunDir",
@@ -154,18 +156,18 @@ class RunDir:
         data: dict[str, Any] = json.loads(self.test_json.read_text())
         return data
 
-    def read_results(self) -> dict[str, Any] | None:
-        """The decoded ``results.json``, or ``None`` when the run was never checked."""
-        if not self.results.exists():
+    def read_results(self) -> StoredResults | None:
+        """``results.json`` read back (:class:`~harness.run.results.StoredResults`), or ``None``
+        when the run was never checked; raises ``OSError`` or ``ValueError`` naming the file when
+        it cannot be read."""
+        try:
+            text = self.results.read_text()
+        except FileNotFoundError:
             return None
-        data: dict[str, Any] = json.loads(self.results.read_text())
-        return data
-
-    def read_coverage(self) -> dict[str, Any] | None:
-        """The ``coverage`` section of ``results.json`` (``None``: never checked, or no such
-        section); raises as :meth:`read_results` does."""
-        coverage = (self.read_results() or {}).get("coverage")
-        return coverage if isinstance(coverage, dict) else None
+        try:
+            return StoredResults.from_json(json.loads(text))
+        except ValueError as problem:
+            raise ValueError(f"{self.results} cannot be read: {problem}") from None
 
     def read_replay(self) -> dict[str, Any] | None:
         """The decoded ``replay.json`` of a replay, or ``None`` (not a replay, or unreadable)."""

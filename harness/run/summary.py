@@ -8,14 +8,14 @@ malformed files: a run that crashed before it was checked is still listed, as ``
 
 from __future__ import annotations
 
-import json
-import os
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
+from harness.history.io import last_time
+from harness.run.results import StoredResults
 from harness.run.store import RunDir
 
 __all__ = [
@@ -23,7 +23,6 @@ __all__ = [
     "RunSummary",
     "Verdict",
     "as_names",
-    "expected_names",
     "flat_test",
     "summarize",
     "verdict_of",
@@ -32,7 +31,6 @@ __all__ = [
 Verdict = Literal["valid", "invalid", "unknown", "unchecked"]
 VERDICTS: Final[tuple[Verdict, ...]] = ("valid", "invalid", "unknown", "unchecked")
 _STAMP_FORMAT: Final = "%Y%m%dT%H%M%S.%fZ"
-_TAIL_BYTES: Final = 64 * 1024  # far more than one history line
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +59,10 @@ class RunSummary:
     problem: str | None
     operations: int | None
     duration_s: float | None
+    results: StoredResults | None = None
+    """``results.json`` as read (``None``: never checked, or unreadable: see ``problem``)."""
+    fields: Mapping[str, Any] = field(default_factory=dict)
+    """Every field of ``test.json`` in one mapping (:func:`flat_test`; empty when unreadable)."""
 
     @property
     def title(self) -> str:
@@ -118,27 +120,15 @@ def flat_test(test: Mapping[str, Any]) -> dict[str, Any]:
     return merged
 
 
-def expected_names(results: Mapping[str, Any]) -> set[str]:
-    """Anomaly names the checker found only where the inventory expects them.
-
-    These are known weaknesses of unguarded sinks: reported, not counted against the run.
-    """
-    names = set(as_names(results.get("expected_types")))
-    expected = results.get("expected")
-    if isinstance(expected, Mapping):
-        names.update(str(name) for name, evidence in expected.items() if evidence)
-    return names
-
-
-def _read_json(path: Any) -> tuple[dict[str, Any] | None, str | None]:
+def _read_test(run: RunDir) -> tuple[dict[str, Any] | None, str | None]:
     try:
-        data = json.loads(path.read_text())
+        data = run.read_test()
     except FileNotFoundError:
         return None, None
     except (OSError, ValueError) as problem:
-        return None, f"{path.name} cannot be read: {problem}"
+        return None, f"{run.test_json.name} cannot be read: {problem}"
     if not isinstance(data, dict):
-        return None, f"{path.name} is not a JSON object"
+        return None, f"{run.test_json.name} is not a JSON object"
     return data, None
 
 
@@ -157,64 +147,29 @@ def _started(stamp: str, spec: Mapping[str, Any]) -> datetime | None:
         return None
 
 
-def _explanations(results: Mapping[str, Any]) -> tuple[str, ...]:
-    anomalies = results.get("anomalies")
-    if not isinstance(anomalies, Mapping):
-        return ()
-    lines: list[str] = []
-    for name, evidence in anomalies.items():
-        for item in evidence if isinstance(evidence, list) else ():
-            text = item.get("explanation") if isinstance(item, Mapping) else None
-            lines.append(f"{name}: {text}" if text else str(name))
-    return tuple(lines)
-
-
-def _operation_count(results: Mapping[str, Any]) -> int | None:
-    counts = results.get("counts")
-    ops = counts.get("ops") if isinstance(counts, Mapping) else None
-    if not isinstance(ops, Mapping):
-        return None
-    total = 0
-    for per_type in ops.values():
-        invoked = per_type.get("invoke") if isinstance(per_type, Mapping) else None
-        total += invoked if isinstance(invoked, int) else 0
-    return total
-
-
 def _duration(spec: Mapping[str, Any], history: Path) -> float | None:
     """Seconds the run lasted: from the spec when it says, else the last history event's time."""
     for key in ("duration", "elapsed"):
         value = spec.get(key)
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
-    try:
-        with history.open("rb") as stream:
-            size = stream.seek(0, os.SEEK_END)
-            stream.seek(max(0, size - _TAIL_BYTES))
-            lines = stream.read().splitlines()
-    except OSError:
-        return None
-    for line in reversed(lines):
-        try:
-            time = json.loads(line).get("time")
-        except (ValueError, AttributeError):
-            continue  # a torn last line, or the cut-off first one
-        if isinstance(time, int):
-            return time / 1e9
-    return None
+    last = last_time(history)
+    return last / 1e9 if last is not None else None
 
 
 def summarize(run: RunDir) -> RunSummary:
     """Read ``test.json`` and ``results.json`` of ``run`` into a :class:`RunSummary`."""
-    test, spec_problem = _read_json(run.test_json)
-    results, results_problem = _read_json(run.results)
+    test, spec_problem = _read_test(run)
+    results_problem = None
+    try:
+        results = run.read_results()
+    except (OSError, ValueError) as problem:
+        results, results_problem = None, str(problem)
     spec = flat_test(test or {})
-    verdict = verdict_of(results)
-    results = results or {}
+    verdict: Verdict = results.valid if results is not None else "unchecked"
     if results_problem is not None:
         verdict = "unknown"
     seed = spec.get("seed")
-    reasons = results.get("unknown_reasons")
     return RunSummary(
         run=run,
         test=_string(spec.get("test_name")) or _string(spec.get("name")) or run.path.parent.name,
@@ -226,16 +181,18 @@ def summarize(run: RunDir) -> RunSummary:
         nemeses=as_names(spec.get("nemeses")),
         seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
         verdict=verdict,
-        anomaly_types=as_names(results.get("anomaly_types")),
-        expected_types=tuple(sorted(expected_names(results))),
-        explanations=_explanations(results),
-        unknown_reasons=as_names(reasons) if isinstance(reasons, list) else (),
+        anomaly_types=results.anomaly_types if results else (),
+        expected_types=results.expected_types if results else (),
+        explanations=results.explanations if results else (),
+        unknown_reasons=results.unknown_reasons if results else (),
         problem=spec_problem
         or results_problem
         or _string(spec.get("error"))
-        or _string(results.get("run_error")),
-        operations=_operation_count(results),
+        or (results.run_error if results else None),
+        operations=results.operations if results else None,
         duration_s=_duration(spec, run.history),
+        results=results,
+        fields=spec,
     )
 
 

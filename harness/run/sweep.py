@@ -22,11 +22,12 @@ kind) is shown as such, with the reason, never dropped and never given an invent
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Final
 
+from harness.run.results import StoredSink
 from harness.run.runner import RunError, RunOutcome
 from harness.run.spec import TestSpec
 
@@ -42,7 +43,6 @@ __all__ = [
     "variants",
 ]
 
-_STALE: Final = "stale-write"
 _WORKLOAD: Final = "sinks"
 _LEAD_AND_TAIL_TTL: Final = 4.0
 """A pause and this many TTLs (the schedule's lead-in, recovery and tail) make room for a window."""
@@ -157,16 +157,13 @@ def cell_specs(
     ]
 
 
-def stale_on(results: Mapping[str, Any], fenced: bool) -> bool | None:
-    """Whether a ``results.json`` shows a stale write accepted on a sink that is ``fenced`` (or
-    not), counted or expected; ``None`` when the run had no such sink."""
-    sinks = [s for s in (results.get("sinks") or {}).values() if bool(s.get("fenced")) == fenced]
-    if not sinks:
+def stale_on(sinks: Iterable[StoredSink], fenced: bool) -> bool | None:
+    """Whether a stale write was accepted (counted or expected) on one of ``sinks`` that is
+    ``fenced`` (or not); ``None`` when the run had no such sink."""
+    chosen = [sink for sink in sinks if sink.fenced == fenced]
+    if not chosen:
         return None
-    return any(
-        (s.get("anomalies") or {}).get(_STALE, 0) or (s.get("expected") or {}).get(_STALE, 0)
-        for s in sinks
-    )
+    return any(sink.stale_accepted for sink in chosen)
 
 
 def run_sweep(
@@ -212,9 +209,9 @@ def _run_cells(
             if on_run is not None:
                 on_run(cells, len(specs) - number)
             return  # every seed of the cells is refused for the same reason
-        results = outcome.run_dir.read_results() or {}
+        stored = outcome.run_dir.read_results()
         for cell in cells:
-            stale = stale_on(results, cell.variant.fenced)
+            stale = stale_on(stored.sinks if stored else (), cell.variant.fenced)
             if stale is None:
                 kind = "fenced" if cell.variant.fenced else "unfenced"
                 cell.refused = f"{spec.system} has no {kind} sink in its inventory"

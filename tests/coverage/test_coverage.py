@@ -12,7 +12,7 @@ from typing import Any
 from checkers.coverage import Coverage, coverage_of
 from harness.history import Event
 from harness.report import publish
-from harness.run.runner import check_run
+from harness.run.judge import check_run
 from harness.run.store import open_run_dir
 
 S = 1_000_000_000

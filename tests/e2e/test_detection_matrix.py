@@ -38,7 +38,8 @@ def test_detection_matrix(entry: MatrixEntry, tmp_path: Path) -> None:
     spec = replace(entry.spec, store=tmp_path / "store")
     outcome = run_test(spec, console=Console(stderr=True, force_terminal=False), progress=False)
     summary = summarize(outcome.run_dir)
-    results = outcome.run_dir.read_results() or {}
+    stored = outcome.run_dir.read_results()
+    results = dict(stored.data) if stored is not None else {}
     story = (
         f"{_case_id(entry)}: valid={results.get('valid')} anomalies={results.get('anomaly_types')}"
         f" expected={results.get('expected_types')} unknown={results.get('unknown_reasons')}"

@@ -37,5 +37,6 @@ def test_concurrent_json_writes_leave_one_whole_file(tmp_path: Path) -> None:
     run = RunDir(tmp_path)
     with ThreadPoolExecutor(16) as pool:
         list(pool.map(lambda n: run.write_json(run.results, {"n": n}), range(48)))
-    assert run.read_results() in [{"n": n} for n in range(48)]
+    stored = run.read_results()
+    assert stored is not None and stored.data in [{"n": n} for n in range(48)]
     assert [p.name for p in tmp_path.iterdir()] == ["results.json"]

@@ -9,8 +9,9 @@ from pathlib import Path
 
 from harness.history import HistoryWriter, read_history
 from harness.node.docker.cluster import default_topology
+from harness.run.plan import schedule_for
 from harness.run.recorder import Recorder
-from harness.run.runner import _final_readers, _final_reads, _schedule
+from harness.run.runner import _final_readers, _final_reads
 from harness.run.spec import LIMITS, TestSpec
 
 # The reference system as local processes on loopback (no Docker): the systems tests' helper.
@@ -22,7 +23,7 @@ def test_the_longest_allowed_run_has_a_schedule_of_bounded_size() -> None:
     spec = TestSpec(ttl=ttl, time_limit=86400, nemeses=("pause", "kill"), seed=1)
     spec.check()
     roles = {node.name: node.role for node in default_topology(int(LIMITS["workers"].high))}
-    schedule = _schedule(spec, roles, ttl)
+    schedule = schedule_for(spec, roles, ttl)
     # A window per (fault + gap) ≥ 1.4 TTL at most: the schedule cannot outgrow the TTL count.
     assert 0 < len(schedule.windows) <= 100_000 / 1.4
     assert len(json.dumps(schedule.to_json())) < 100 * 2**20

@@ -20,6 +20,7 @@ import pytest
 
 from checkers import check_file
 from harness.cli import EXIT_VALID
+from harness.run.results import StoredResults
 from harness.run.runner import RunError, RunOutcome
 from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
 from harness.run.store import new_run_dir
@@ -86,8 +87,9 @@ def test_a_refused_cell_says_why_and_is_kept_in_the_table(tmp_path: Path) -> Non
 
 def test_a_system_without_an_unfenced_sink_marks_the_unfenced_rows(tmp_path: Path) -> None:
     results = {"sinks": {"kv": {"fenced": True, "anomalies": {}, "expected": {}}}}
-    assert stale_on(results, fenced=True) is False
-    assert stale_on(results, fenced=False) is None
+    sinks = StoredResults.from_json({"valid": True, **results}).sinks
+    assert stale_on(sinks, fenced=True) is False
+    assert stale_on(sinks, fenced=False) is None
 
     def fenced_only(spec: RunSpec) -> RunOutcome:
         run = new_run_dir(spec.test_name, spec.store)

@@ -19,8 +19,8 @@ import pytest
 
 from checkers import CheckResult
 from harness.history import HistoryWriter
+from harness.run.judge import check_run as run_check
 from harness.run.runner import RunError, RunOutcome
-from harness.run.runner import check_run as run_check
 from harness.run.spec import TestSpec
 from harness.run.store import RunDir, new_run_dir, point_latest
 from tests.support.simulation import recorded_words
@@ -264,7 +264,9 @@ def check_run(run: RunDir) -> CheckResult:
 def weakened(outcome: RunOutcome, gap: str) -> RunOutcome:
     """``outcome`` with its coverage naming ``gap``: a valid run that tested less than it
     claims ("VALID, but weak"), as --strict must refuse."""
-    results = outcome.run_dir.read_results() or {}
+    stored = outcome.run_dir.read_results()
+    assert stored is not None
+    results = dict(stored.data)
     results["coverage"]["gaps"] = [gap]
     outcome.run_dir.write_json(outcome.run_dir.results, results)
     return outcome

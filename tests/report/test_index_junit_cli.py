@@ -75,8 +75,9 @@ def test_junit_has_one_case_per_run(tmp_path: Path, make_run: RunFactory) -> Non
 
 def test_junit_skips_unknown_runs_with_the_reasons(tmp_path: Path, make_run: RunFactory) -> None:
     run = make_run(stale=False)
-    results = run.read_results()
-    assert results is not None
+    stored = run.read_results()
+    assert stored is not None
+    results = dict(stored.data)
     results.update(valid="unknown", unknown_reasons=["nemesis start-pause failed\x07 to apply"])
     run.write_json(run.results, results)
     path = write_junit([run], tmp_path / "junit.xml")

@@ -138,8 +138,9 @@ def test_embedded_json_round_trips_and_cannot_escape(text: str) -> None:
 def test_hostile_strings_in_the_history_stay_data(make_run: RunFactory) -> None:
     hostile = "</script><script>alert(1)</script><!--"
     run = make_run(stale=False)
-    results = run.read_results()
-    assert results is not None
+    stored = run.read_results()
+    assert stored is not None
+    results = dict(stored.data)
     results["unknown_reasons"] = [hostile]
     run.write_json(run.results, results)
     text = write_report(run).read_text()

@@ -19,7 +19,8 @@ pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 
 def _run(spec: TestSpec) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     outcome = run_test(spec, console=Console(stderr=True, force_terminal=False), progress=False)
-    results = outcome.run_dir.read_results() or {}
+    stored = outcome.run_dir.read_results()
+    results = dict(stored.data) if stored is not None else {}
     assert outcome.error is None, outcome.error
     with outcome.run_dir.history.open() as lines:
         history = [json.loads(line) for line in lines]

@@ -1,0 +1,104 @@
+"""Judging a run: its history checked once (the verdict and the coverage in one pass), then
+concluded with the run's own story (an interruption, an error, parts lost) and written to
+``results.json``.
+
+Judging is apart from carrying out (:mod:`harness.run.runner`) so that a stored run is judged
+again (``fencecheck analyze``) exactly as it was the first time, and a signal that arrives after
+the check concludes the verdict again without a second check.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+from checkers import CheckResult, check
+from checkers.check import FINAL_READ_ADVICE
+from checkers.coverage import CoverageTap
+from harness.history import read_history
+from harness.run.record import RunRecord
+from harness.run.results import results_json
+from harness.run.store import RunDir
+
+__all__ = ["Judged", "check_run", "conclude_run", "judge_run"]
+
+
+@dataclass(frozen=True)
+class Judged:
+    """What the checker found in a run's history, before the run's own story (an interruption,
+    an error) is added to it: judged once, concluded again if a signal comes later."""
+
+    result: CheckResult
+    coverage: dict[str, Any]
+
+
+def judge_run(run_dir: RunDir, record: RunRecord) -> Judged:
+    """Check a run directory's history with its inventory and TTL, and measure its coverage."""
+    sinks = record.sinks
+    # One read of the history gives the verdict and the coverage.
+    tap = CoverageTap(sinks=sinks, lease_ttl=record.lease_ttl, roles=record.roles)
+    result = check(
+        tap.events(read_history(run_dir.history)), inventory=sinks, lease_ttl=record.lease_ttl
+    )
+    return Judged(result, tap.coverage().to_json())
+
+
+def conclude_run(
+    run_dir: RunDir, record: RunRecord, judged: Judged, *, write: bool = True
+) -> CheckResult:
+    """The run's verdict from what the checker found and how the run ended, written to
+    ``results.json`` unless ``write`` is false.
+
+    A run cut short (interrupted: which signal, when, in which phase; or broken off by an error)
+    says so first among the unknown reasons, and is never valid: it is unknown, or invalid when
+    what was recorded already shows an anomaly.
+    """
+    result = judged.result
+    cut_short = None
+    if record.interrupted is not None:
+        cut_short = f"the run was {record.interrupted.describe()}"
+    elif record.error:
+        cut_short = f"the run broke off: {record.error}"
+    if cut_short is not None:
+        result = replace(
+            result,
+            valid="unknown" if result.valid is True else result.valid,
+            unknown_reasons=_cut_short_reasons(
+                cut_short, result, ": the run ended before its final reads"
+            ),
+        )
+    elif record.lost:
+        lost = "; ".join(record.lost)
+        result = replace(
+            result,
+            unknown_reasons=_cut_short_reasons(
+                f"lost during the final reads: {lost}", result, ": the final reads were lost"
+            ),
+        )
+    if write:
+        run_dir.write_json(run_dir.results, results_json(result, judged.coverage, record))
+    return result
+
+
+def check_run(
+    run_dir: RunDir, record: RunRecord | None = None, *, write: bool = True
+) -> CheckResult:
+    """Check a run directory's history and write ``results.json`` (unless ``write`` is false);
+    ``record`` is the run's, read from ``test.json`` when absent (:func:`judge_run`, then
+    :func:`conclude_run`). The report and the store's index are the caller's to write
+    (:func:`harness.report.publish`).
+    """
+    record = record if record is not None else RunRecord.from_json(run_dir.read_test())
+    return conclude_run(run_dir, record, judge_run(run_dir, record), write=write)
+
+
+def _cut_short_reasons(note: str, result: CheckResult, instead: str) -> tuple[str, ...]:
+    """The unknown reasons of a run that could not finish its final reads: why first, and
+    ``instead`` of the advice to add a final read (the workload has one; it could not run)."""
+    reasons = [
+        reason.removesuffix(FINAL_READ_ADVICE) + instead
+        if reason.endswith(FINAL_READ_ADVICE)
+        else reason
+        for reason in result.unknown_reasons
+    ]
+    return (note, *reasons)
