@@ -87,17 +87,25 @@ def main(argv: Sequence[str] | None = None) -> int:
     for column in ("switch", "detected", "median to first violation", "verdicts"):
         table.add_column(column)
     for switch in args.switch or _SWITCHES:
-        runs = []
-        for at in range(args.runs):
-            run = _one(switch, args.seed + at, args.time_limit, console)
-            console.print(f"{switch} seed {run.seed}: {run.verdict}, caught {run.caught}")
-            runs.append(run)
-        firsts = [run.first_ns for run in runs if run.caught and run.first_ns is not None]
-        median = f"{statistics.median(firsts) / 1e9:.1f} s" if firsts else "-"
-        verdicts = ", ".join(run.verdict for run in runs)
-        table.add_row(switch, f"{sum(run.caught for run in runs)}/{len(runs)}", median, verdicts)
+        table.add_row(*detect(switch, args.runs, args.seed, args.time_limit, console))
     Console().print(table)
     return 0
+
+
+def detect(
+    switch: str, runs: int, seed: int, time_limit: float, console: Console
+) -> tuple[str, str, str, str]:
+    """``runs`` seeded runs of ``switch`` from ``seed`` on: its row (switch, detections out of
+    the runs, median time to the first violation, the verdicts)."""
+    done = []
+    for at in range(runs):
+        run = _one(switch, seed + at, time_limit, console)
+        console.print(f"{switch} seed {run.seed}: {run.verdict}, caught {run.caught}")
+        done.append(run)
+    firsts = [run.first_ns for run in done if run.caught and run.first_ns is not None]
+    median = f"{statistics.median(firsts) / 1e9:.1f} s" if firsts else "-"
+    verdicts = ", ".join(run.verdict for run in done)
+    return switch, f"{sum(run.caught for run in done)}/{len(done)}", median, verdicts
 
 
 if __name__ == "__main__":
