@@ -20,9 +20,10 @@ one of them; each is confirmed from that file system's own report and recorded.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, ClassVar, Final
+from typing import Any, Final
 
 from harness.history import SAID
 from harness.node import Node
@@ -36,6 +37,7 @@ from nemeses.protocol import Fault, HealReport, NemesisError, fault_fs
 from nemeses.restart_while_paused import RestartWhilePausedNemesis
 
 __all__ = [
+    "DISK_FAULTS",
     "DISK_FULL",
     "DISK_FULL_KIND",
     "FSYNC_ERROR",
@@ -45,6 +47,7 @@ __all__ = [
     "SLOW_DISK",
     "SLOW_DISK_KIND",
     "SLOW_TTL_MULTIPLES",
+    "DiskFault",
     "DiskFaultNemesis",
     "PowerLossNemesis",
     "ask_node",
@@ -65,7 +68,6 @@ _DISK_ROLES: Final = ("store", "lock")
 # accepted write (before it, the store has learnt nothing to lose), the lock service's right
 # after the grant (the counter it just wrote).
 _AFTER_TAKEOVER_WRITES: Final = {"store": 1, "lock": 0}
-_FAULT_COUNTS: Final = {DISK_FULL: "enospc", FSYNC_ERROR: "eio", SLOW_DISK: "slowed_fsyncs"}
 
 
 def ask_node(node: Node, request: dict[str, Any]) -> dict[str, Any]:
@@ -209,25 +211,63 @@ def _draw_power_loss(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
     return (draw.target,), params
 
 
+@dataclass(frozen=True, slots=True)
+class DiskFault:
+    """What one disk kind sets on the lazy file system and how its sentences read.
+
+    ``setting`` is the file system's fault setting; ``on`` its value for a fault, ``off`` its
+    value without; ``count`` the report's counter of what the window returned; ``started`` what
+    the disk began to do (``{delay}`` is the fault's ``delay_s``); ``returned`` what the count
+    counts, in the plural.
+    """
+
+    setting: str
+    on: Callable[[Fault], Any]
+    off: Any
+    count: str
+    started: str
+    returned: str
+
+
+DISK_FAULTS: Final[Mapping[str, DiskFault]] = {
+    DISK_FULL: DiskFault(
+        "disk_full", lambda fault: True, False, "enospc", "filled up (ENOSPC)", "ENOSPC errors"
+    ),
+    FSYNC_ERROR: DiskFault(
+        "fsync_error",
+        lambda fault: True,
+        False,
+        "eio",
+        "began to fail every fsync (EIO)",
+        "failed fsyncs",
+    ),
+    SLOW_DISK: DiskFault(
+        "fsync_delay_s",
+        lambda fault: float(fault.params.get("delay_s", 1.0)),
+        0.0,
+        "slowed_fsyncs",
+        "began to take {delay:g} s for each fsync",
+        "slowed fsyncs",
+    ),
+}
+"""The toggled disk kinds (not ``power-loss``), by name."""
+
+
 class DiskFaultNemesis(NodeNemesis):
-    """A disk fault on every lazy file system of the targets for the window: ``on`` at the
-    start, ``off`` at the stop; each edge confirmed by the file system's report, the stop with
-    how many errors (or slowed fsyncs) the window returned."""
+    """A disk fault (:data:`DISK_FAULTS`) on every lazy file system of the targets for the
+    window: on at the start, off at the stop; each edge confirmed by the file system's report,
+    the stop with how many errors (or slowed fsyncs) the window returned."""
 
-    kind: ClassVar[str]
-
-    def __init__(self) -> None:
+    def __init__(self, kind: str) -> None:
         super().__init__()
+        self.kind = kind
+        self._fault = DISK_FAULTS[kind]
         self._in_force: dict[str, dict[str, int]] = {}  # node -> its count when the window began
 
     @property
     def fs(self) -> frozenset[str]:
         """``start-<kind>`` and ``stop-<kind>``."""
         return fault_fs(self.kind)
-
-    def settings(self, fault: Fault, on: bool) -> dict[str, Any]:
-        """The lazy file system's fault settings for ``fault`` (``on``) or without it."""
-        raise NotImplementedError
 
     def invoke(self, f: str, fault: Fault) -> dict[str, Any]:
         """Put the fault on (start) or off (stop) on every target, confirmed by each report."""
@@ -237,30 +277,25 @@ class DiskFaultNemesis(NodeNemesis):
         return {"disks": facts, SAID: said}
 
     def _set(self, node: Node, fault: Fault, on: bool) -> dict[str, Any]:
-        wanted = self.settings(fault, on)
+        kind = self._fault
+        wanted = {kind.setting: kind.on(fault) if on else kind.off}
         answers = ask_node(node, {"op": "faults", **wanted})
-        count = _FAULT_COUNTS[self.kind]
-        counts = {where: int(answer["report"][count]) for where, answer in answers.items()}
+        counts = {where: int(answer["report"][kind.count]) for where, answer in answers.items()}
         for where, answer in answers.items():
             in_force = {key: answer["report"]["faults"][key] for key in wanted}
             if in_force != wanted:
                 raise NemesisError(f"{node.name}: {where} reports {in_force}, not {wanted}")
         if on:
             self._in_force[node.name] = counts
-            return {"faults": wanted, "said": f"{node.name}'s disk {self._started(fault)}"}
+            started = kind.started.format(delay=fault.params.get("delay_s", 1.0))
+            return {"faults": wanted, "said": f"{node.name}'s disk {started}"}
         began = self._in_force.pop(node.name, {})
         returned = sum(n - began.get(where, 0) for where, n in counts.items())
         return {
             "faults": wanted,
-            count: returned,
-            "said": f"{node.name}'s disk recovered after {returned} {self._what(returned)}",
+            kind.count: returned,
+            "said": f"{node.name}'s disk recovered after {returned} {kind.returned}",
         }
-
-    def _started(self, fault: Fault) -> str:
-        raise NotImplementedError
-
-    def _what(self, count: int) -> str:
-        raise NotImplementedError
 
     def heal(self) -> HealReport:
         """Take the fault off every node where it may be in force."""
@@ -273,54 +308,6 @@ class DiskFaultNemesis(NodeNemesis):
                 continue
             report.healed.append(f"{self.kind} off on {name}")
         return report
-
-
-class DiskFullNemesis(DiskFaultNemesis):
-    """``disk-full``: ENOSPC for every write, create and growing truncate."""
-
-    kind = DISK_FULL
-
-    def settings(self, fault: Fault, on: bool) -> dict[str, Any]:
-        """``disk_full``."""
-        return {"disk_full": on}
-
-    def _started(self, fault: Fault) -> str:
-        return "filled up (ENOSPC)"
-
-    def _what(self, count: int) -> str:
-        return f"ENOSPC error{'s' if count != 1 else ''}"
-
-
-class FsyncErrorNemesis(DiskFaultNemesis):
-    """``fsync-error``: EIO for every fsync."""
-
-    kind = FSYNC_ERROR
-
-    def settings(self, fault: Fault, on: bool) -> dict[str, Any]:
-        """``fsync_error``."""
-        return {"fsync_error": on}
-
-    def _started(self, fault: Fault) -> str:
-        return "began to fail every fsync (EIO)"
-
-    def _what(self, count: int) -> str:
-        return f"failed fsync{'s' if count != 1 else ''}"
-
-
-class SlowDiskNemesis(DiskFaultNemesis):
-    """``slow-disk``: every fsync waits ``params["delay_s"]`` first."""
-
-    kind = SLOW_DISK
-
-    def settings(self, fault: Fault, on: bool) -> dict[str, Any]:
-        """``fsync_delay_s``."""
-        return {"fsync_delay_s": float(fault.params.get("delay_s", 1.0)) if on else 0.0}
-
-    def _started(self, fault: Fault) -> str:
-        return f"began to take {float(fault.params.get('delay_s', 1.0)):g} s for each fsync"
-
-    def _what(self, count: int) -> str:
-        return f"slowed fsync{'s' if count != 1 else ''}"
 
 
 def _draw_node(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
@@ -338,9 +325,8 @@ def _draw_slow(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
 def _recover_faults(node: Node, leftovers: Leftovers) -> list[str]:
     """Take every disk fault off ``node``'s lazy file systems (what a crashed run left)."""
     try:
-        answers = ask_node(
-            node, {"op": "faults", "disk_full": False, "fsync_error": False, "fsync_delay_s": 0.0}
-        )
+        off = {fault.setting: fault.off for fault in DISK_FAULTS.values()}
+        answers = ask_node(node, {"op": "faults", **off})
     except NemesisError:
         return []  # no lazy file system there: nothing to undo
     return sorted(answers)
@@ -378,7 +364,7 @@ DISK_FULL_KIND = FaultKind(
     verb="had a full disk",
     colour="#8a5a44",
     heal_rank=6,
-    build=lambda locate, restarter: DiskFullNemesis(),
+    build=lambda locate, restarter: DiskFaultNemesis(DISK_FULL),
     draw=_draw_node,
     recover=_recover_faults,
     manual=_no_params(DISK_FULL),
@@ -392,7 +378,7 @@ FSYNC_ERROR_KIND = FaultKind(
     verb="had failing fsyncs",
     colour="#b03a2e",
     heal_rank=6,
-    build=lambda locate, restarter: FsyncErrorNemesis(),
+    build=lambda locate, restarter: DiskFaultNemesis(FSYNC_ERROR),
     draw=_draw_node,
     recover=_recover_faults,
     manual=_no_params(FSYNC_ERROR),
@@ -406,7 +392,7 @@ SLOW_DISK_KIND = FaultKind(
     verb="had a slow disk",
     colour="#6b8e23",
     heal_rank=6,
-    build=lambda locate, restarter: SlowDiskNemesis(),
+    build=lambda locate, restarter: DiskFaultNemesis(SLOW_DISK),
     draw=_draw_slow,
     recover=_recover_faults,
     manual=ManualCommand(
