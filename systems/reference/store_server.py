@@ -236,11 +236,18 @@ class Store:
         return json.dumps({"marks": marks}).encode() + b"\n"
 
     def _append(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view) :]
-        if self._fsync:
-            os.fsync(self._fd)
+        # A failed append (ENOSPC, EIO from fsync) is answered as an error, so it must leave no
+        # record behind that a later replay would bring back: the log is cut back to before it.
+        size = os.fstat(self._fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
+            if self._fsync:
+                os.fsync(self._fd)
+        except OSError:
+            os.ftruncate(self._fd, size)
+            raise
 
     def read(self, sink: str, key: str) -> list[dict[str, Any]]:
         """The entries of ``key`` in ``sink``, in the order they were accepted."""

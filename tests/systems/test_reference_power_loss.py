@@ -89,3 +89,18 @@ def test_epochs_survive_a_power_loss_only_when_fsynced(disk: Mounted) -> None:
     assert [_acquire(lazy), _acquire(lazy)] == [1, 2]
     disk.drop()
     assert _acquire(LockService(disk.at / "lazy", lock_delay=0.0, durable=True, fsync=False)) == 1
+
+
+def test_a_write_the_disk_failed_leaves_no_record_for_a_replay(disk: Mounted) -> None:
+    store = Store(disk.at / "store")
+    assert _write(store, 1, "kept")["ok"]
+    for faults in ({"fsync_error": True}, {"disk_full": True}):
+        disk.faults(**faults)
+        with pytest.raises(OSError):
+            _write(store, 1, "failed")
+        disk.faults(fsync_error=False, disk_full=False)
+    assert _write(store, 1, "after")["ok"]  # its fsync syncs the cut too
+
+    disk.drop()
+
+    assert _ids(Store(disk.at / "store")) == ["kept", "after"]
