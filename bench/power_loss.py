@@ -2,10 +2,11 @@
 correct systems stay valid under it.
 
 Detection: for each of ``mark-no-fsync``, ``ack-before-fsync`` and ``counter-no-fsync`` (the
-reference system's), N seeded runs with what ``fencecheck run --bug X`` picks by itself (see
-bench/lock_service.py, whose loop this reuses): detections out of N and the median time to the
-first violation. False alarms: N seeded runs of each correct system (reference by default)
-under ``--nemesis power-loss,kill,pause``: the runs whose verdict was invalid (should be 0).
+reference system's), N seeded runs with what ``fencecheck run --bug X`` picks by itself (as
+bench/lock_service.py does): detections out of N (invalid with one of the switch's own
+anomalies) and the median time to the first violation. False alarms: N seeded runs of each
+correct system (reference by default) under ``--nemesis power-loss,kill,pause``: the runs whose
+verdict was invalid (should be 0).
 
     PYTHONPATH=. python3 bench/power_loss.py [--runs 20] [--time-limit 60] [--seed 1]
         [--switch NAME ...] [--system NAME ...] [--no-detection] [--no-false-alarms]
@@ -17,20 +18,49 @@ run a few (``--runs 3 --time-limit 30``). Exit status 0 whatever the numbers.
 from __future__ import annotations
 
 import argparse
+import statistics
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Final
 
 from rich.console import Console
 from rich.table import Table
 
-from bench.lock_service import detect
+from bench.lock_service import first_violation
+from harness.run.exposure import exposing_faults, switches_of
 from harness.run.runner import run_test
 from harness.run.spec import TestSpec
+from systems import load_system
 
 __all__ = ["main"]
 
 _SWITCHES: Final = ("mark-no-fsync", "ack-before-fsync", "counter-no-fsync")
 _NEMESES: Final = ("power-loss", "kill", "pause")
+
+
+def detect(
+    switch: str, runs: int, seed: int, time_limit: float, console: Console
+) -> tuple[str, str, str, str]:
+    """``runs`` seeded runs of ``switch`` as ``run --bug SWITCH`` makes them: its row (switch,
+    detections out of the runs, median time to the first violation, the verdicts)."""
+    bug = switches_of(load_system("reference"))[switch]
+    picked = exposing_faults({switch: bug}, (switch,))
+    caught, firsts, verdicts = 0, [], []
+    for at in range(runs):
+        spec = TestSpec(system="reference", bugs=(switch,), time_limit=time_limit, seed=seed + at)
+        if picked is not None:
+            spec = replace(spec, nemeses=picked[0], targets=picked[1])
+        result = run_test(spec, console=console, progress=False).result
+        own = [name for name in bug.anomalies if result.anomaly_counts.get(name)]
+        hit = result.valid is False and bool(own)
+        first = first_violation(result, own) if hit else None
+        caught += hit
+        if first is not None:
+            firsts.append(first)
+        verdicts.append(str(result.valid))
+        console.print(f"{switch} seed {seed + at}: {result.valid}, caught {hit}")
+    median = f"{statistics.median(firsts) / 1e9:.1f} s" if firsts else "-"
+    return switch, f"{caught}/{runs}", median, ", ".join(verdicts)
 
 
 def false_alarms(system: str, runs: int, seed: int, time_limit: float, console: Console) -> str:

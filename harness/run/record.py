@@ -70,6 +70,10 @@ class RunRecord:
     heal_errors: tuple[str, ...] = ()
     lost: tuple[str, ...] = ()
     """Parts that stopped answering in the final reads (an agent), named with what they said."""
+    finished: bool = True
+    """False from the run's start until the runner reaches its check: a record still false
+    afterwards belongs to a run whose process died (SIGKILL, a crash, a power loss) before it
+    could write its end. Records from before this field existed count as finished."""
 
     @property
     def sinks(self) -> dict[str, Sink]:
@@ -94,6 +98,7 @@ class RunRecord:
             "inventory": [_sink_json(sink) for sink in self.inventory],
             "topology": [{"name": node.name, "role": node.role} for node in self.topology],
             "versions": dict(self.versions),
+            "finished": self.finished,
         }
         if self.error is not None:
             data["error"] = self.error
@@ -136,6 +141,7 @@ class RunRecord:
                 ),
                 heal_errors=tuple(str(e) for e in data.get("heal_errors", ())),
                 lost=tuple(str(part) for part in data.get("lost", ())),
+                finished=bool(data.get("finished", True)),
             )
         except KeyError as missing:
             raise ValueError(f"test.json lacks {missing.args[0]!r}") from None
