@@ -2,17 +2,18 @@
 
 A ``valid`` verdict is only as strong as the situations the run produced. This module reads the
 history once, in order, and counts them: holders stopped past their lease while holding it (per
-fault kind), stale writes attempted per sink (sent with an epoch lower than one already granted
-for the lock, or refused by a fence as stale, which proves the same, or accepted after a newer
-epoch was granted while it was in flight), restarts per role, epochs granted, sinks and keys
-written, holder nodes whose agent was unreachable for most of the run, which pairs of fault
+fault kind), stale writes attempted per sink (sent with an epoch lower than one already granted for
+the lock, or refused by a fence as stale, which proves the same, or accepted after a newer epoch
+was granted while it was in flight), restarts per role, epochs granted, sinks and keys written,
+power losses (and how many dropped unsynced data, by the lazy file system's own count on the
+fault's event), holder nodes whose agent was unreachable for most of the run, which pairs of fault
 kinds were in force together (how often and for how long), and clock windows (``clock-step``,
-``clock-rate``): how many, and how many moved a lease across its expiry (a lease was held when
-the window opened, by the faulted holder or from the faulted lock service, and the faulted clock
-moved by at least a TTL against the real one in the window: a step of that size, or a rate whose
-gain or loss over the window reached it). It is a pure function of the history, the inventory's
-sink names, the lease TTL and (optionally) the node roles, linear in the history's length (times
-the few faults in force at once), and keeps state per node, lock, sink and key only.
+``clock-rate``): how many, and how many moved a lease across its expiry (a lease was held when the
+window opened, by the faulted holder or from the faulted lock service, and the faulted clock moved
+by at least a TTL against the real one in the window: a step of that size, or a rate whose gain or
+loss over the window reached it). It is a pure function of the history, the inventory's sink names,
+the lease TTL and (optionally) the node roles, linear in the history's length (times the few faults
+in force at once), and keeps state per node, lock, sink and key only.
 """
 
 from __future__ import annotations
@@ -32,7 +33,13 @@ MOSTLY_UNREACHABLE: Final = 0.5
 _START: Final = "start-"
 _STOP: Final = "stop-"
 # Faults after whose stop a restarted process serves again; the value's key names the node.
-_RESTARTS: Final[Mapping[str, str | None]] = {"kill": None, "restart-while-paused": "restart"}
+_RESTARTS: Final[Mapping[str, str | None]] = {
+    "kill": None,
+    "restart-while-paused": "restart",
+    "power-loss": "restart",  # at the holder; at a store or lock node it names its targets
+}
+_POWER_LOSS: Final = "power-loss"
+_DROPPED: Final = "lost"  # a power loss's totals of what it dropped (nemeses.disk)
 _CLOCKS: Final = frozenset(("clock-step", "clock-rate"))
 _WORKER: Final = "worker"
 _STORE: Final = "store"  # a store keeps no lease: its clock moves none
@@ -67,6 +74,9 @@ class Coverage:
     sinks: dict[str, SinkCoverage] = field(default_factory=dict)
     unreachable_nodes: dict[str, float] = field(default_factory=dict)
     lease_ttl: float | None = None
+    power_losses: dict[str, int] = field(default_factory=dict)
+    """``total``, ``dropped_data`` (those that dropped unsynced writes or directory entries),
+    ``writes_dropped`` and ``bytes_dropped``; empty for a run without power losses."""
     clock_windows: int = 0
     clock_across_expiry: int = 0
     overlaps: dict[str, tuple[int, float]] = field(default_factory=dict)
@@ -92,6 +102,11 @@ class Coverage:
             found.append("no holder was stopped past its lease while holding it")
         for node, share in sorted(self.unreachable_nodes.items()):
             found.append(f"{node} was unreachable for {share:.0%} of the run")
+        if self.power_losses.get("total") and not self.power_losses.get("dropped_data"):
+            found.append(
+                f"none of the {self.power_losses['total']} power losses dropped anything: all "
+                "was synced when the power went, so they tested no more than a kill"
+            )
         if self.lease_ttl is not None and self.clock_windows and not self.clock_across_expiry:
             found.append(
                 f"no clock fault moved a lease across its expiry ({self.clock_windows} clock "
@@ -114,6 +129,7 @@ class Coverage:
             "unreachable_nodes": {
                 node: round(share, 3) for node, share in sorted(self.unreachable_nodes.items())
             },
+            "power_losses": dict(self.power_losses),
             "clock_windows": self.clock_windows,
             "clock_across_expiry": self.clock_across_expiry,
             "overlaps": {
@@ -146,6 +162,7 @@ class _Tally:
         self.epochs: set[tuple[str, int]] = set()
         self.windows: dict[Any, _Window] = {}
         self.restarts: dict[str, int] = {}
+        self.power_losses: dict[str, int] = {}
         self.overlaps: dict[str, list[int]] = {}  # "kind+kind" -> [times, ns together]
         self.writes: dict[str, list[int]] = {}  # sink -> [writes, accepted, stale attempts]
         self.keys: dict[str, set[str]] = {}
@@ -173,6 +190,9 @@ class _Tally:
         key = value.get("id")
         if isinstance(key, bool) or not isinstance(key, int | str):
             key = event.f.partition("-")[2]  # no usable window id: pair by kind
+        lost = value.get(_DROPPED)
+        if event.f.partition("-")[2] == _POWER_LOSS and isinstance(lost, dict):
+            self.power_loss(lost)
         if event.f.startswith(_START):
             if value.get("applied") is False:
                 return
@@ -194,10 +214,22 @@ class _Tally:
             self._overlapped(key, window)
             if value.get("applied") is not False and window.kind in _RESTARTS:
                 field_name = _RESTARTS[window.kind]
-                nodes = _names(value.get(field_name) if field_name else value.get("targets"))
+                named = value.get(field_name) if field_name is not None else None
+                nodes = _names(named if named is not None else value.get("targets"))
                 for node in nodes:
                     role = self.roles.get(node, node)
                     self.restarts[role] = self.restarts.get(role, 0) + 1
+
+    def power_loss(self, lost: Mapping[str, Any]) -> None:
+        """One power loss, with what it dropped (``writes``, ``bytes``, ``entry_changes``)."""
+        counts = self.power_losses
+        for name in ("total", "dropped_data", "writes_dropped", "bytes_dropped"):
+            counts.setdefault(name, 0)
+        counts["total"] += 1
+        writes, size, entries = (_count(lost.get(k)) for k in ("writes", "bytes", "entry_changes"))
+        counts["dropped_data"] += 1 if writes or entries else 0
+        counts["writes_dropped"] += writes
+        counts["bytes_dropped"] += size
 
     def _clock_holds(self, targets: list[str]) -> bool:
         """Whether a clock fault on ``targets`` moves a live lease: a holder's own, or any from
@@ -321,6 +353,7 @@ class _Tally:
                 if span and total / span > MOSTLY_UNREACHABLE
             },
             lease_ttl=lease_ttl,
+            power_losses=dict(self.power_losses),
             clock_windows=clocks,
             clock_across_expiry=across,
             overlaps={pair: (n, total / 1e9) for pair, (n, total) in self.overlaps.items()},
@@ -374,6 +407,10 @@ def coverage_of(
     for _ in tap.events(events):
         pass
     return tap.coverage()
+
+
+def _count(raw: Any) -> int:
+    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else 0
 
 
 def _names(raw: Any) -> list[str]:

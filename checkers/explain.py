@@ -47,7 +47,9 @@ def describe_fault(window: FaultWindow) -> str:
     12.1 s, and l1's clock jumped 3 s back at 15.4 s"``); a compound fault
     says each of its parts: ``"w2 was paused from 5.9 s to 9 s; store was killed at 8.4 s and
     listening again at 8.9 s"``; what a stop alone says is added: ``"w2 was held from 1.4 s to
-    2.5 s (w2's write w2-13 (epoch 2) was held 1.06 s; ...)"``."""
+    2.5 s (w2's write w2-13 (epoch 2) was held 1.06 s; ...)"``. A power loss says what it
+    dropped: ``"s1 lost power at 12.1 s: 3 unsynced writes (412 bytes) dropped, and s1's power
+    came back at 14 s"``."""
     if window.parts:
         text = "; ".join(describe_fault(part) for part in window.parts)
         return text if window.applied else f"{text} (failed to apply)"
@@ -58,9 +60,9 @@ def describe_fault(window: FaultWindow) -> str:
             f"{seconds(window.end)}"
         )
     if window.opened:
-        text = f"{window.opened} at {seconds(window.start)}"
+        text = _at(window.opened, window.start)
         if window.closed and window.end is not None:
-            text += f", and {window.closed} at {seconds(window.end)}"
+            text += f", and {_at(window.closed, window.end)}"
         return text if window.applied else f"{text} (failed to apply)"
     if window.verb:
         what = f"{who} {'were' if len(window.targets) > 1 else 'was'} {window.verb}"
@@ -75,6 +77,13 @@ def describe_fault(window: FaultWindow) -> str:
     if window.closed:  # what the stop saw, e.g. which request a hold kept and how long
         text += f" ({window.closed})"
     return text if window.applied else f"{text} (failed to apply)"
+
+
+def _at(said: str, when: int | None) -> str:
+    """A fault event's own sentence with its time: after the sentence, or before the details a
+    colon opens (``"s1 lost power at 12.1 s: 3 unsynced writes (412 bytes) dropped"``)."""
+    head, colon, details = said.partition(": ")
+    return f"{head} at {seconds(when)}{colon}{details}"
 
 
 def _write(op: OpRef | None) -> str:

@@ -12,6 +12,7 @@ from typing import Any, Final
 
 from nemeses import (
     clock,
+    disk,
     freeze,
     kill,
     partition,
@@ -51,6 +52,10 @@ KINDS: Final[Mapping[str, FaultKind]] = {
         proxy.LOSS_KIND,
         proxy.RESET_KIND,
         proxy.REPLAY_KIND,
+        disk.POWER_LOSS_KIND,
+        disk.DISK_FULL_KIND,
+        disk.FSYNC_ERROR_KIND,
+        disk.SLOW_DISK_KIND,
     )
 }
 """Every fault kind fencecheck injects (docs/design.md §7), by name, in the order help lists

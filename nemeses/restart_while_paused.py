@@ -70,7 +70,13 @@ class RestartWhilePausedNemesis:
     restarts ``params["restart"]``'s daemon and waits until it listens again; at stop continues
     the targets."""
 
-    def __init__(self, locate: Locator = recorded_daemons, restarter: Restarter = restart) -> None:
+    def __init__(
+        self,
+        locate: Locator = recorded_daemons,
+        restarter: Restarter = restart,
+        kind: str = RESTART_WHILE_PAUSED,
+    ) -> None:
+        self._kind = kind  # power-loss plays the same shape with a power loss for the restart
         self._pause = PauseNemesis(locate)
         images: dict[tuple[str, str], ProcessImage] = {}
         self._kill = KillNemesis(locate, images=images)
@@ -87,8 +93,8 @@ class RestartWhilePausedNemesis:
 
     @property
     def fs(self) -> frozenset[str]:
-        """``start-``, ``step-`` and ``stop-restart-while-paused``."""
-        return fault_fs(RESTART_WHILE_PAUSED) | {step_f(RESTART_WHILE_PAUSED)}
+        """``start-``, ``step-`` and ``stop-restart-while-paused`` (or of the kind it plays)."""
+        return fault_fs(self._kind) | {step_f(self._kind)}
 
     def setup(self, nodes: Mapping[str, Node]) -> None:
         """Set both halves up on ``nodes``, and read what a restart of a store or lock node
@@ -111,7 +117,7 @@ class RestartWhilePausedNemesis:
         """Start: pause the targets. Step: restart the other process. Stop: restart it unless the
         step did, then continue the targets."""
         if f not in self.fs:
-            raise NemesisError(f"{RESTART_WHILE_PAUSED} does not perform {f!r}")
+            raise NemesisError(f"{self._kind} does not perform {f!r}")
         paused = Fault("pause", fault.targets, {"process": fault.params.get("process")})
         if f.startswith("start-"):
             self._restarted.discard(fault.key)
@@ -144,7 +150,7 @@ class RestartWhilePausedNemesis:
         restarted_node = str(fault.params.get("restart", ""))
         node = self._nodes.get(restarted_node)
         if node is None:
-            raise NemesisError(f"{RESTART_WHILE_PAUSED}: no node {restarted_node!r} to restart")
+            raise NemesisError(f"{self._kind}: no node {restarted_node!r} to restart")
         return node, Fault(
             "kill", (restarted_node,), {"process": fault.params.get("restart_process")}
         )
@@ -154,12 +160,9 @@ class RestartWhilePausedNemesis:
         system's readiness check (until it listens, for a system without one)."""
         node, victim = self._victim(fault)
         ports = self._ports_of(node)
-        killer = self._killer(fault)
-        killed = killer.invoke("start-kill", victim)
-        restarted = killer.invoke("stop-kill", victim)
+        facts = self.restart_node(node, self._killer(fault), victim)
         self._restarted.add(fault.key)
         daemon = victim.params.get("process")
-        facts = {"killed_pids": killed["pids"], "restarted_pids": restarted["pids"]}
         serves = self._serves
         if serves is not None and isinstance(daemon, str) and serves(node, daemon) is not None:
             observe(
@@ -171,6 +174,12 @@ class RestartWhilePausedNemesis:
         for port in ports:
             _await_port(node.ip, port)
         return {**facts, "served_by": "listening port"}
+
+    def restart_node(self, node: Node, kill: KillNemesis, victim: Fault) -> dict[str, Any]:
+        """Kill ``victim``'s daemons on ``node`` and start them again; the facts to record."""
+        killed = kill.invoke("start-kill", victim)
+        restarted = kill.invoke("stop-kill", victim)
+        return {"killed_pids": killed["pids"], "restarted_pids": restarted["pids"]}
 
     def heal(self) -> HealReport:
         """Restart what was killed, then continue what was paused."""

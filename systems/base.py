@@ -30,6 +30,10 @@ harness:
   :func:`systems.deploy.start_clocked`), so that ``clock-step`` and ``clock-rate`` can move their
   clocks, and why the others cannot; a run that aims a clock fault at one that cannot is refused
   (:func:`clock_problem`). The harness's agents always can.
+- :class:`TakesDiskFaults`: where each role's daemons keep their data, so that a run with a disk
+  fault kind (:data:`DISK_KINDS`: power loss, full disk, failing or slow fsync) mounts the lazy
+  file system there (:func:`systems.deploy.data_dir`); a run with one on a system without it is
+  refused (:func:`disk_problem`).
 
 Holder-side flaws (``retry-on-reject``, ``reacquire-no-reread``) are not a system's: they are the
 harness's, available with every system (:mod:`systems.holder_flaws`).
@@ -50,6 +54,7 @@ from harness.node import Daemon, Node
 __all__ = [
     "CLOCK_KINDS",
     "CONTRACT",
+    "DISK_KINDS",
     "MITIGATIONS",
     "PAUSE_PAST_LEASE",
     "ROLE_NAMES",
@@ -74,11 +79,13 @@ __all__ = [
     "System",
     "SystemConfig",
     "TakesClockFaults",
+    "TakesDiskFaults",
     "Volatile",
     "WritesSpanKeys",
     "check_bugs",
     "check_roles",
     "clock_problem",
+    "disk_problem",
     "durability_problem",
     "lease_ttl_of",
     "nodes_with_role",
@@ -228,6 +235,9 @@ class SystemConfig:
     lock_delay: float = 0.0
     bugs: frozenset[str] = field(default_factory=frozenset)
     secret_file: str | None = None
+    lazy_disks: bool = False
+    """Keep each data directory of :class:`TakesDiskFaults` on a lazy file system (a run that asks
+    for disk faults; :func:`systems.deploy.data_dir`). Off otherwise: it costs every fsync."""
     clocked: bool = False
     """Start the daemons that can take clock faults under libfaketime (a run that asks for clock
     faults; :func:`systems.deploy.start_clocked`). Off otherwise: under the preload a Python
@@ -493,6 +503,41 @@ def clock_problem(system: System, kinds: Sequence[str], targets: Sequence[str]) 
     return (
         f"system {system.name!r} cannot take clock faults on {'; '.join(refused.values())}; "
         f"clock faults can still move {' and '.join(movable)}"
+    )
+
+
+@runtime_checkable
+class TakesDiskFaults(Protocol):
+    """A system whose daemons keep their data where the lazy file system can sit (the disk
+    fault kinds: :data:`DISK_KINDS`)."""
+
+    def disk_dirs(self) -> Mapping[str, str]:
+        """For each role with daemons (``lock``, ``store``): the directory its daemons keep
+        their data in. The adapter makes it with :func:`systems.deploy.data_dir`, which mounts
+        the lazy file system there when :attr:`SystemConfig.lazy_disks` is set."""
+        ...
+
+
+DISK_KINDS: Final = ("power-loss", "disk-full", "fsync-error", "slow-disk")
+"""The fault kinds that act on the lazy file system (a run with one sets
+:attr:`SystemConfig.lazy_disks`)."""
+
+
+def disk_problem(system: System, kinds: Sequence[str]) -> str | None:
+    """Why the disk faults among ``kinds`` cannot run on ``system`` (``None``: they can): every
+    role with daemons must declare its data directory (:class:`TakesDiskFaults`), since the
+    faults hit the store and lock nodes."""
+    asked = [kind for kind in DISK_KINDS if kind in kinds]
+    if not asked:
+        return None
+    declared = system.disk_dirs() if isinstance(system, TakesDiskFaults) else {}
+    missing = sorted(role for role in system.roles() if role != "worker" and role not in declared)
+    if not missing:
+        return None
+    return (
+        f"system {system.name!r} does not say where its {'/'.join(missing)} daemons keep their "
+        f"data (systems.base.TakesDiskFaults), so {', '.join(asked)} cannot put the lazy file "
+        "system under it; drop those kinds from --nemesis, or add disk_dirs() to the adapter"
     )
 
 

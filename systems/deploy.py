@@ -27,14 +27,16 @@ from typing import Final, TypeVar
 from harness import nodeside
 from harness.node import Daemon, Node, NodeError
 from harness.node.wait import WaitStrategy
-from harness.nodeside import client, clock, wire
+from harness.nodeside import client, clock, lazyfs, wire
 from systems.base import AdapterError
 
 __all__ = [
     "DATA_DIR",
     "INSTALL_DIR",
+    "LAZYFS_PROGRAM",
     "SECRET_FILE",
     "Pings",
+    "data_dir",
     "fresh_dir",
     "install",
     "install_secret",
@@ -53,6 +55,11 @@ DATA_DIR: Final = "/var/lib/fencecheck"
 SECRET_FILE: Final = f"{INSTALL_DIR}/run-secret"
 """Where every node keeps the run's secret by default (mode 0600, root): node programs given
 ``--secret-file`` (see :mod:`harness.nodeside.wire`) refuse requests without it."""
+
+LAZYFS_PROGRAM: Final = f"{INSTALL_DIR}/lazyfs.py"
+"""Where a node keeps the lazy file system's program (:mod:`harness.nodeside.lazyfs`)."""
+_LAZYFS_PACKAGE: Final = "python3-pyfuse3"
+_MOUNT_TIMEOUT_S: Final = 120.0  # a data dir made before the mount is copied into it first
 
 T = TypeVar("T")
 _LOG_TAIL_CHARS: Final = 3000
@@ -130,6 +137,32 @@ def install_secret(nodes: Mapping[str, Node], path: str = SECRET_FILE) -> str:
 def fresh_dir(node: Node, path: str) -> None:
     """Make ``path`` an empty directory on ``node`` (a run never inherits an earlier run's data)."""
     node.run(f"rm -rf {shlex.quote(path)} && mkdir -p {shlex.quote(path)}", check=True)
+
+
+def data_dir(node: Node, path: str, lazy: bool) -> None:
+    """Make ``path`` an empty data directory on ``node`` (:func:`fresh_dir`); when ``lazy``
+    (:attr:`systems.base.SystemConfig.lazy_disks`) with the lazy file system mounted over it, so
+    that the disk fault kinds can drop what its daemons never fsynced. Raises
+    :class:`AdapterError` when the node cannot mount one (no ``/dev/fuse``, no pyfuse3)."""
+    node.run(["umount", "-l", path])  # an earlier run's lazy file system, if any
+    fresh_dir(node, path)
+    if not lazy:
+        return
+    probe = node.run(["python3", "-c", "import os, pyfuse3; os.stat('/dev/fuse')"])
+    if not probe.ok:
+        raise AdapterError(
+            f"{node.name} cannot mount the lazy file system the disk fault kinds need: it needs "
+            f"/dev/fuse, CAP_SYS_ADMIN and Debian's {_LAZYFS_PACKAGE} (in the system's "
+            "packages.txt; Docker nodes get the device with these kinds, an SSH host must "
+            f"have it); {probe.stderr.strip()[-300:]}"
+        )
+    install(node, {LAZYFS_PROGRAM: source_of(lazyfs)})
+    mounted = node.run(["python3", LAZYFS_PROGRAM, "mount", path], timeout=_MOUNT_TIMEOUT_S)
+    if not mounted.ok:
+        raise AdapterError(
+            f"{node.name}: cannot mount the lazy file system on {path}: "
+            f"{(mounted.stderr or mounted.stdout).strip()[-500:]}"
+        )
 
 
 def start_and_wait(node: Node, name: str, argv: Sequence[str], ready: WaitStrategy) -> Daemon:

@@ -314,7 +314,13 @@ def _coverage(run: RunDir) -> tuple[dict[str, Any], tuple[str, ...]]:
 def list_command() -> None:
     """Show the systems, bug switches, holder flaws, workloads and nemeses that can be combined."""
     from nemeses import TOPOLOGIES
-    from systems import HOLDER_FLAWS, PlantsBugs, available_systems, load_system
+    from systems import (
+        HOLDER_FLAWS,
+        PlantsBugs,
+        TakesDiskFaults,
+        available_systems,
+        load_system,
+    )
     from workloads import WORKLOADS
 
     console = Console()
@@ -331,6 +337,9 @@ def list_command() -> None:
             system = load_system(name)
             switches = system.bug_switches() if isinstance(system, PlantsBugs) else {}
             about = system.describe()
+            if isinstance(system, TakesDiskFaults):
+                dirs = system.disk_dirs()
+                about += f"; disk faults on its {', '.join(sorted(dirs))} data dirs"
         except Exception as problem:  # a broken third-party adapter must not hide the others
             # The whole reason, folded over the row's lines: the fix is usually at its end.
             table.add_row(name, Text(f"cannot load: {problem}", style="red"))

@@ -229,6 +229,7 @@ def _coverage(data: ReportData) -> str:
             ["holders stopped past their lease", per("stops_past_lease")],
             ["stale writes attempted", _e(coverage.get("stale_attempts", 0))],
             ["restarts", per("restarts")],
+            ["power losses (those that dropped data, what they dropped)", per("power_losses")],
             ["epochs granted", _e(coverage.get("epochs_granted", 0))],
             ["keys written", _e(coverage.get("keys_written", 0))],
             ["unreachable most of the run", per("unreachable_nodes")],

@@ -16,7 +16,10 @@ sets the system up, starts the harness's agents, and checks through them, in ord
    is higher than every earlier one);
 7. where the holder client reports ``grant_seq`` (the lock service's own order of grants), every
    grant carries it and it rises strictly per lock, across the restarts too;
-8. where a sink claims ``seq`` (``Sink(seq=True)``), every accepted write and every read entry
+8. where the system says where its daemons keep their data (:class:`systems.TakesDiskFaults`):
+   each such directory sits on the lazy file system, and after a power loss of each daemon
+   (SIGKILL, every unsynced byte dropped, restart) marks and epochs are kept as after a restart;
+9. where a sink claims ``seq`` (``Sink(seq=True)``), every accepted write and every read entry
    carries it, strictly increasing in acceptance order across keys; a fenced sink without it is
    a warning: stale writes across its keys cannot be judged;
 9. the holders' traffic passes through the write-path proxy (:mod:`harness.run.proxies`; the
@@ -50,6 +53,7 @@ from harness.nodeside.client import STALE
 from harness.nodeside.wire import NotDelivered, call
 from harness.run.agents import AgentSet, client_path, deploy_system, stop_agents
 from harness.run.proxies import stop_proxies, traffic
+from nemeses.disk import ask_node
 from nemeses.protocol import NemesisError
 from systems import (
     AdapterError,
@@ -59,6 +63,7 @@ from systems import (
     Sink,
     System,
     SystemConfig,
+    TakesDiskFaults,
     deploy,
     packages_of,
     topology,
@@ -73,6 +78,10 @@ __all__ = [
 ]
 
 _TTL: Final = 5.0  # long enough that no lease lapses during the battery
+_RESTART_FIX: Final = (
+    "restart(node, daemon) must start the daemon again with the same command line on the same "
+    "data and return once it serves"
+)
 _CALL_TIMEOUT: Final = 20.0
 _GONE_WAIT: Final = 10.0
 _OUTSIDER_EPOCH: Final = 10**12  # above any epoch of the battery: a fenced sink would take it
@@ -485,31 +494,69 @@ class _Battery:
                 _kill(node, target.daemon)
                 self.system.restart(node, target.daemon)
             except (AdapterError, NodeError) as problem:
-                self.note(
-                    f"{where} restarts",
-                    [str(problem)],
-                    "restart(node, daemon) must start the daemon again with the same command line "
-                    "on the same data and return once it serves",
-                )
+                self.note(f"{where} restarts", [str(problem)], _RESTART_FIX)
                 continue
-            self.stale_refused(
-                lock, worker, stale, f"marks survive a restart of {where}", "k-restart"
+            self._state_kept(lock, worker, stale, f"a restart of {where}", "k-restart")
+
+    def _state_kept(self, lock: str, worker: str, stale: int, after: str, key: str) -> None:
+        """After ``after``: a stale write is still refused, and the next grant is higher."""
+        self.stale_refused(lock, worker, stale, f"marks survive {after}", key)
+        epoch = self.grant(worker, lock)
+        before = max(self.granted)
+        problems = []
+        if epoch is None:
+            problems.append(f"{worker} was not granted {lock} after {after}")
+        elif epoch <= before:
+            problems.append(f"epoch {epoch} granted after {after}, {before} before it")
+        if epoch is not None:
+            self.granted.append(epoch)
+        self.note(
+            f"epochs survive {after}",
+            problems,
+            "the lock service must keep its epoch counters on disk (write and fsync the file and "
+            "its directory before answering a grant) and reload them on start",
+        )
+
+    def power_loss_keeps_state(self, lock: str, worker: str, stale: int) -> None:
+        if not isinstance(self.system, TakesDiskFaults) or not isinstance(self.system, Restarts):
+            self.items.append(
+                ContractItem(
+                    "power losses keep epochs and marks",
+                    True,
+                    "skipped: the system does not say where its daemons keep their data "
+                    "(TakesDiskFaults) or cannot restart them (Restarts)",
+                    kind="skipped",
+                )
             )
-            epoch = self.grant(worker, lock)
-            before = max(self.granted)
-            problems = []
-            if epoch is None:
-                problems.append(f"{worker} was not granted {lock} after the restart")
-            elif epoch <= before:
-                problems.append(f"epoch {epoch} granted after the restart, {before} before it")
-            if epoch is not None:
-                self.granted.append(epoch)
+            return
+        dirs = self.system.disk_dirs()
+        for target in self.targets:
+            node = self.nodes[target.node]
+            wanted = dirs.get(node.role)
+            if wanted is None:
+                continue
+            where = f"{target.daemon} on {target.node}"
+            try:
+                mounted = ask_node(node, {"op": "report"})
+                problems = [] if wanted in mounted else [f"lazy FS at {', '.join(mounted)} only"]
+            except NemesisError as problem:
+                problems = [str(problem)]
             self.note(
-                f"epochs survive a restart of {where}",
+                f"{where} keeps its data ({wanted}) on the lazy file system",
                 problems,
-                "the lock service must keep its epoch counters on disk (write and fsync before "
-                "answering a grant) and reload them on start",
+                "make the data directory with systems.deploy.data_dir(node, path, "
+                "config.lazy_disks) before starting the daemon, and name that path in disk_dirs()",
             )
+            if problems:
+                continue
+            try:
+                _kill(node, target.daemon)
+                ask_node(node, {"op": "drop"})
+                self.system.restart(node, target.daemon)
+            except (AdapterError, NodeError, NemesisError) as problem:
+                self.note(f"{where} restarts after a power loss", [str(problem)], _RESTART_FIX)
+                continue
+            self._state_kept(lock, worker, stale, f"a power loss of {where}", "k-power")
 
     def through_proxy(self, worker: str) -> None:
         """The proxy on ``worker`` relayed requests and replies to the lock service and the
@@ -568,7 +615,7 @@ def check_deployed(system: System, nodes: Mapping[str, Node]) -> ContractReport:
     """
     started = time.monotonic()
     report = ContractReport(system.name)
-    config = SystemConfig(lease_ttl=_TTL)
+    config = SystemConfig(lease_ttl=_TTL, lazy_disks=isinstance(system, TakesDiskFaults))
     deployment, agents = deploy_system(system, nodes, config, proxy=True)
     try:
         secret = None if agents.token is None else (agents.token, deploy.SECRET_FILE)
@@ -608,6 +655,7 @@ def _run(battery: _Battery) -> None:
     battery.unfenced_accepts_stale(lock, worker, stale)
     battery.outsider_refused(worker)
     battery.restarts_keep_state(lock, worker, stale)
+    battery.power_loss_keeps_state(lock, worker, stale)
     battery.grant_seq_rises()
     battery.through_proxy(worker)
 
@@ -623,11 +671,11 @@ def check_adapter(system: System, progress: Callable[[str], None] | None = None)
     specs = [NodeSpec(name, role) for name, role in topology(system.roles(), 2)]
     image = system_image(packages_of(system))
     say(f"cluster of {', '.join(spec.name for spec in specs)} on {image}")
-    with _cluster(specs, image) as nodes:
+    with _cluster(specs, image, isinstance(system, TakesDiskFaults)) as nodes:
         return check_deployed(system, nodes)
 
 
 @contextmanager
-def _cluster(specs: Sequence[NodeSpec], image: str) -> Iterator[Mapping[str, Node]]:
-    with Cluster(f"check-{new_run_id()}", specs, image=image) as cluster:
+def _cluster(specs: Sequence[NodeSpec], image: str, fuse: bool) -> Iterator[Mapping[str, Node]]:
+    with Cluster(f"check-{new_run_id()}", specs, image=image, fuse=fuse) as cluster:
         yield cluster.nodes

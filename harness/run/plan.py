@@ -27,6 +27,7 @@ from nemeses import (
 )
 from systems import (
     CLOCK_KINDS,
+    DISK_KINDS,
     HOLDER_FLAWS,
     AdapterError,
     KnowsClientMember,
@@ -37,6 +38,7 @@ from systems import (
     SystemConfig,
     WritesSpanKeys,
     clock_problem,
+    disk_problem,
     durability_problem,
     lease_ttl_of,
     load_system,
@@ -86,6 +88,7 @@ def plan_run(
         lock_delay=spec.lock_delay,
         bugs=frozenset(b for b in spec.bugs if b not in HOLDER_FLAWS),
         clocked=bool(set(CLOCK_KINDS) & set(spec.nemeses)),
+        lazy_disks=bool(set(DISK_KINDS) & set(spec.nemeses)),
     )
     try:
         if isinstance(system, PlantsBugs):
@@ -170,6 +173,7 @@ def _load(spec: TestSpec) -> System:
         durability_problem(system, spec.nemeses, spec.targets),
         clock_problem(system, spec.nemeses, spec.targets),
         replay_problem(system, spec.nemeses),
+        disk_problem(system, spec.nemeses),
     ):
         if refusal is not None:
             raise RunError(refusal)

@@ -183,7 +183,8 @@ def run_test(
                 contextlib.closing(Recorder(writer)) as recorder,
             ):
                 state.recorder = recorder
-                with _nodes(run_id, nodes, image, keep_cluster, hosts) as running:
+                fuse = config.lazy_disks
+                with _nodes(run_id, nodes, image, keep_cluster, hosts, fuse) as running:
                     state.enter("system setup")
                     console.print(f"cluster {run_id} up: {', '.join(running)}")
                     _exercise(
@@ -340,11 +341,13 @@ def _nodes(
     image: str | None,
     keep: bool,
     hosts: HostsFile | None,
+    fuse: bool = False,
 ) -> Iterator[Mapping[str, Node]]:
-    """The run's nodes: a fresh Docker cluster, or the hosts of a hosts file; either is healed
-    and cleaned up when the block ends."""
+    """The run's nodes: a fresh Docker cluster (with ``/dev/fuse`` when ``fuse``: the disk
+    fault kinds), or the hosts of a hosts file; either is healed and cleaned up when the block
+    ends."""
     if hosts is None:
-        with Cluster(run_id, topology, image=image, keep=keep) as cluster:
+        with Cluster(run_id, topology, image=image, keep=keep, fuse=fuse) as cluster:
             yield cluster.nodes
     else:
         with SshCluster(hosts, keep=keep) as connected:

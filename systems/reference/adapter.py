@@ -38,6 +38,17 @@ _STORE_DAEMON: Final = "store"
 _LONG_TTL_FACTOR: Final = 5.0
 _SHORT_DELAY_FACTOR: Final = 0.1
 
+_POWER_LOSS_AT_TAKEOVER: Final = Exposure(
+    faults=("power-loss",), targets=("holder", "store"), ttl_multiples=(3.0,)
+)
+"""Power losses at the holder (paused three TTLs, the store or lock node losing power right
+after the takeover, nemeses.disk: what the takeover taught it, if unsynced, is lost) and at the
+store (whatever it acknowledged unsynced is lost)."""
+_LOCK_POWER_LOSS: Final = Exposure(
+    faults=("power-loss",), targets=("holder", "lock"), ttl_multiples=(3.0,)
+)
+"""The same for the lock service: its counters, if unsynced, are lost."""
+
 BUG_SWITCHES: Final = switch_table(
     BugSwitch(
         "no-store-check",
@@ -117,6 +128,30 @@ BUG_SWITCHES: Final = switch_table(
         ("store",),
     ),
     BugSwitch(
+        store_server.MARK_NO_FSYNC,
+        "the store appends accepted writes and its highest-seen epochs to its log without "
+        "fsync: every kill keeps them (the page cache does), a power loss drops them",
+        _POWER_LOSS_AT_TAKEOVER,
+        ("lost-write", "stale-write"),
+        ("store",),
+    ),
+    BugSwitch(
+        store_server.ACK_BEFORE_FSYNC,
+        "the store acknowledges a write before its record is fsynced (a flusher fsyncs the log "
+        f"every {store_server.FLUSH_EVERY_S:g} s): a power loss drops the last writes it "
+        "acknowledged",
+        _POWER_LOSS_AT_TAKEOVER,
+        ("lost-write", "stale-write"),
+        ("store",),
+    ),
+    BugSwitch(
+        lock_server.COUNTER_NO_FSYNC,
+        "the lock service saves its epoch counters with write and rename but no fsync of the "
+        "file or its directory: a kill keeps them, a power loss starts every lock at 1 again",
+        _LOCK_POWER_LOSS,
+        ("grant-regression", "epoch-reuse"),
+    ),
+    BugSwitch(
         "unfenced-path",
         "the bulk endpoint store-batch accepts any epoch, though the inventory says fenced",
         Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
@@ -179,6 +214,8 @@ _STORE_BUGS: Final = {
     store_server.MARK_PER_KEY: store_server.MARK_PER_KEY,
     store_server.FENCE_PER_CONNECTION: store_server.FENCE_PER_CONNECTION,
     store_server.NON_IDEMPOTENT: store_server.NON_IDEMPOTENT,
+    store_server.MARK_NO_FSYNC: store_server.MARK_NO_FSYNC,
+    store_server.ACK_BEFORE_FSYNC: store_server.ACK_BEFORE_FSYNC,
 }
 
 
@@ -239,6 +276,10 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
         """Both servers speak newline-delimited JSON; a write's op begins with ``write``
         (``write`` and ``write-batch``)."""
         return {"lock": ("lines", '"op":"write'), "store": ("lines", '"op":"write')}
+
+    def disk_dirs(self) -> Mapping[str, str]:
+        """Each server keeps its data (epochs, the store's log) in its own data dir."""
+        return {"lock": f"{self.data_dir}/lock", "store": f"{self.data_dir}/store"}
 
     def spanning_sinks(self) -> tuple[str, ...]:
         """Every sink: the store appends a write's items to their keys under one lock and fsync."""
@@ -307,7 +348,7 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
         )
 
     def _start_lock(self, node: Node, config: SystemConfig) -> Daemon:
-        data = f"{self.data_dir}/lock"
+        data = self.disk_dirs()["lock"]
         argv = self._server(lock_server, node, self.ports.lock, data, config)
         argv += ["--lock-delay", repr(self._lock_delay(config))]
         for bug in (
@@ -316,6 +357,7 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
             lock_server.TIMESTAMP_TOKEN,
             lock_server.GRANT_TO_EXPIRED_WAITER,
             lock_server.WALL_CLOCK_EXPIRY,
+            lock_server.COUNTER_NO_FSYNC,
         ):
             if bug in config.bugs:
                 argv += ["--bug", bug]
@@ -324,7 +366,7 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
         )
 
     def _start_store(self, node: Node, config: SystemConfig) -> Daemon:
-        data = f"{self.data_dir}/store"
+        data = self.disk_dirs()["store"]
         argv = self._server(store_server, node, self.ports.store, data, config)
         for bug in sorted({_STORE_BUGS[b] for b in config.bugs if b in _STORE_BUGS}):
             argv += ["--bug", bug]
@@ -355,7 +397,7 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
     ) -> Daemon:
         files = {self._path(program): deploy.source_of(program)}
         deploy.install(node, {**files, **deploy.nodeside_files(self.install_dir)})
-        deploy.fresh_dir(node, data)
+        deploy.data_dir(node, data, config.lazy_disks)
         # Both servers answer for their own clock (every wire server does).
         ready = self.daemons.entry(name).ready(node)
         ask = f"wire:{node.ip}:{port}"

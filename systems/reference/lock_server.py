@@ -35,6 +35,8 @@ service ended it (its ``grant_seq`` then), so the holder can prove a grant came 
 ``--bug grant-to-expired-waiter`` grants a waiter whose session has ended anyway, at once, as
 if the end of its wait were its turn, over any live lease (etcd-io/etcd#11456: the waiter's key,
 deleted with its expired lease, left no key before it, and the lock was returned to it).
+The switch ``--bug counter-no-fsync`` saves the counters with write and rename but no fsync of
+the file or the directory: a kill keeps them (the page cache does), a power loss loses them.
 
 Protocol (one JSON object per line, see :mod:`harness.nodeside.wire`):
 ``{"op":"session","lock":L,"ttl":S}`` -> ``{"ok":true,"session":ID}``;
@@ -63,6 +65,7 @@ from typing import Any
 from harness.nodeside import wire
 
 __all__ = [
+    "COUNTER_NO_FSYNC",
     "EPOCH_IN_MEMORY",
     "GRANT_TO_EXPIRED_WAITER",
     "TIMESTAMP_TOKEN",
@@ -77,6 +80,7 @@ TOKEN_BEFORE_LEASE = "token-before-lease"
 TIMESTAMP_TOKEN = "timestamp-token"
 GRANT_TO_EXPIRED_WAITER = "grant-to-expired-waiter"
 WALL_CLOCK_EXPIRY = "wall-clock-expiry"
+COUNTER_NO_FSYNC = "counter-no-fsync"
 _WALL_LOOK_S = 0.1
 _SESSIONS_KEPT = 10.0  # TTLs an ended or granted session is remembered, for late keepalives
 
@@ -121,8 +125,10 @@ class LockService:
         timestamp_token: bool = False,
         grant_expired: bool = False,
         wall_clock_expiry: bool = False,
+        fsync: bool = True,
     ) -> None:
         self._cond = threading.Condition()
+        self._fsync = fsync
         # The clock leases are measured by; the wall clock is the wall-clock-expiry mistake.
         self._now = time.time if wall_clock_expiry else time.monotonic
         # A wall clock may jump while a waiter sleeps: look at it again as often as Redis's
@@ -173,8 +179,11 @@ class LockService:
         with temporary.open("w") as out:
             json.dump(snapshot, out)
             out.flush()
-            os.fsync(out.fileno())
+            if self._fsync:
+                os.fsync(out.fileno())
         os.replace(temporary, self._path)
+        if not self._fsync:
+            return
         directory = os.open(self._path.parent, os.O_RDONLY)
         try:
             os.fsync(directory)
@@ -418,6 +427,7 @@ def main(argv: Sequence[str] | None = None) -> None:
             TIMESTAMP_TOKEN,
             GRANT_TO_EXPIRED_WAITER,
             WALL_CLOCK_EXPIRY,
+            COUNTER_NO_FSYNC,
         ],
     )
     args = parser.parse_args(argv)
@@ -431,6 +441,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         timestamp_token=TIMESTAMP_TOKEN in args.bug,
         grant_expired=GRANT_TO_EXPIRED_WAITER in args.bug,
         wall_clock_expiry=WALL_CLOCK_EXPIRY in args.bug,
+        fsync=COUNTER_NO_FSYNC not in args.bug,
     )
     banner = (
         f"lock server, data {args.data_dir}, lock-delay {args.lock_delay:.3f}s, "

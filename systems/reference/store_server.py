@@ -31,9 +31,11 @@ accepted, which only the order across keys, ``seq``, shows), ``fence-per-connect
 connection's first fenced request is checked, later ones on it under the same lock are trusted, as
 a session authenticated once: a request held on an old connection passes), ``non-idempotent-write``
 (a write that is already in, same id and epoch, is appended again: a replayed or retried request
-is applied twice). A correct store answers such a repeat as it answered the first and appends
-nothing.
-
+is applied twice; a correct store answers such a repeat as it answered the first and appends
+nothing), ``mark-no-fsync`` (the log, and so every mark, is appended without fsync: a kill keeps
+it in the page cache, a power loss loses it), ``ack-before-fsync`` (a write is acknowledged before
+its record is fsynced: a flusher fsyncs the log every :data:`FLUSH_EVERY_S`, so a power loss
+loses the last writes acknowledged).
 
 Protocol (one JSON object per line, see :mod:`harness.nodeside.wire`):
 ``{"op":"write","sink":"store"|"audit","lock":L,"epoch":N,"key":K,"id":I,"prev":P}``,
@@ -52,6 +54,7 @@ from __future__ import annotations
 import json
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -60,11 +63,14 @@ from typing import Any, Final
 from harness.nodeside import wire
 
 __all__ = [
+    "ACK_BEFORE_FSYNC",
     "AUDIT",
     "BATCH",
     "FENCE_PER_CONNECTION",
+    "FLUSH_EVERY_S",
     "LAZY_MARK",
     "MARK_EVERY",
+    "MARK_NO_FSYNC",
     "MARK_PER_KEY",
     "NON_IDEMPOTENT",
     "NO_STORE_CHECK",
@@ -88,6 +94,10 @@ UNFENCED_PATH: Final = "unfenced-path"
 MARK_PER_KEY: Final = "mark-per-key"
 FENCE_PER_CONNECTION: Final = "fence-per-connection"
 NON_IDEMPOTENT: Final = "non-idempotent-write"
+MARK_NO_FSYNC: Final = "mark-no-fsync"
+ACK_BEFORE_FSYNC: Final = "ack-before-fsync"
+FLUSH_EVERY_S: Final = 1.0
+"""With ``ack-before-fsync``, how often the flusher fsyncs what was acknowledged meanwhile."""
 _SWITCHES: Final = (
     NO_STORE_CHECK,
     STORE_FORGETS,
@@ -96,6 +106,8 @@ _SWITCHES: Final = (
     MARK_PER_KEY,
     FENCE_PER_CONNECTION,
     NON_IDEMPOTENT,
+    MARK_NO_FSYNC,
+    ACK_BEFORE_FSYNC,
 )
 _SINKS: Final = (STORE, BATCH, AUDIT)
 
@@ -139,6 +151,15 @@ class Store:
         self._path = data_dir / "store.log"
         self._replay()
         self._fd = os.open(self._path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fsync = not bugs & {MARK_NO_FSYNC, ACK_BEFORE_FSYNC}
+        if ACK_BEFORE_FSYNC in bugs:
+            threading.Thread(target=self._flush, name="flusher", daemon=True).start()
+
+    def _flush(self) -> None:
+        """ack-before-fsync: fsync the log every :data:`FLUSH_EVERY_S`, after the acks."""
+        while True:
+            time.sleep(FLUSH_EVERY_S)
+            os.fsync(self._fd)
 
     def _replay(self) -> None:
         try:
@@ -264,10 +285,18 @@ class Store:
         return json.dumps({"marks": marks}).encode() + b"\n"
 
     def _append(self, data: bytes) -> None:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self._fd, view) :]
-        os.fsync(self._fd)
+        # A failed append (ENOSPC, EIO from fsync) is answered as an error, so it must leave no
+        # record behind that a later replay would bring back: the log is cut back to before it.
+        size = os.fstat(self._fd).st_size
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(self._fd, view) :]
+            if self._fsync:
+                os.fsync(self._fd)
+        except OSError:
+            os.ftruncate(self._fd, size)
+            raise
 
     def read(self, sink: str, key: str) -> list[dict[str, Any]]:
         """The entries of ``key`` in ``sink``, in the order they were accepted."""

@@ -154,12 +154,14 @@ class Cluster:
         *,
         image: str | None = None,
         keep: bool = False,
+        fuse: bool = False,
     ) -> None:
         """Describe a cluster; nothing is created before :meth:`up`.
 
         ``image`` defaults to :func:`harness.node.docker.images.node_image` (built when missing).
         ``keep`` leaves the containers running after ``__exit__`` (``fencecheck cluster down``
-        removes them).
+        removes them). ``fuse`` gives every container ``/dev/fuse`` and ``CAP_SYS_ADMIN``, which
+        mounting the lazy file system needs (the disk fault kinds; no other run gets them).
         """
         if not _RUN_ID.fullmatch(run_id):
             raise ClusterError(
@@ -183,6 +185,7 @@ class Cluster:
         self.restarted: tuple[str, ...] = ()
         """Nodes :meth:`attach` had to start again (their container had stopped)."""
         self._image = image
+        self._fuse = fuse
         self._restore: list[Callable[[], None]] = []
 
     def __repr__(self) -> str:
@@ -281,7 +284,10 @@ class Cluster:
                     LABEL_INDEX: str(index),
                 },
                 host_config=api.create_host_config(
-                    cap_add=["NET_ADMIN"], init=True, network_mode=self.network_name
+                    cap_add=["NET_ADMIN", *(["SYS_ADMIN"] if self._fuse else [])],
+                    devices=["/dev/fuse:/dev/fuse:rwm"] if self._fuse else None,
+                    init=True,
+                    network_mode=self.network_name,
                 ),
                 # The stubs type this argument wrongly: the engine takes a mapping per network.
                 networking_config=api.create_networking_config(

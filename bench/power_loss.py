@@ -1,0 +1,111 @@
+"""Power loss: how often a default run catches the switches only it exposes, and whether the
+correct systems stay valid under it.
+
+Detection: for each of ``mark-no-fsync``, ``ack-before-fsync`` and ``counter-no-fsync`` (the
+reference system's), N seeded runs with what ``fencecheck run --bug X`` picks by itself (as
+bench/lock_service.py does): detections out of N (invalid with one of the switch's own
+anomalies) and the median time to the first violation. False alarms: N seeded runs of each
+correct system (reference by default) under ``--nemesis power-loss,kill,pause``: the runs whose
+verdict was invalid (should be 0).
+
+    PYTHONPATH=. python3 bench/power_loss.py [--runs 20] [--time-limit 60] [--seed 1]
+        [--switch NAME ...] [--system NAME ...] [--no-detection] [--no-false-alarms]
+
+Each run is a real Docker cluster: the defaults take about 20 x 4 x 70 s. On a shared machine
+run a few (``--runs 3 --time-limit 30``). Exit status 0 whatever the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+from collections.abc import Sequence
+from dataclasses import replace
+from typing import Final
+
+from rich.console import Console
+from rich.table import Table
+
+from bench.lock_service import first_violation
+from harness.run.exposure import exposing_faults, switches_of
+from harness.run.runner import run_test
+from harness.run.spec import TestSpec
+from systems import load_system
+
+__all__ = ["main"]
+
+_SWITCHES: Final = ("mark-no-fsync", "ack-before-fsync", "counter-no-fsync")
+_NEMESES: Final = ("power-loss", "kill", "pause")
+
+
+def detect(
+    switch: str, runs: int, seed: int, time_limit: float, console: Console
+) -> tuple[str, str, str, str]:
+    """``runs`` seeded runs of ``switch`` as ``run --bug SWITCH`` makes them: its row (switch,
+    detections out of the runs, median time to the first violation, the verdicts)."""
+    bug = switches_of(load_system("reference"))[switch]
+    picked = exposing_faults({switch: bug}, (switch,))
+    caught, firsts, verdicts = 0, [], []
+    for at in range(runs):
+        spec = TestSpec(system="reference", bugs=(switch,), time_limit=time_limit, seed=seed + at)
+        if picked is not None:
+            spec = replace(spec, nemeses=picked[0], targets=picked[1])
+        result = run_test(spec, console=console, progress=False).result
+        own = [name for name in bug.anomalies if result.anomaly_counts.get(name)]
+        hit = result.valid is False and bool(own)
+        first = first_violation(result, own) if hit else None
+        caught += hit
+        if first is not None:
+            firsts.append(first)
+        verdicts.append(str(result.valid))
+        console.print(f"{switch} seed {seed + at}: {result.valid}, caught {hit}")
+    median = f"{statistics.median(firsts) / 1e9:.1f} s" if firsts else "-"
+    return switch, f"{caught}/{runs}", median, ", ".join(verdicts)
+
+
+def false_alarms(system: str, runs: int, seed: int, time_limit: float, console: Console) -> str:
+    """How many of ``runs`` seeded runs of correct ``system`` under power loss, kill and pause
+    ended invalid, and every verdict."""
+    verdicts = []
+    for at in range(runs):
+        spec = TestSpec(system=system, nemeses=_NEMESES, time_limit=time_limit, seed=seed + at)
+        result = run_test(spec, console=console, progress=False).result
+        verdicts.append(str(result.valid))
+        console.print(f"{system} seed {seed + at}: {result.valid} {dict(result.anomaly_counts)}")
+    invalid = sum(verdict == "False" for verdict in verdicts)
+    return f"{invalid}/{runs} invalid ({', '.join(verdicts)})"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run both parts and print their tables."""
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=20, help="seeded runs per switch or system")
+    parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per run")
+    parser.add_argument("--seed", type=int, default=1, help="the first run's seed")
+    parser.add_argument("--switch", action="append", choices=_SWITCHES, help="default: all")
+    parser.add_argument("--system", action="append", help="correct systems (default reference)")
+    parser.add_argument("--no-detection", action="store_true")
+    parser.add_argument("--no-false-alarms", action="store_true")
+    args = parser.parse_args(argv)
+    console = Console(stderr=True)
+    if not args.no_detection:
+        table = Table(title=f"reference: {args.runs} runs of {args.time_limit:g} s per switch")
+        for column in ("switch", "detected", "median to first violation", "verdicts"):
+            table.add_column(column)
+        for switch in args.switch or _SWITCHES:
+            table.add_row(*detect(switch, args.runs, args.seed, args.time_limit, console))
+        Console().print(table)
+    if not args.no_false_alarms:
+        table = Table(title=f"correct systems under --nemesis {','.join(_NEMESES)}")
+        table.add_column("system")
+        table.add_column(f"{args.runs} runs of {args.time_limit:g} s")
+        for system in args.system or ["reference"]:
+            table.add_row(
+                system, false_alarms(system, args.runs, args.seed, args.time_limit, console)
+            )
+        Console().print(table)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,134 @@
+"""The power-loss and disk fault kinds without a cluster: their draws, sentences, coverage and
+refusals (their effect on a real lazy file system: test_lazyfs.py and the Docker run tests)."""
+
+from __future__ import annotations
+
+import random
+
+from checkers.coverage import coverage_of
+from checkers.evidence import FaultWindow
+from checkers.explain import describe_fault
+from harness.history import Event
+from nemeses import END_AFTER_WRITES, generate_schedule
+from nemeses.disk import (
+    DISK_FULL,
+    POWER_LOSS,
+    POWER_LOSS_KIND,
+    SLOW_DISK,
+    SLOW_DISK_KIND,
+    SLOW_TTL_MULTIPLES,
+    dropped_sentence,
+)
+from nemeses.kinds import Draw
+from nemeses.registry import KINDS
+from systems.base import DISK_KINDS, disk_problem
+from systems.noop import NoopSystem
+from systems.reference import ReferenceSystem
+
+NODES = {"l1": "lock", "s1": "store", "w1": "worker", "w2": "worker"}
+S = 1_000_000_000
+
+
+def _draw(target: str, role: str, seed: int = 1) -> Draw:
+    return Draw(random.Random(seed), target, role, NODES, {"worker": "agent"}, 0.02, 3 * S, S)
+
+
+def test_the_disk_kinds_are_registered_under_the_names_systems_refuse_by() -> None:
+    assert set(DISK_KINDS) <= set(KINDS)
+
+
+def test_power_loss_at_a_store_is_one_window_at_that_node() -> None:
+    assert POWER_LOSS_KIND.draw(_draw("s1", "store")) == (("s1",), {})
+
+
+def test_power_loss_at_the_holder_lands_right_after_the_takeover() -> None:
+    seen = {}
+    for seed in range(20):
+        targets, params = POWER_LOSS_KIND.draw(_draw("holder", "worker", seed))
+        assert targets == ("holder",)
+        assert params["process"] == "agent"
+        assert params["restart_at"] == "takeover"
+        seen[params["restart"]] = params[END_AFTER_WRITES]
+    # The store right after the new holder's first accepted write; the lock right after a grant.
+    assert seen == {"s1": 1, "l1": 0}
+
+
+def test_slow_disk_draws_a_ttl_multiple_per_fsync_at_a_store_or_lock_node() -> None:
+    targets, params = SLOW_DISK_KIND.draw(_draw("holder", "worker"))
+    assert targets[0] in ("s1", "l1")
+    assert params["delay_ttl"] in SLOW_TTL_MULTIPLES
+    assert params["delay_s"] == params["delay_ttl"]  # a TTL of 1 s
+
+
+def test_a_schedule_of_disk_kinds_aims_every_window_at_a_server_or_the_holder() -> None:
+    schedule = generate_schedule(
+        7, NODES, lease_ttl_ns=S, duration_ns=60 * S, kinds=DISK_KINDS, targets=("holder",)
+    )
+    assert {window.kind for window in schedule.windows} == set(DISK_KINDS)
+    for window in schedule.windows:
+        if window.kind != POWER_LOSS:
+            assert window.targets[0] in ("s1", "l1")
+
+
+def test_the_sentence_says_what_a_power_loss_dropped() -> None:
+    dropped = {"/data": {"writes": 3, "bytes": 412, "files": 1, "entry_changes": 0}}
+    assert dropped_sentence("s1", dropped) == "s1 lost power: 3 unsynced writes (412 bytes) dropped"
+    nothing = {"/data": {"writes": 0, "bytes": 0, "files": 0, "entry_changes": 0}}
+    assert dropped_sentence("s1", nothing) == "s1 lost power: nothing unsynced to drop"
+    entries = {"/data": {"writes": 1, "bytes": 9, "files": 1, "entry_changes": 2}}
+    assert dropped_sentence("l1", entries) == (
+        "l1 lost power: 1 unsynced write (9 bytes) and 2 unsynced directory changes dropped"
+    )
+
+
+def test_an_explanation_puts_the_time_before_the_details() -> None:
+    window = FaultWindow(
+        POWER_LOSS,
+        ("s1",),
+        12_100_000_000,
+        14_000_000_000,
+        1,
+        2,
+        opened="s1 lost power: 3 unsynced writes (412 bytes) dropped",
+        closed="s1's power came back",
+    )
+    assert describe_fault(window) == (
+        "s1 lost power at 12.1 s: 3 unsynced writes (412 bytes) dropped, "
+        "and s1's power came back at 14 s"
+    )
+
+
+def _power_loss(index: int, at: float, writes: int) -> list[Event]:
+    lost = {"writes": writes, "bytes": 100 * writes, "files": 1, "entry_changes": 0}
+    start = {"id": index, "targets": ["s1"], "lost": lost, "applied": True}
+    stop = {"id": index, "targets": ["s1"], "applied": True}
+    return [
+        Event(2 * index, round(at * S), "nemesis", "info", f"start-{POWER_LOSS}", start),
+        Event(2 * index + 1, round((at + 1) * S), "nemesis", "info", f"stop-{POWER_LOSS}", stop),
+    ]
+
+
+def test_coverage_counts_power_losses_and_those_that_dropped_data() -> None:
+    events = [*_power_loss(0, 1.0, 3), *_power_loss(1, 5.0, 0)]
+    coverage = coverage_of(events, lease_ttl=1.0, roles=NODES)
+    assert coverage.power_losses == {
+        "total": 2,
+        "dropped_data": 1,
+        "writes_dropped": 3,
+        "bytes_dropped": 300,
+    }
+    assert coverage.restarts == {"store": 2}
+    assert not any("power loss" in gap for gap in coverage.gaps())
+
+
+def test_a_run_whose_power_losses_dropped_nothing_says_so() -> None:
+    coverage = coverage_of(_power_loss(0, 1.0, 0), lease_ttl=1.0, roles=NODES)
+    assert any("none of the 1 power losses dropped anything" in gap for gap in coverage.gaps())
+
+
+def test_a_system_that_does_not_say_where_its_data_is_is_refused_disk_faults() -> None:
+    assert disk_problem(ReferenceSystem(), [POWER_LOSS, DISK_FULL, SLOW_DISK]) is None
+    assert disk_problem(NoopSystem(), ["pause", "kill"]) is None
+    refusal = disk_problem(NoopSystem(), ["pause", POWER_LOSS])
+    assert refusal is not None
+    assert "TakesDiskFaults" in refusal and POWER_LOSS in refusal
