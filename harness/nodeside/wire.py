@@ -64,6 +64,11 @@ UNAUTHORIZED = "unauthorized"
 CLOCK = "clock"
 """The request every server answers with its own clocks."""
 _OPEN_OPS = frozenset(("ping", CLOCK))
+# One encoder and one decoder for every line: ``json.dumps`` with ``separators`` builds a new
+# encoder per call, and ``json.loads`` of bytes sniffs their encoding first; both were a tenth of
+# a node program's Python per request. The lines are UTF-8 JSON, as the standard library writes.
+_dumps = json.JSONEncoder(separators=(",", ":")).encode
+_loads = json.JSONDecoder().decode
 
 
 class _Credential:
@@ -143,6 +148,8 @@ class Connection:
 
     def __init__(self, address: tuple[str, int], timeout: float, token: str | None = None) -> None:
         self._token = token if token is not None else _Credential.token
+        # The secret's field, spliced into each request's encoding instead of a copied message.
+        self._auth = None if self._token is None else f',"{AUTH}":{_dumps(self._token)}}}\n'
         try:
             self._sock = socket.create_connection(address, timeout=timeout)
         except OSError as problem:
@@ -160,9 +167,7 @@ class Connection:
         if timeout is not None and timeout != self._sock.gettimeout():
             # settimeout is a system call (the socket's blocking mode) even when nothing changes.
             self._sock.settimeout(timeout)
-        if self._token is not None:
-            message = {**message, AUTH: self._token}
-        self._sock.sendall(json.dumps(message, separators=(",", ":")).encode() + b"\n")
+        self._sock.sendall(self._line(message))
         try:
             line = self._reader.readline()
         except ValueError:
@@ -177,14 +182,23 @@ class Connection:
                 f"{self.address[0]}:{self.address[1]} closed the connection before answering"
             )
         try:
-            response = json.loads(line)
-        except ValueError:
+            response = _loads(line.decode())
+        except ValueError:  # UnicodeDecodeError is a ValueError too
             response = None
         if not isinstance(response, dict):
             raise ConnectionError(
                 f"{self.address[0]}:{self.address[1]} sent a reply that is not a JSON object"
             )
         return response
+
+    def _line(self, message: dict[str, Any]) -> bytes:
+        """``message`` as one request line, with the secret when this connection has one."""
+        encoded = _dumps(message)
+        if self._auth is None:
+            return (encoded + "\n").encode()
+        if not message or AUTH in message:
+            return (_dumps({**message, AUTH: self._token}) + "\n").encode()
+        return (encoded[:-1] + self._auth).encode()
 
     def reusable(self) -> bool:
         """True while the server has neither closed the connection nor sent anything unasked:
@@ -264,8 +278,8 @@ class _LineHandler(socketserver.StreamRequestHandler):
             encoded = _dumps(response)
             log(f"{peer} {shown} -> {encoded}")
             try:
-                self.wfile.write(encoded.encode() + b"\n")
-                self.wfile.flush()
+                # One send per answer (the handler's writer is unbuffered: write is a sendall).
+                self.connection.sendall((encoded + "\n").encode())
             except OSError:
                 # The caller gave up (timed out and closed); what it asked for is done regardless.
                 return
@@ -294,8 +308,8 @@ class LineServer(socketserver.ThreadingTCPServer):
     def answer(self, line: bytes) -> tuple[str, dict[str, Any]]:
         """The request as it may be logged (without its secret) and the response to it."""
         try:
-            request = json.loads(line)
-        except ValueError:
+            request = _loads(line.decode())
+        except ValueError:  # UnicodeDecodeError is a ValueError too
             return line.decode("utf-8", "replace").strip()[:200], bad_request(
                 "not valid JSON; send one JSON object per line"
             )
@@ -367,10 +381,6 @@ def number(request: dict[str, Any], name: str, default: float | None = None) -> 
 def bad_request(message: str) -> dict[str, Any]:
     """The response to a malformed request, naming what is wrong."""
     return {"ok": False, "error": "bad-request", "message": message}
-
-
-def _dumps(value: Any) -> str:
-    return json.dumps(value, separators=(",", ":"))
 
 
 def with_listen_options(description: str) -> argparse.ArgumentParser:
