@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from harness.history.io import json_bytes
 from harness.nodeside.wire import Connection, NotDelivered
 
 __all__ = ["AgentLink", "AgentUnreachable"]
@@ -39,8 +40,9 @@ class AgentLink:
         """
         if self._connection is None:
             try:
+                # orjson's encoding: the standard library's was a fifth of a holder's Python.
                 self._connection = Connection(
-                    (self.host, self.port), self._connect_timeout, self._token
+                    (self.host, self.port), self._connect_timeout, self._token, json_bytes
                 )
             except NotDelivered as problem:
                 raise AgentUnreachable(str(problem)) from None
