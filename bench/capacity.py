@@ -127,6 +127,10 @@ class _CpuWatch:
         if history is None:
             return
         cgroups = self._cgroups(history.parent)
+        if not cgroups:
+            # Without the containers' CPU the figures would be the controller's alone.
+            self.problem = self.problem or "the run's containers were not found: CPU not measured"
+            return
         before = {node: _usage(path) for node, path in cgroups.items()}
         cpu, began = time.process_time(), time.monotonic()
         time.sleep(self.seconds)
@@ -135,10 +139,11 @@ class _CpuWatch:
         self.containers = {node: _usage(path) - before[node] for node, path in cgroups.items()}
 
     def _wait_for_history(self) -> Path | None:
+        earlier = set(self.store.glob("*/*/history.jsonl"))  # a reused --store's older runs
         deadline = time.monotonic() + 300
         while time.monotonic() < deadline:
             for history in self.store.glob("*/*/history.jsonl"):
-                if history.stat().st_size > 0:
+                if history not in earlier and history.stat().st_size > 0:
                     return history
             time.sleep(0.02)
         self.problem = "the run's history never appeared"
