@@ -1,47 +1,68 @@
-"""Detection of the lock-service switches: how often, and how soon, a default run catches them.
+"""The lock-service rules measured: how often, and how soon, default runs catch the switches, and
+how often the correct systems are wrongly judged.
 
-For each switch (``token-before-lease``, ``grant-to-expired-waiter`` by default) it runs N seeded
-runs of the reference system with what ``fencecheck run --bug X`` picks by itself (the faults
-and targets of the switch's ``exposed_by``, every other setting the run's default) and prints,
-per switch, the runs whose verdict was invalid with one of the switch's own anomalies
-(detections out of N) and the median time, from the run's start, to the first such violation
-(the completion of the earliest operation its evidence names as the violating one).
+Two kinds of rows, each N seeded runs (seeds ``--seed``, ``--seed + 1``...):
+
+- a **switch** of the reference system (``token-before-lease``, ``grant-to-expired-waiter``), run
+  with what ``fencecheck run --bug X`` picks by itself (the faults and targets of the switch's
+  ``exposed_by``, every other setting the run's default): *caught* counts the runs whose verdict
+  was invalid with one of the switch's own anomalies, *median* is the median time from the run's
+  start to the first such violation (the completion of the latest operation the earliest
+  anomaly's evidence names: when it became visible), *false alarms* counts runs invalid with
+  other anomalies only; *without grant_seq* counts the runs whose history, checked again with
+  every ``grant_seq`` taken out (the acquires' and their ``lease_ended``'s), is still invalid
+  with the switch's anomalies, and *nor waited* those still invalid with ``waited`` taken out
+  too (a service that reports neither: ``token-before-lease`` then cannot show);
+- a **correct system** (``reference``, ``etcd``, ``zookeeper``, ``redis``, no switch), run with the
+  default faults: *false alarms* counts the runs judged invalid, which a correct system must never
+  be; *unknown* the runs too weak to judge.
 
     PYTHONPATH=. python3 bench/lock_service.py [--runs 20] [--time-limit 60] [--seed 1]
+        [--switch NAME ...] [--system NAME ...]
 
-Each run is a real Docker cluster: the defaults take about 20 x 2 x 70 s. On a shared machine
-run a few (``--runs 3 --time-limit 30``). Exit status 0 whatever the numbers.
+Each run is a real Docker cluster: the defaults take about 20 x 6 x 70 s. On a shared machine run
+a few (``--runs 3 --time-limit 30``, or one row with ``--switch`` or ``--system``; naming either
+runs only what is named). Exit status 0 whatever the numbers.
 """
 
 from __future__ import annotations
 
 import argparse
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, replace
+from functools import partial
 from typing import Final
 
 from rich.console import Console
 from rich.table import Table
 
-from checkers import CheckResult
+from checkers import CheckResult, check
+from harness.history import Event, read_history
 from harness.run.exposure import exposing_faults, switches_of
+from harness.run.record import RunRecord
 from harness.run.runner import run_test
 from harness.run.spec import TestSpec
 from systems import load_system
 
-__all__ = ["main"]
+__all__ = ["first_violation", "main", "without"]
 
-_SYSTEM: Final = "reference"
+_REFERENCE: Final = "reference"
 _SWITCHES: Final = ("token-before-lease", "grant-to-expired-waiter")
+_CORRECT: Final = ("reference", "etcd", "zookeeper", "redis")
+_NO_SEQ: Final = frozenset(("grant_seq",))
+_NO_SEQ_OR_WAITED: Final = frozenset(("grant_seq", "waited"))
 
 
 @dataclass(frozen=True, slots=True)
 class _Run:
     seed: int
-    caught: bool
-    first_ns: int | None
     verdict: str
+    caught: bool  # invalid with one of the switch's own anomalies (never, for a correct system)
+    first_ns: int | None
+    false_alarm: bool  # invalid, and not (only) for the switch's own anomalies
+    caught_without_seq: bool = False  # still caught with every grant_seq taken out
+    caught_without_either: bool = False  # ... and every waited too
 
 
 def first_violation(result: CheckResult, names: Sequence[str]) -> int | None:
@@ -56,47 +77,108 @@ def first_violation(result: CheckResult, names: Sequence[str]) -> int | None:
     return min(times) if times else None
 
 
-def _one(switch: str, seed: int, time_limit: float, console: Console) -> _Run:
+def without(events: Iterable[Event], keys: frozenset[str]) -> Iterator[Event]:
+    """``events`` with ``keys`` (``grant_seq``, ``waited``) taken out of acquires' and releases'
+    values and of their ``lease_ended``: as from a lock service that does not report them."""
+    for event in events:
+        value = event.value
+        if event.f not in ("acquire", "release") or not isinstance(value, dict):
+            yield event
+            continue
+        stripped = {key: item for key, item in value.items() if key not in keys}
+        ended = stripped.get("lease_ended")
+        if isinstance(ended, dict):
+            stripped["lease_ended"] = {k: v for k, v in ended.items() if k not in keys}
+        yield replace(event, value=stripped)
+
+
+def _switch_run(switch: str, seed: int, time_limit: float, console: Console) -> _Run:
     """One run of ``switch`` as ``run --bug SWITCH --seed SEED`` would make it."""
-    bug = switches_of(load_system(_SYSTEM))[switch]
+    bug = switches_of(load_system(_REFERENCE))[switch]
     picked = exposing_faults({switch: bug}, (switch,))
-    spec = TestSpec(system=_SYSTEM, bugs=(switch,), time_limit=time_limit, seed=seed)
+    spec = TestSpec(system=_REFERENCE, bugs=(switch,), time_limit=time_limit, seed=seed)
     if picked is not None:
         spec = replace(spec, nemeses=picked[0], targets=picked[1])
     outcome = run_test(spec, console=console, progress=False)
     result = outcome.result
-    names = [name for name in bug.anomalies if result.anomaly_counts.get(name)]
+    own = [name for name in bug.anomalies if result.anomaly_counts.get(name)]
+    others = [name for name in result.anomaly_types if name not in bug.anomalies]
+    record = RunRecord.from_json(outcome.run_dir.read_test())
+
+    def caught_without(keys: frozenset[str]) -> bool:
+        events = without(read_history(outcome.run_dir.history), keys)
+        again = check(events, inventory=record.sinks, lease_ttl=record.lease_ttl)
+        return again.valid is False and any(again.anomaly_counts.get(n) for n in bug.anomalies)
+
     return _Run(
         seed,
-        result.valid is False and bool(names),
-        first_violation(result, names),
         str(result.valid),
+        result.valid is False and bool(own),
+        first_violation(result, own),
+        result.valid is False and not own and bool(others),
+        caught_without(_NO_SEQ),
+        caught_without(_NO_SEQ_OR_WAITED),
+    )
+
+
+def _correct_run(system: str, seed: int, time_limit: float, console: Console) -> _Run:
+    """One run of the correct ``system`` with the default faults and targets."""
+    spec = TestSpec(system=system, time_limit=time_limit, seed=seed)
+    result = run_test(spec, console=console, progress=False).result
+    if result.valid is False:
+        console.print(f"{system} seed {seed}: FALSE ALARM {result.anomaly_types}")
+    return _Run(seed, str(result.valid), False, None, result.valid is False)
+
+
+def _row(table: Table, label: str, runs: Sequence[_Run], switch: bool) -> None:
+    firsts = [run.first_ns for run in runs if run.caught and run.first_ns is not None]
+    median = f"{statistics.median(firsts) / 1e9:.1f} s" if firsts else "-"
+    caught = f"{sum(run.caught for run in runs)}/{len(runs)}" if switch else "-"
+    without_seq = f"{sum(r.caught_without_seq for r in runs)}/{len(runs)}" if switch else "-"
+    without_either = f"{sum(r.caught_without_either for r in runs)}/{len(runs)}" if switch else "-"
+    unknown = sum(run.verdict == "unknown" for run in runs)
+    table.add_row(
+        label,
+        caught,
+        without_seq,
+        without_either,
+        median,
+        f"{sum(run.false_alarm for run in runs)}/{len(runs)}",
+        f"{unknown}/{len(runs)}",
+        ", ".join(f"{run.seed}:{run.verdict}" for run in runs),
     )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the benchmark and print its table."""
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--runs", type=int, default=20, help="seeded runs per switch")
+    parser.add_argument("--runs", type=int, default=20, help="seeded runs per row")
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per run")
     parser.add_argument("--seed", type=int, default=1, help="the first run's seed")
-    parser.add_argument("--switch", action="append", choices=_SWITCHES, help="default: both")
+    parser.add_argument("--switch", action="append", choices=_SWITCHES, help="a switch's row")
+    parser.add_argument("--system", action="append", choices=_CORRECT, help="a correct system")
     args = parser.parse_args(argv)
+    named = bool(args.switch or args.system)
+    switches = args.switch or ([] if named else list(_SWITCHES))
+    systems = args.system or ([] if named else list(_CORRECT))
     console = Console(stderr=True)
-    table = Table(title=f"{_SYSTEM}: {args.runs} runs of {args.time_limit:g} s per switch")
-    for column in ("switch", "detected", "median to first violation", "verdicts"):
+    table = Table(title=f"{args.runs} seeded runs of {args.time_limit:g} s per row")
+    columns = ("row", "caught", "without grant_seq", "nor waited", "median to first violation")
+    for column in (*columns, "false alarms", "unknown"):
         table.add_column(column)
-    for switch in args.switch or _SWITCHES:
+    table.add_column("seed:verdict")
+    rows: list[tuple[str, Callable[[int, float, Console], _Run], bool]] = [
+        (f"reference --bug {switch}", partial(_switch_run, switch), True) for switch in switches
+    ]
+    rows += [(f"{system} (correct)", partial(_correct_run, system), False) for system in systems]
+    for label, one, switch in rows:
         runs = []
-        for at in range(args.runs):
-            run = _one(switch, args.seed + at, args.time_limit, console)
-            console.print(f"{switch} seed {run.seed}: {run.verdict}, caught {run.caught}")
+        for seed in range(args.seed, args.seed + args.runs):
+            run = one(seed, args.time_limit, console)
+            console.print(f"{label} seed {seed}: {run.verdict}, caught {run.caught}")
             runs.append(run)
-        firsts = [run.first_ns for run in runs if run.caught and run.first_ns is not None]
-        median = f"{statistics.median(firsts) / 1e9:.1f} s" if firsts else "-"
-        verdicts = ", ".join(run.verdict for run in runs)
-        table.add_row(switch, f"{sum(run.caught for run in runs)}/{len(runs)}", median, verdicts)
-    Console().print(table)
+        _row(table, label, runs, switch)
+    Console(width=160).print(table)
     return 0
 
 

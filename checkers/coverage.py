@@ -4,11 +4,15 @@ A ``valid`` verdict is only as strong as the situations the run produced. This m
 history once, in order, and counts them: holders stopped past their lease while holding it (per
 fault kind), stale writes attempted per sink (sent with an epoch lower than one already granted
 for the lock, or refused by a fence as stale, which proves the same, or accepted after a newer
-epoch was granted while it was in flight), restarts per role, epochs
-granted, sinks and keys written, and holder nodes whose agent was unreachable for most of the
-run. It is a pure function of the history, the inventory's sink names, the lease TTL and
-(optionally) the node roles, linear in the history's length, and keeps state per node, lock,
-sink and key only.
+epoch was granted while it was in flight), restarts per role, epochs granted, sinks and keys
+written, holder nodes whose agent was unreachable for most of the run, which pairs of fault
+kinds were in force together (how often and for how long), and clock windows (``clock-step``,
+``clock-rate``): how many, and how many moved a lease across its expiry (a lease was held when
+the window opened, by the faulted holder or from the faulted lock service, and the faulted clock
+moved by at least a TTL against the real one in the window: a step of that size, or a rate whose
+gain or loss over the window reached it). It is a pure function of the history, the inventory's
+sink names, the lease TTL and (optionally) the node roles, linear in the history's length (times
+the few faults in force at once), and keeps state per node, lock, sink and key only.
 """
 
 from __future__ import annotations
@@ -29,6 +33,9 @@ _START: Final = "start-"
 _STOP: Final = "stop-"
 # Faults after whose stop a restarted process serves again; the value's key names the node.
 _RESTARTS: Final[Mapping[str, str | None]] = {"kill": None, "restart-while-paused": "restart"}
+_CLOCKS: Final = frozenset(("clock-step", "clock-rate"))
+_WORKER: Final = "worker"
+_STORE: Final = "store"  # a store keeps no lease: its clock moves none
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +67,11 @@ class Coverage:
     sinks: dict[str, SinkCoverage] = field(default_factory=dict)
     unreachable_nodes: dict[str, float] = field(default_factory=dict)
     lease_ttl: float | None = None
+    clock_windows: int = 0
+    clock_across_expiry: int = 0
+    overlaps: dict[str, tuple[int, float]] = field(default_factory=dict)
+    """By pair of kinds (``"kill+pause"``, names sorted; ``"pause+pause"`` for two pauses): how
+    many times two faults were in force together, and for how many seconds in all."""
 
     @property
     def stale_attempts(self) -> int:
@@ -80,6 +92,11 @@ class Coverage:
             found.append("no holder was stopped past its lease while holding it")
         for node, share in sorted(self.unreachable_nodes.items()):
             found.append(f"{node} was unreachable for {share:.0%} of the run")
+        if self.lease_ttl is not None and self.clock_windows and not self.clock_across_expiry:
+            found.append(
+                f"no clock fault moved a lease across its expiry ({self.clock_windows} clock "
+                "windows, none shifting a held lease's clock by a TTL)"
+            )
         return found
 
     def to_json(self) -> dict[str, Any]:
@@ -97,6 +114,12 @@ class Coverage:
             "unreachable_nodes": {
                 node: round(share, 3) for node, share in sorted(self.unreachable_nodes.items())
             },
+            "clock_windows": self.clock_windows,
+            "clock_across_expiry": self.clock_across_expiry,
+            "overlaps": {
+                pair: {"count": count, "seconds": round(seconds, 3)}
+                for pair, (count, seconds) in sorted(self.overlaps.items())
+            },
             "gaps": self.gaps(),
         }
 
@@ -106,7 +129,10 @@ class _Window:
     kind: str
     holding: bool  # a target held a lease when the fault began
     expiry: int | None  # by when that lease had certainly lapsed (unknown without a TTL)
+    started: int = 0
     stopped: int | None = None
+    shift_s: float = 0.0  # a clock window's step (signed seconds); 0 for a rate or no clock
+    rate: float = 1.0  # a clock window's rate
 
 
 class _Tally:
@@ -120,6 +146,7 @@ class _Tally:
         self.epochs: set[tuple[str, int]] = set()
         self.windows: dict[Any, _Window] = {}
         self.restarts: dict[str, int] = {}
+        self.overlaps: dict[str, list[int]] = {}  # "kind+kind" -> [times, ns together]
         self.writes: dict[str, list[int]] = {}  # sink -> [writes, accepted, stale attempts]
         self.keys: dict[str, set[str]] = {}
         self.outage_since: dict[str, int] = {}
@@ -149,20 +176,50 @@ class _Tally:
         if event.f.startswith(_START):
             if value.get("applied") is False:
                 return
-            holding = any(self.leases.get(target) for target in _names(value.get("targets")))
+            kind = event.f[len(_START) :]
+            targets = _names(value.get("targets"))
+            holding = any(self.leases.get(target) for target in targets)
+            if kind in _CLOCKS:
+                holding = self._clock_holds(targets)
             # The agent renews while it runs, so a lease held at the stop's start lapses at the
             # latest one TTL later: a stop that lasts longer certainly outlived it.
             expiry = event.time + self.ttl_ns if self.ttl_ns is not None else None
-            self.windows[key] = _Window(event.f[len(_START) :], holding, expiry)
+            window = _Window(kind, holding, expiry, event.time)
+            window.shift_s = _number(value.get("by_s"), 0.0) if kind == "clock-step" else 0.0
+            window.rate = _number(value.get("rate"), 1.0) if kind == "clock-rate" else 1.0
+            self.windows[key] = window
         elif event.f.startswith(_STOP) and key in self.windows:
             window = self.windows[key]
             window.stopped = event.time
+            self._overlapped(key, window)
             if value.get("applied") is not False and window.kind in _RESTARTS:
                 field_name = _RESTARTS[window.kind]
                 nodes = _names(value.get(field_name) if field_name else value.get("targets"))
                 for node in nodes:
                     role = self.roles.get(node, node)
                     self.restarts[role] = self.restarts.get(role, 0) + 1
+
+    def _clock_holds(self, targets: list[str]) -> bool:
+        """Whether a clock fault on ``targets`` moves a live lease: a holder's own, or any from
+        the lock service's (a node whose role is not known counts as the lock service's)."""
+        for target in targets:
+            role = self.roles.get(target)
+            if role == _WORKER and self.leases.get(target):
+                return True
+            if role not in (_WORKER, _STORE) and any(self.leases.values()):
+                return True
+        return False
+
+    def _overlapped(self, key: Any, window: _Window) -> None:
+        """Count ``window`` (just stopped) together with each window still in force: the
+        time they shared ends now (a pair is counted once, at the first of the two stops)."""
+        for other_key, other in self.windows.items():
+            if other_key == key or other.stopped is not None:
+                continue
+            pair = "+".join(sorted((window.kind, other.kind)))
+            counts = self.overlaps.setdefault(pair, [0, 0])
+            counts[0] += 1
+            counts[1] += max(0, (window.stopped or 0) - max(window.started, other.started))
 
     def invoke(self, event: Event) -> None:
         value = event.value
@@ -237,9 +294,18 @@ class _Tally:
             if role == "worker" and node not in self.seen:
                 self.outage_total[node] = span
         stops: dict[str, int] = {}
+        clocks = across = 0
         for window in self.windows.values():
             stopped = window.stopped if window.stopped is not None else self.last
-            if window.holding and window.expiry is not None and stopped > window.expiry:
+            if window.kind in _CLOCKS:
+                # A clock fault stops nobody; it moves the clock a lease is measured by.
+                clocks += 1
+                moved = (
+                    abs(window.shift_s) + abs(window.rate - 1) * (stopped - window.started) / 1e9
+                )
+                reach = self.ttl_ns is not None and moved * 1e9 >= self.ttl_ns
+                across += window.holding and reach
+            elif window.holding and window.expiry is not None and stopped > window.expiry:
                 stops[window.kind] = stops.get(window.kind, 0) + 1
         return Coverage(
             stops_past_lease=stops,
@@ -255,6 +321,9 @@ class _Tally:
                 if span and total / span > MOSTLY_UNREACHABLE
             },
             lease_ttl=lease_ttl,
+            clock_windows=clocks,
+            clock_across_expiry=across,
+            overlaps={pair: (n, total / 1e9) for pair, (n, total) in self.overlaps.items()},
         )
 
 
@@ -313,3 +382,10 @@ def _names(raw: Any) -> list[str]:
     if isinstance(raw, list | tuple):
         return [str(name) for name in raw]
     return []
+
+
+def _number(raw: Any, default: float) -> float:
+    """A fault parameter that should be a number (``default`` when it is not one)."""
+    if isinstance(raw, bool) or not isinstance(raw, int | float):
+        return default
+    return float(raw)

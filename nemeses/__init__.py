@@ -23,6 +23,7 @@ from nemeses.recovery import heal_nodes
 from nemeses.registry import DEFAULT_NEMESES, FAULT_KINDS, KINDS, fault_kind, standard_nemesis
 from nemeses.restart_while_paused import RESTART_WHILE_PAUSED, RestartWhilePausedNemesis
 from nemeses.schedule import (
+    DEFAULT_OVERLAP,
     DEFAULT_TTL_MULTIPLES,
     END_AFTER_WRITES,
     HOLDER,
@@ -30,6 +31,8 @@ from nemeses.schedule import (
     LOCK_FOLLOWER,
     LOCK_LEADER,
     STEP_AT_NS,
+    WAITER,
+    Refusal,
     Schedule,
     Window,
     generate_schedule,
@@ -40,6 +43,7 @@ from nemeses.topology import TOPOLOGIES, partition_fault
 
 __all__ = [
     "DEFAULT_NEMESES",
+    "DEFAULT_OVERLAP",
     "DEFAULT_TTL_MULTIPLES",
     "END_AFTER_WRITES",
     "FAULT_KINDS",
@@ -51,6 +55,7 @@ __all__ = [
     "RESTART_WHILE_PAUSED",
     "STEP_AT_NS",
     "TOPOLOGIES",
+    "WAITER",
     "CompositeNemesis",
     "Fault",
     "FaultKind",
@@ -63,6 +68,7 @@ __all__ = [
     "NoopNemesis",
     "PartitionNemesis",
     "PauseNemesis",
+    "Refusal",
     "RestartWhilePausedNemesis",
     "Restarter",
     "Schedule",

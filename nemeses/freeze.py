@@ -55,6 +55,7 @@ KIND = FaultKind(
     verb="frozen",
     colour="#22a6b3",
     heal_rank=1,
+    blocks_commands=True,
     build=lambda locate, restarter: FreezeNemesis(),
     draw=draw_node,
     recover=_recover,

@@ -178,6 +178,7 @@ KIND = FaultKind(
     verb="killed",
     colour="#555b66",
     heal_rank=5,
+    restarts=True,
     build=lambda locate, restarter: KillNemesis(locate, restarter=restarter),
     draw=draw_process,
     recover=_recover,

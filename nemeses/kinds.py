@@ -27,6 +27,7 @@ __all__ = [
     "Leftovers",
     "ManualCommand",
     "ManualOption",
+    "conflict",
     "node_names",
 ]
 
@@ -129,6 +130,37 @@ class FaultKind:
     outlives_lease: bool = False
     parts: tuple[str, ...] = field(default=())
     """For a compound kind, the kinds it is made of, in order (their verbs tell its story)."""
+    holds: str = "processes"
+    """What the fault takes hold of on a node it targets (``processes``, ``cpu``, ``network``,
+    ``clock``...): two overlapping faults on one node compose unless they hold the same thing
+    (see :func:`conflict`)."""
+    blocks_commands: bool = False
+    """The faulted node runs no commands while the fault is in force (a frozen cgroup): no other
+    fault can start or stop there meanwhile."""
+    cluster_wide: bool = False
+    """The fault holds its resource on every node, not only its targets (one partition at a
+    time replaces the whole cluster's rules)."""
+    restarts: bool = False
+    """The fault's stop starts a daemon again: an overlap can be aimed at that restart."""
+    touched: Callable[[Mapping[str, Any]], tuple[str, ...]] = field(default=lambda params: ())
+    """The nodes a window's parameters name besides its targets (a compound's restarted node)."""
+
+
+def conflict(first: FaultKind, second: FaultKind) -> str | None:
+    """Why ``first`` and ``second`` cannot be in force on one node at once, or ``None`` when
+    they compose (a paused daemon on a throttled node, a throttled node whose clock steps)."""
+    if first.holds == second.holds:
+        return (
+            f"{first.name} and {second.name} both take hold of a node's {first.holds}, so one "
+            "would undo or hide the other"
+        )
+    for blocking, other in ((first, second), (second, first)):
+        if blocking.blocks_commands:
+            return (
+                f"{blocking.name} leaves the node running no commands, which {other.name} "
+                "needs to start and stop"
+            )
+    return None
 
 
 def node_names(text: str | None, nodes: Mapping[str, str]) -> tuple[str, ...]:

@@ -22,7 +22,8 @@ true when the window began inside one of them (between its lease check and its s
 outlives the lease with the write still to come; elsewhere the holder checks its lease again and
 a correct and a buggy sink look alike), false when none came within a quarter TTL; ``leader``
 ``"elected"`` or ``"fallback"`` for one aimed at the leader or a follower, ``member``
-``"client"`` or ``"fallback"`` for one aimed at the holder's member.
+``"client"`` or ``"fallback"`` for one aimed at the holder's member, ``waiter`` ``"waiting"`` or
+``"fallback"`` for one aimed at a worker waiting for a lock (``resolve_waiter``).
 A window cut short by :meth:`NemesisPlayer.stop` or :meth:`NemesisPlayer.heal` gets
 ``"interrupted": true`` on its stop event.
 
@@ -33,21 +34,61 @@ and the step's facts to the stop event; with ``end_after_writes`` it ends the wi
 node took the lease over from the window's targets and had that many writes accepted since its
 grant, adding ``takeover`` (run clock, ns) and ``new_holder``; that stop's ``scheduled`` is when
 it was due.
+
+Overlapping windows (issue 26; the parameters are :mod:`nemeses.schedule`'s): each window plays in
+a thread of its own, a base window once every earlier one ended, an overlay (``overlaps``) beside
+its base, from its ``anchor``: its start (``inside``), the takeover or grant
+(``start_after_writes``; it begins then, its ``scheduled`` is that moment, and it lasts its length
+from there), or its base's restart (it begins before the base's stop restarts the daemon). A
+symbolic target steers clear of the nodes that windows in force hold with a fault its kind does
+not compose with (``steered_clear_of``). ``aim: call`` starts a holder window inside a write call
+(``in_call``), ``resume: in-flight`` ends one on another holder's write in flight
+(``resumed_in_flight``), ``release_with`` ends an overlay with its base, ``resumes_base`` ends the
+base once the overlay's restart is done (``resumed_on_restart``). Nemesis calls of one kind are
+serialized, of different kinds not: a slow restart holds up no other window.
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Final, Protocol
 
 from harness.node import Node
+from nemeses.kinds import conflict
 from nemeses.protocol import Fault, HealReport, Nemesis, NemesisError, start_f, step_f, stop_f
-from nemeses.registry import fault_words
-from nemeses.schedule import END_AFTER_WRITES, LOCK_FOLLOWER, STEP_AT_NS, Window, resolve
+from nemeses.registry import fault_kind, fault_words
+from nemeses.schedule import (
+    AIM,
+    ANCHOR,
+    CALL_SHARE,
+    END_AFTER_WRITES,
+    HOLDER,
+    HOLDER_MEMBER,
+    LOCK_FOLLOWER,
+    LOCK_LEADER,
+    OVERLAPS,
+    RELEASE_WITH,
+    RESUME,
+    RESUMES_BASE,
+    START_AFTER_WRITES,
+    STEP_AT_NS,
+    WAITER,
+    Window,
+    resolve,
+)
 
-__all__ = ["Clock", "HolderWork", "NemesisPlayer", "Recorder", "ResolveHolder", "ResolveMember"]
+__all__ = [
+    "Clock",
+    "HolderWork",
+    "NemesisPlayer",
+    "Recorder",
+    "ResolveHolder",
+    "ResolveMember",
+    "ResolveWaiter",
+]
 
 Clock = Callable[[], int]
 """The run clock: nanoseconds since the run began."""
@@ -57,6 +98,8 @@ ResolveHolder = Callable[[], str | None]
 """Names the node holding the lease now, or ``None`` when nobody does."""
 ResolveMember = Callable[[str], str | None]
 """Names the lock-service member a worker's client talks to, or ``None`` when unknown."""
+ResolveWaiter = Callable[[], str | None]
+"""Names a worker waiting for a lock now (its acquire open, holding none), or ``None``."""
 
 
 class HolderWork(Protocol):
@@ -71,12 +114,31 @@ class HolderWork(Protocol):
         """How many of ``node``'s writes were accepted since it was last granted a lock."""
         ...
 
+    def in_write_call(self, node: str) -> float | None:
+        """Seconds since ``node`` called the adapter's client to write, or ``None`` when it is
+        not inside such a call."""
+        ...
+
+    def typical_call_s(self) -> float | None:
+        """How long a write call typically lasts (seconds), or ``None`` before the first."""
+        ...
+
+    def in_flight(self, node: str) -> bool:
+        """True while ``node`` has a write in flight."""
+        ...
+
 
 _JOIN_TIMEOUT_S: Final = 30.0
 _HOLDER_POLL_S: Final = 0.005
 _WRITE_POLL_S: Final = 0.001
 _MID_WRITE_WAIT_TTL: Final = 0.25
 """How long a holder-aimed window waits for the holder to be inside a write, in lease TTLs."""
+_IN_CALL_WAIT_TTL: Final = 0.5
+"""How long a window aimed inside a write call waits for one at its drawn point, in TTLs."""
+_RESUME_WAIT_TTL: Final = 0.25
+"""How long past its end a window resuming on another's write waits for one, in TTLs."""
+_RELEASE_TAIL_TTL: Final = 0.5
+"""How long past its base's scheduled end an overlay released with it waits for that end."""
 
 
 class NemesisPlayer:
@@ -99,6 +161,7 @@ class NemesisPlayer:
         resolve_leader: ResolveHolder | None = None,
         resolve_member: ResolveMember | None = None,
         holder_work: HolderWork | None = None,
+        resolve_waiter: ResolveWaiter | None = None,
     ) -> None:
         self._nodes = dict(nodes)
         self._nemesis = nemesis
@@ -109,11 +172,21 @@ class NemesisPlayer:
         self._resolve_leader = resolve_leader
         self._resolve_member = resolve_member
         self._holder_work = holder_work
+        self._resolve_waiter = resolve_waiter
         self._stopping = threading.Event()
-        # Held around every nemesis call, so heal never races a fault being applied.
+        # One per kind, held around its nemesis calls: windows of other kinds (an overlay and
+        # its base) start and stop meanwhile, a kind's own calls never race, and heal (which
+        # takes them all) never races a fault being applied.
+        self._kind_locks = {kind: threading.Lock() for kind in sorted({w.kind for w in windows})}
+        # Held around the player's own state (what is in force, whether it was healed).
         self._lock = threading.Lock()
         self._healed = False
-        self._in_force: tuple[Window, Fault, dict[str, Any]] | None = None
+        # By window index: the windows in force now (an overlay is in force with its base).
+        self._in_force: dict[int, tuple[Window, Fault, dict[str, Any]]] = {}
+        self._resolved: dict[int, Fault] = {}
+        self._ending = {window.index: threading.Event() for window in self._windows}
+        self._begun = {window.index: threading.Event() for window in self._windows}
+        self._stopped = {window.index: threading.Event() for window in self._windows}
         self._thread: threading.Thread | None = None
         self._crash: BaseException | None = None
         self.report = HealReport()
@@ -164,13 +237,15 @@ class NemesisPlayer:
         self.stop()
         if self._thread is not None and self._thread is not threading.current_thread():
             self._thread.join(_JOIN_TIMEOUT_S)
-        with self._lock:
+        with contextlib.ExitStack() as held:
+            for lock in self._kind_locks.values():
+                held.enter_context(lock)
+            held.enter_context(self._lock)
             self._healed = True
             report = self._nemesis.heal()
-            open_window = self._in_force
-            self._in_force = None
-            if open_window is not None:
-                window, _, value = open_window
+            open_windows = list(self._in_force.values())
+            self._in_force.clear()
+            for window, _, value in open_windows:
                 errors = [*_step_errors(value), *report.errors]
                 self._record_safely(
                     stop_f(window.kind),
@@ -213,37 +288,148 @@ class NemesisPlayer:
 
     def _play(self) -> None:
         try:
+            playing: list[threading.Thread] = []
             for window in self._windows:
-                if not self._sleep_until(window.start_ns):
+                if OVERLAPS not in window.params:
+                    # A base window waits for the earlier ones: base windows never overlap,
+                    # and one that ended late must not make them.
+                    for thread in playing:
+                        thread.join()
+                    playing = []
+                if self._crash is not None or not self._sleep_until(self._launch_ns(window)):
                     return
-                if not self._start(window):
-                    return
-                self._end(window, self._middle(window))
+                thread = threading.Thread(
+                    target=self._play_window, args=(window,), name=f"window-{window.index}"
+                )
+                thread.daemon = True
+                thread.start()
+                playing.append(thread)
+            for thread in playing:
+                thread.join()
         except BaseException as crash:  # kept for join(); the thread must not die silently
             self._crash = crash
 
-    def _middle(self, window: Window) -> int:
+    def _launch_ns(self, window: Window) -> int:
+        """When ``window``'s thread begins: its start, or its base's for an overlay aimed at a
+        moment of the base that is not a fixed time."""
+        base = window.params.get(OVERLAPS)
+        if window.params.get(ANCHOR) in (None, "inside") or not isinstance(base, int):
+            return window.start_ns
+        return min(window.start_ns, *(w.start_ns for w in self._windows if w.index == base))
+
+    def _play_window(self, window: Window) -> None:
+        try:
+            started = self._await_anchor(window)
+            if started is None or not self._start(window, started):
+                return
+            self._begun[window.index].set()
+            self._end(window, self._middle(window, started))
+        except BaseException as crash:  # kept for join(); the thread must not die silently
+            self._crash = crash
+            self._stopping.set()
+
+    def _await_anchor(self, window: Window) -> int | None:
+        """Wait for the moment ``window`` starts at (module docs of :mod:`nemeses.schedule`);
+        returns it (run clock), or ``None`` when asked to stop first."""
+        anchor, base = window.params.get(ANCHOR), window.params.get(OVERLAPS)
+        if anchor in (None, "inside") or not isinstance(base, int):
+            return window.start_ns if self._sleep_until(window.start_ns) else None
+        if anchor == "restart":
+            ending = self._ending.get(base)
+            while ending is not None and not ending.is_set():
+                if self._clock() >= window.start_ns or self._stopping.wait(_WRITE_POLL_S):
+                    break
+        else:
+            writes = int(window.params.get(START_AFTER_WRITES, 0))
+            while not self._taken_over(base, writes):
+                if self._clock() >= window.start_ns or self._stopping.wait(_WRITE_POLL_S):
+                    break
+        return None if self._stopping.is_set() else self._clock()
+
+    def _taken_over(self, base: int, writes: int) -> bool:
+        """True once a node other than window ``base``'s targets holds the lease and had
+        ``writes`` writes accepted since its grant (the takeover itself without a view of them)."""
+        fault = self._resolved.get(base)
+        holder = self._resolve_holder() if self._resolve_holder is not None else None
+        if fault is None or holder is None or holder in fault.targets:
+            return False
+        work = self._holder_work
+        return work is None or work.accepted_since_grant(holder) >= writes
+
+    def _middle(self, window: Window, started: int) -> int:
         """Play what happens inside ``window`` (its step) and wait for its end; returns when the
-        end was due: the scheduled end, or a while after a takeover (see the module docs)."""
+        end was due: its length after it ``started``, or a while after a takeover (module
+        docs)."""
+        end = started + window.duration_ns
         step = window.params.get(STEP_AT_NS)
         if isinstance(step, int) and 0 <= step < window.duration_ns:
-            if not self._sleep_until(window.start_ns + step):
-                return window.end_ns
-            self._step(window, window.start_ns + step)
+            if not self._sleep_until(started + step):
+                return end
+            self._step(window, started + step)
         writes = window.params.get(END_AFTER_WRITES)
         if isinstance(writes, int):
-            due = self._await_takeover(window, writes)
+            due = self._await_takeover(window, writes, end)
             if due is not None:
                 return due
-        self._sleep_until(window.end_ns)
-        return window.end_ns
+        base = window.params.get(RELEASE_WITH)
+        if isinstance(base, int):
+            return self._await_release(window, base)
+        resumers = [
+            o.index
+            for o in self._windows
+            if o.params.get(OVERLAPS) == window.index and o.params.get(RESUMES_BASE)
+        ]
+        if resumers:
+            return self._await_resumer(window, resumers)
+        self._sleep_until(end)
+        return end
+
+    def _await_resumer(self, window: Window, resumers: list[int]) -> int:
+        """When the first of the overlays ``resumers`` that began has stopped (its daemon
+        restarted and serving), or half a TTL past ``window``'s end when none did."""
+        latest = window.end_ns + round(_RELEASE_TAIL_TTL * _ttl_ns(window))
+        while self._clock() < latest:
+            done = [i for i in resumers if self._begun[i].is_set() and self._stopped[i].is_set()]
+            if done:
+                with self._lock:
+                    if window.index in self._in_force:
+                        self._in_force[window.index][2]["resumed_on_restart"] = done[0]
+                return self._clock()
+            if self._stopping.wait(_WRITE_POLL_S / 4):
+                break
+        return self._clock()
+
+    def _await_restart_overlays(self, window: Window) -> None:
+        """Let the overlays aimed at ``window``'s restart begin before its stop restarts the
+        daemon (a quarter TTL at most), so the restart happens inside them."""
+        deadline = self._clock() + _RESUME_WAIT_TTL * _ttl_ns(window)
+        for overlay in self._windows:
+            if overlay.params.get(OVERLAPS) != window.index:
+                continue
+            if overlay.params.get(ANCHOR) != "restart":
+                continue
+            begun = self._begun[overlay.index]
+            while not begun.is_set() and self._clock() < deadline:
+                if self._stopping.wait(_WRITE_POLL_S / 4):
+                    return
+
+    def _await_release(self, window: Window, base: int) -> int:
+        """When window ``base`` ends (its stop begins), so that both release their holders at
+        once; half a TTL after its scheduled end at the latest."""
+        ends = [w.end_ns for w in self._windows if w.index == base]
+        latest = (ends[0] if ends else window.end_ns) + round(_RELEASE_TAIL_TTL * _ttl_ns(window))
+        ending = self._ending.get(base)
+        while ending is not None and not ending.is_set():
+            if self._clock() >= latest or self._stopping.wait(_WRITE_POLL_S / 4):
+                break
+        return self._clock()
 
     def _step(self, window: Window, scheduled: int) -> None:
         """Perform ``window``'s middle step; its facts (or error) go on the stop event."""
-        with self._lock:
-            if self._in_force is None or self._in_force[0] is not window:
+        with self._kind_locks[window.kind]:
+            if window.index not in self._in_force:
                 return
-            _, fault, value = self._in_force
+            _, fault, value = self._in_force[window.index]
             value["step_scheduled"] = scheduled
             try:
                 value.update(self._nemesis.invoke(step_f(window.kind), fault))
@@ -252,15 +438,15 @@ class NemesisPlayer:
                 return
             value["step_confirmed"] = self._clock()
 
-    def _await_takeover(self, window: Window, writes: int) -> int | None:
+    def _await_takeover(self, window: Window, writes: int, end: int) -> int | None:
         """When a node other than the window's targets, holding the lease, had ``writes`` writes
         accepted since its grant (run clock), or ``None`` when that did not happen before the
-        window's scheduled end. Without :class:`HolderWork` the takeover itself ends it."""
-        if self._resolve_holder is None or self._in_force is None:
+        window's ``end``. Without :class:`HolderWork` the takeover itself ends it."""
+        if self._resolve_holder is None or window.index not in self._in_force:
             return None
-        _, fault, value = self._in_force
+        _, fault, value = self._in_force[window.index]
         while (holder := self._resolve_holder()) is None or holder in fault.targets:
-            if self._clock() >= window.end_ns or self._stopping.wait(_HOLDER_POLL_S):
+            if self._clock() >= end or self._stopping.wait(_HOLDER_POLL_S):
                 return None
         taken = self._clock()
         value.update(takeover=taken, new_holder=holder)
@@ -268,7 +454,7 @@ class NemesisPlayer:
         if work is None:
             return taken
         while work.accepted_since_grant(holder) < writes:
-            if self._clock() >= window.end_ns or self._stopping.wait(_WRITE_POLL_S):
+            if self._clock() >= end or self._stopping.wait(_WRITE_POLL_S):
                 return None
         return self._clock()
 
@@ -281,65 +467,171 @@ class NemesisPlayer:
             self._stopping.wait(left / 1e9)
         return False
 
-    def _start(self, window: Window) -> bool:
-        """Apply and record one window's fault; False once the player has been healed."""
+    def _start(self, window: Window, started: int) -> bool:
+        """Apply and record one window's fault (due at ``started``); False once the player has
+        been healed. Its symbols are worked out before the nemesis is called, without the lock:
+        a window waiting for the holder must not hold up another's end."""
         f = start_f(window.kind)
-        with self._lock:
-            if self._healed:
-                return False
-            value: dict[str, Any] = {
-                "id": window.index,
-                "targets": list(window.targets),
-                **window.params,
-                "ttl_multiple": window.ttl_multiple,
-                # Histories explain themselves: a checker renders "w2 was paused" from these.
-                **fault_words(window.kind),
-            }
-            try:
-                holder = self._holder(window, value)
-                leader = self._leader(window, value)
-                fault = resolve(
-                    window,
-                    list(self._nodes),
-                    holder,
-                    leader,
-                    follower=self._follower(window, leader),
-                    member=self._member(window, holder, value),
-                )
+        value: dict[str, Any] = {
+            "id": window.index,
+            "targets": list(window.targets),
+            **window.params,
+            "ttl_multiple": window.ttl_multiple,
+            # Histories explain themselves: a checker renders "w2 was paused" from these.
+            **fault_words(window.kind),
+        }
+        try:
+            fault = self._resolve(window, value)
+        except Exception as problem:  # recorded: an unapplied fault makes the run unknown
+            with self._kind_locks[window.kind]:
+                if self._healed:
+                    return False
+                self._record(f, self._outcome(value, started, [str(problem)]))
+            return True
+        with self._kind_locks[window.kind]:
+            with self._lock:
+                if self._healed:
+                    return False
                 value.update(fault.params, targets=list(fault.targets))
-                self._in_force = (window, fault, value)
+                self._in_force[window.index] = (window, fault, value)
+                self._resolved[window.index] = fault
+            try:
                 facts = self._nemesis.invoke(f, fault)
             except Exception as problem:  # recorded: an unapplied fault makes the run unknown
-                self._record(f, self._outcome(value, window.start_ns, [str(problem)]))
+                self._record(f, self._outcome(value, started, [str(problem)]))
                 return True
-            self._record(f, self._outcome({**value, **facts}, window.start_ns, []))
+            self._record(f, self._outcome({**value, **facts}, started, []))
         return True
+
+    def _resolve(self, window: Window, value: dict[str, Any]) -> Fault:
+        """``window``'s concrete fault: its symbols resolved, steered clear of the nodes that
+        windows in force hold with a fault its kind does not compose with."""
+        apart = self._held_apart(window)
+        holder = self._holder(window, value, apart)
+        leader = self._leader(window, value)
+        actuals = {
+            HOLDER: holder,
+            LOCK_LEADER: leader,
+            LOCK_FOLLOWER: self._follower(window, leader),
+            HOLDER_MEMBER: self._member(window, holder, value),
+            WAITER: self._waiter(window, value),
+        }
+        if apart:
+            steered = {
+                symbol: self._clear(window, actual, symbol, apart)
+                for symbol, actual in actuals.items()
+            }
+            value["steered_clear_of"] = sorted(apart)
+            actuals = steered
+        return resolve(
+            window,
+            list(self._nodes),
+            actuals[HOLDER],
+            actuals[LOCK_LEADER],
+            follower=actuals[LOCK_FOLLOWER],
+            member=actuals[HOLDER_MEMBER],
+            waiter=actuals[WAITER],
+        )
+
+    def _held_apart(self, window: Window) -> set[str]:
+        """The nodes that windows in force hold with a fault ``window``'s does not compose
+        with (:func:`nemeses.kinds.conflict`)."""
+        kind = fault_kind(window.kind)
+        with self._lock:
+            in_force = list(self._in_force.values())
+        apart: set[str] = set()
+        for other, fault, _ in in_force:
+            other_kind = fault_kind(other.kind)
+            if conflict(kind, other_kind) is None:
+                continue
+            if other_kind.cluster_wide:
+                apart |= set(self._nodes)
+            apart |= {*fault.targets, *other_kind.touched(other.params)}
+        return apart
+
+    def _clear(
+        self, window: Window, actual: str | None, symbol: str, apart: set[str]
+    ) -> str | None:
+        """``actual``, or the first node of the symbol's role outside ``apart`` (the window's
+        fallback first, then by name); ``None`` for a symbol the window does not have."""
+        if symbol not in window.targets:
+            return actual
+        role = "worker" if symbol == HOLDER else "lock"
+        members = sorted(name for name, node in self._nodes.items() if node.role == role)
+        for name in (actual, window.fallback, *members):
+            if name is not None and name not in apart:
+                return name
+        raise NemesisError(
+            f"window {window.index} targets the {symbol}, and every {role} node is held by a "
+            "fault in force that it does not compose with"
+        )
 
     def _end(self, window: Window, scheduled: int) -> None:
         f = stop_f(window.kind)
         with self._lock:
-            if self._in_force is None or self._in_force[0] is not window:
+            in_force = self._in_force.get(window.index)
+        resumed = in_force is not None and "resumed_on_restart" in in_force[2]
+        if in_force is not None and window.params.get(RESUME) == "in-flight" and not resumed:
+            in_force[2]["resumed_in_flight"] = self._await_in_flight(window, in_force[1])
+        self._ending[window.index].set()
+        self._await_restart_overlays(window)
+        with self._kind_locks[window.kind]:
+            if window.index not in self._in_force:
                 return
-            _, fault, value = self._in_force
+            _, fault, value = self._in_force[window.index]
             errors = _step_errors(value)
             try:
                 value.update(self._nemesis.invoke(f, fault))
             except Exception as problem:  # recorded; heal() retries what is still in force
                 errors.append(str(problem))
-            self._in_force = None
+            with self._lock:
+                del self._in_force[window.index]
             interrupted = self._stopping.is_set() and self._clock() < scheduled
             self._record(f, self._outcome(value, scheduled, errors, interrupted=interrupted))
+        self._stopped[window.index].set()
 
-    def _holder(self, window: Window, value: dict[str, Any]) -> str | None:
+    def _holder(self, window: Window, value: dict[str, Any], apart: set[str]) -> str | None:
         if not (window.wants_holder or window.wants_member):
             return None
-        holder = self._await_holder(window)
+        holder = self._await_holder(window, apart)
         if holder is not None and holder not in self._nodes:
             raise NemesisError(f"the lease holder {holder!r} is not a node of this cluster")
         value["holder"] = "lease" if holder is not None else "fallback"
-        if holder is not None and self._holder_work is not None:
-            value["mid_write"] = self._await_mid_write(window, holder, self._holder_work)
+        work = self._holder_work
+        if holder is not None and work is not None:
+            if window.params.get(AIM) == "call":
+                share = float(window.params.get(CALL_SHARE, 0.0))
+                value["in_call"] = self._await_in_call(window, holder, work, share)
+            else:
+                value["mid_write"] = self._await_mid_write(window, holder, work)
         return holder
+
+    def _await_in_call(self, window: Window, holder: str, work: HolderWork, share: float) -> bool:
+        """Wait until ``holder`` is ``share`` of a typical write call into one: True then, False
+        when no call reached that point within half a TTL (or the player was stopped)."""
+        deadline = self._clock() + _IN_CALL_WAIT_TTL * _ttl_ns(window)
+        while self._clock() < deadline:
+            into = work.in_write_call(holder)
+            if into is not None and into >= share * (work.typical_call_s() or 0.0):
+                return True
+            if self._stopping.wait(_WRITE_POLL_S / 4):
+                return False
+        return False
+
+    def _await_in_flight(self, window: Window, fault: Fault) -> bool:
+        """Wait until a holder other than ``fault``'s targets has a write in flight: True then,
+        False after a quarter TTL (or when the player cannot see writes or was stopped)."""
+        work, current = self._holder_work, self._resolve_holder
+        if work is None or current is None:
+            return False
+        deadline = self._clock() + _RESUME_WAIT_TTL * _ttl_ns(window)
+        while self._clock() < deadline:
+            holder = current()
+            if holder is not None and holder not in fault.targets and work.in_flight(holder):
+                return True
+            if self._stopping.wait(_WRITE_POLL_S / 4):
+                return False
+        return False
 
     def _await_mid_write(self, window: Window, holder: str, work: HolderWork) -> bool:
         """Wait until ``holder`` is inside a write's critical section: True then, False when it
@@ -387,14 +679,31 @@ class NemesisPlayer:
         value["member"] = "client" if member is not None else "fallback"
         return member
 
-    def _await_holder(self, window: Window) -> str | None:
+    def _waiter(self, window: Window, value: dict[str, Any]) -> str | None:
+        """A worker waiting for a lock now, or within one lease TTL (a window that opens while
+        every worker holds or works waits for one to queue); ``None`` when none did."""
+        if not window.wants_waiter or self._resolve_waiter is None:
+            return None
+        deadline = self._clock() + _ttl_ns(window)
+        while (waiter := self._resolve_waiter()) is None and self._clock() < deadline:
+            if self._stopping.wait(_HOLDER_POLL_S):
+                break
+        if waiter is not None and waiter not in self._nodes:
+            raise NemesisError(f"the waiting worker {waiter!r} is not a node of this cluster")
+        value["waiter"] = "waiting" if waiter is not None else "fallback"
+        return waiter
+
+    def _await_holder(self, window: Window, apart: set[str]) -> str | None:
         """The holder now, or within one lease TTL: a window that opens during a handover
         (one holder released, the next not yet granted) waits for the next holder rather than
-        pausing a worker that holds nothing, which would expose nothing."""
+        pausing a worker that holds nothing, which would expose nothing; a holder in ``apart``
+        counts as none (another fault holds it)."""
         if self._resolve_holder is None:
             return None
         deadline = self._clock() + _ttl_ns(window)
-        while (holder := self._resolve_holder()) is None and self._clock() < deadline:
+        while (
+            (holder := self._resolve_holder()) is None or holder in apart
+        ) and self._clock() < deadline:
             if self._stopping.wait(_HOLDER_POLL_S):
                 return None
         return holder

@@ -13,7 +13,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol, runtime_checkable
 
 from harness.node import Daemon, Node, NodeError
 from harness.nodeside import procscan
@@ -22,6 +22,7 @@ from nemeses.protocol import NemesisError
 
 __all__ = [
     "DAEMON_LOG_DIR",
+    "ChecksServing",
     "Locator",
     "ProcessImage",
     "Restarter",
@@ -70,6 +71,20 @@ class ProcessImage:
 Restarter = Callable[[Node, "ProcessImage"], Daemon]
 """Starts a killed daemon again from its image and returns once it runs (or serves): the plain
 :func:`restart` by default; a run passes one that goes through the system's own restart."""
+
+
+@runtime_checkable
+class ChecksServing(Protocol):
+    """A :data:`Restarter` that can also tell, by the system's readiness check, whether a
+    daemon serves again (the run's, for a system that has such a check)."""
+
+    def __call__(self, node: Node, image: ProcessImage) -> Daemon:
+        """Start the killed daemon of ``image`` again."""
+        ...
+
+    def serves(self, node: Node, daemon: str) -> bool | None:
+        """True once ``daemon`` on ``node`` serves, False while not, ``None``: no check."""
+        ...
 
 
 def is_gone(state: str | None) -> bool:

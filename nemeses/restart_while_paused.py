@@ -32,7 +32,14 @@ from nemeses._observe import observe
 from nemeses.kill import KillNemesis
 from nemeses.kinds import END_AFTER_WRITES, STEP_AT_NS, Draw, FaultKind
 from nemeses.pause import PauseNemesis
-from nemeses.processes import Locator, ProcessImage, Restarter, recorded_daemons, restart
+from nemeses.processes import (
+    ChecksServing,
+    Locator,
+    ProcessImage,
+    Restarter,
+    recorded_daemons,
+    restart,
+)
 from nemeses.protocol import Fault, FaultKey, HealReport, NemesisError, fault_fs, step_f
 
 __all__ = ["KIND", "RESTART_AT", "RESTART_WHILE_PAUSED", "RestartWhilePausedNemesis"]
@@ -70,6 +77,10 @@ class RestartWhilePausedNemesis:
         # An inside restart leaves the holder paused, so it may wait for the system's readiness
         # (``restarter``, which knows how the system's daemons start): nobody races it.
         self._kill_ready = KillNemesis(locate, restarter=restarter, images=images)
+        # The system's own readiness check, where the run has one: a daemon that listens may
+        # still refuse to serve (a database in crash recovery), and the holder must meet it
+        # serving.
+        self._serves = restarter.serves if isinstance(restarter, ChecksServing) else None
         self._nodes: dict[str, Node] = {}
         self._restarted: set[FaultKey] = set()
         self._ports: dict[str, set[int]] = {}  # by node: a system's ports do not move
@@ -139,16 +150,27 @@ class RestartWhilePausedNemesis:
         )
 
     def _restart(self, fault: Fault) -> dict[str, Any]:
-        """Kill ``params["restart"]``'s daemon, start it again and wait until it listens."""
+        """Kill ``params["restart"]``'s daemon, start it again and wait until it serves by the
+        system's readiness check (until it listens, for a system without one)."""
         node, victim = self._victim(fault)
         ports = self._ports_of(node)
         killer = self._killer(fault)
         killed = killer.invoke("start-kill", victim)
         restarted = killer.invoke("stop-kill", victim)
         self._restarted.add(fault.key)
+        daemon = victim.params.get("process")
+        facts = {"killed_pids": killed["pids"], "restarted_pids": restarted["pids"]}
+        serves = self._serves
+        if serves is not None and isinstance(daemon, str) and serves(node, daemon) is not None:
+            observe(
+                lambda: serves(node, daemon) is True,
+                f"{daemon} on {node.name} serving again (its readiness check)",
+                _LISTEN_TIMEOUT_S,
+            )
+            return {**facts, "served_by": "readiness check"}
         for port in ports:
             _await_port(node.ip, port)
-        return {"killed_pids": killed["pids"], "restarted_pids": restarted["pids"]}
+        return {**facts, "served_by": "listening port"}
 
     def heal(self) -> HealReport:
         """Restart what was killed, then continue what was paused."""
@@ -233,6 +255,8 @@ KIND = FaultKind(
     draw=_draw,
     outlives_lease=True,
     parts=("pause", "kill"),
+    restarts=True,
+    touched=lambda params: (str(params["restart"]),) if "restart" in params else (),
 )
 """The restart-while-paused fault kind's registry entry (a compound: no manual command; its
 parts are the pause and kill commands)."""

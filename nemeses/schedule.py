@@ -6,12 +6,27 @@ lease TTL drawn from a table, by default 0.15 (shorter than a lease: harmless if
 right), 0.8 (just under it), 1.1 and 1.5 (just over it: the next holder has only begun when the
 fault ends, the moment a store that saves its mark lazily has not saved it yet), 3 (the lease
 lapses and someone else gets it) and 8 (far beyond: a whole new holder's tenure fits inside).
-Windows never overlap one another: after each one the system gets at least 1.25 TTL (up to 2) to
-recover, the first starts after 1-2 TTL (someone must hold the lease), and the last ends a TTL
-before the run does.
+The base windows never overlap one another: after each one the system gets at least 1.25 TTL (up
+to 2) to recover, the first starts after 1-2 TTL (someone must hold the lease), and the last ends
+a TTL before the run does.
 
-Faults that overlap live inside one window, as a compound kind whose parameters place its second
-fault (``restart-while-paused``: a store or lock-service restart inside a holder's pause). Two
+Overlaps. With a seeded rate (``overlap``, :data:`DEFAULT_OVERLAP`), a base window gets one
+overlapping window of another kind among those asked for (an *overlay*, drawn from a random
+stream of its own, so that the base windows of a seed are the same at every rate). Its parameter
+:data:`OVERLAPS` names the base window; :data:`ANCHOR` says which moment of it the overlay is aimed
+at (:data:`ANCHORS`): ``inside`` (a drawn offset, 10-90 % of the base), ``grant`` and ``takeover``
+(for a base aimed at the holder: once another node holds the lease, having had
+:data:`START_AFTER_WRITES` writes accepted since its grant, 0 or 1; at the overlay's scheduled
+start at the latest) and ``restart`` (for a base whose stop restarts a daemon, as that stop
+begins, so the restart happens inside the overlay). An overlay ends its duration after it
+actually started, at most half a TTL after its base's scheduled end. Two kinds overlapping on one
+node compose unless :func:`nemeses.kinds.conflict` says why not; then, if their nodes could be the
+same, the overlay is refused at draw time and the reason kept in :attr:`Schedule.refused` (a
+symbolic target steers clear of a node a conflicting fault holds when the window starts, so
+refusal is needed only when no node could be left).
+
+A compound kind places a second fault inside one window by its parameters
+(``restart-while-paused``: a store or lock-service restart inside a holder's pause). Two
 parameters, drawn by the kind and kept with the window so that a replay plays them again, tell
 the player (:class:`nemeses.player.NemesisPlayer`) when: :data:`STEP_AT_NS`, the offset from the
 window's start at which it performs the kind's middle step (``step-<kind>``), and
@@ -24,7 +39,8 @@ from the seed at generation time (``fallback``). Likewise ``"lock-leader"``: the
 that leads when the window starts (for systems that can say), else a lock node drawn from the seed;
 ``"lock-follower"``: a member that does not lead then (the drawn lock node if it follows, else the
 next follower by name); ``"holder-member"``: the member the holder's client talks to (for systems
-that can say), else the drawn lock node. A
+that can say), else the drawn lock node; ``"waiter"``: a worker that is waiting for a lock when the
+window starts (its acquire open, holding none), else a worker drawn from the seed. A
 partition aimed at a follower cuts it from the other members only: its clients still reach it.
 """
 
@@ -32,23 +48,35 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
-from nemeses.kinds import END_AFTER_WRITES, LOCK_FOLLOWER, STEP_AT_NS, Draw
+from nemeses.kinds import END_AFTER_WRITES, LOCK_FOLLOWER, STEP_AT_NS, Draw, FaultKind, conflict
 from nemeses.protocol import Fault, NemesisError
 from nemeses.registry import FAULT_KINDS, fault_kind
 from nemeses.throttle import DEFAULT_CPU
 from nemeses.topology import partition_fault
 
 __all__ = [
+    "AIM",
+    "ANCHOR",
+    "ANCHORS",
+    "CALL_SHARE",
+    "DEFAULT_OVERLAP",
     "DEFAULT_TTL_MULTIPLES",
     "END_AFTER_WRITES",
     "HOLDER",
     "HOLDER_MEMBER",
     "LOCK_FOLLOWER",
     "LOCK_LEADER",
+    "OVERLAPS",
+    "RELEASE_WITH",
+    "RESUME",
+    "RESUMES_BASE",
+    "START_AFTER_WRITES",
     "STEP_AT_NS",
+    "WAITER",
+    "Refusal",
     "Schedule",
     "Window",
     "generate_schedule",
@@ -61,12 +89,65 @@ LOCK_LEADER: Final = "lock-leader"
 """The symbolic target: the lock-service member that leads when the window starts."""
 HOLDER_MEMBER: Final = "holder-member"
 """The symbolic target: the lock-service member the holder's client talks to."""
-_SYMBOLIC: Final = (HOLDER, LOCK_LEADER, LOCK_FOLLOWER, HOLDER_MEMBER)
+WAITER: Final = "waiter"
+"""The symbolic target: a worker waiting for a lock when the window starts, holding none."""
+_SYMBOLIC: Final = (HOLDER, LOCK_LEADER, LOCK_FOLLOWER, HOLDER_MEMBER, WAITER)
+_WORKER_SYMBOLS: Final = (HOLDER, WAITER)
 _MEMBER_SYMBOLS: Final = (LOCK_LEADER, LOCK_FOLLOWER, HOLDER_MEMBER)
 
 DEFAULT_TTL_MULTIPLES: Final[tuple[float, ...]] = (0.15, 0.8, 1.1, 1.5, 3.0, 8.0)
 """Fault durations, as multiples of the lease TTL."""
 
+DEFAULT_OVERLAP: Final = 0.3
+"""The default share of base windows that get an overlapping window of another kind. About one
+pair in a 30 s run of the default kinds (5-6 base windows) and four in a minute's, while most base
+windows still stand alone: the base windows do not move with the rate, so every shape a run drew
+before is still drawn, and the overlays only add pairs."""
+OVERLAPS: Final = "overlaps"
+"""Overlay parameter: the index of the base window it overlaps."""
+ANCHOR: Final = "anchor"
+"""Overlay parameter: the moment of the base window it is aimed at (one of :data:`ANCHORS`)."""
+START_AFTER_WRITES: Final = "start_after_writes"
+"""Overlay parameter (``grant``, ``takeover``): start once another node than the base's targets
+holds the lease and had this many writes accepted since its grant."""
+ANCHORS: Final[tuple[str, ...]] = ("inside", "grant", "takeover", "restart")
+"""The moments an overlay is aimed at (see the module documentation)."""
+AIM: Final = "aim"
+"""Holder-window parameter: ``"call"`` starts the fault inside one of the holder's write calls
+(after its agent's work, before the reply), :data:`CALL_SHARE` of a typical call in; absent, the
+fault starts inside the work before the send (the lease checked, the write still to come)."""
+CALL_SHARE: Final = "call_share"
+"""Holder-window parameter (with ``aim: call``): how far into the write call, 0-1 of a typical
+call's length (the harness cannot see inside an adapter's client, so any point may split its
+steps)."""
+RESUME: Final = "resume"
+"""Holder-window parameter: ``"in-flight"`` ends the fault only once another holder has a write
+in flight (a quarter TTL at most past the scheduled end): the stale write meets the current one."""
+RELEASE_WITH: Final = "release_with"
+"""Overlay parameter: the index of the base window whose end also ends this one (two stale
+holders released at once)."""
+RESUMES_BASE: Final = "resumes_base"
+"""Overlay parameter (``grant``, ``takeover``, of a kind whose stop restarts a daemon, on a base
+aimed at the holder): the base ends as soon as this overlay's stop is done, the daemon restarted
+and serving, so the stale holder's write meets the restarted daemon before anyone else's does
+(the shape ``restart-while-paused`` is built around, drawn from any pair of kinds)."""
+_RESUME_ON_RESTART: Final = 1 / 2
+_INSTANT_RESTART_TTL: Final = 0.01
+"""A ``resumes_base`` overlay's length, in TTLs: killed and started again at once."""
+_CALL_AIMED: Final = 1 / 3
+_RESUME_IN_FLIGHT: Final = 1 / 3
+_RELEASE_TOGETHER: Final = 1 / 2
+# A third of the holder windows aim inside the write call and a third resume on another's write:
+# the other shapes (the pause inside the work, the resume whenever) still come in most windows.
+
+_INSIDE_SHARE: Final = (0.1, 0.9)
+_OVERLAY_TAIL_TTL: Final = 0.5
+"""An overlay ends at most this many TTLs after its base's scheduled end (the next base window
+starts at least 1.25 TTL after it: the system still gets time to recover)."""
+_LATEST_AFTER_START: Final = 0.9
+_LATEST_TAKEOVER_TTL: Final = 1.5
+"""A ``grant`` or ``takeover`` overlay starts by this share of its base, or this many TTLs into
+it, at the latest (a paused holder's lease lapses a TTL in, and the next is granted soon after)."""
 _LEAD_IN_TTL: Final = (1.0, 2.0)
 _GAP_TTL: Final = (1.25, 2.0)
 _TAIL_TTL: Final = 1.0
@@ -80,9 +161,10 @@ class Window:
     """One scheduled fault: from ``start_ns`` for ``duration_ns`` on the run clock.
 
     ``targets`` are node names, or contain a symbolic target (:data:`HOLDER`, :data:`LOCK_LEADER`,
-    :data:`LOCK_FOLLOWER`, :data:`HOLDER_MEMBER`); ``fallback`` is the node that stands in for it
-    when nobody holds the lease (or leads, or the system cannot say). ``params`` are the
-    fault's parameters (``process``, ``cpu``, ``topology``, ``peers``, ``direction``).
+    :data:`LOCK_FOLLOWER`, :data:`HOLDER_MEMBER`, :data:`WAITER`); ``fallback`` is the node that
+    stands in for it when nobody holds the lease (or leads, waits, or the system cannot say).
+    ``params`` are the fault's parameters (``process``, ``cpu``, ``topology``, ``peers``,
+    ``direction``).
     """
 
     index: int
@@ -108,6 +190,11 @@ class Window:
     def wants_leader(self) -> bool:
         """True when a target is the symbolic lock leader, or a follower (which is not it)."""
         return LOCK_LEADER in self.targets or LOCK_FOLLOWER in self.targets
+
+    @property
+    def wants_waiter(self) -> bool:
+        """True when a target is a worker waiting for a lock."""
+        return WAITER in self.targets
 
     @property
     def wants_member(self) -> bool:
@@ -158,13 +245,34 @@ class Window:
 
 
 @dataclass(frozen=True, slots=True)
+class Refusal:
+    """An overlay the schedule drew and refused: its kind and targets could not be in force
+    together with window ``window``'s, for ``reason``."""
+
+    window: int
+    kind: str
+    targets: tuple[str, ...]
+    reason: str
+
+    def to_json(self) -> dict[str, Any]:
+        """The refusal as JSON data."""
+        return {
+            "window": self.window,
+            "kind": self.kind,
+            "targets": list(self.targets),
+            "reason": self.reason,
+        }
+
+
+@dataclass(frozen=True, slots=True)
 class Schedule:
-    """The windows of one run, with what they were generated from."""
+    """The windows of one run, with what they were generated from, and the overlays refused."""
 
     seed: int
     lease_ttl_ns: int
     duration_ns: int
     windows: tuple[Window, ...]
+    refused: tuple[Refusal, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         """The schedule as JSON data (the runner writes it into the run's spec)."""
@@ -173,6 +281,7 @@ class Schedule:
             "lease_ttl_ns": self.lease_ttl_ns,
             "duration_ns": self.duration_ns,
             "windows": [window.to_json() for window in self.windows],
+            "refused": [refusal.to_json() for refusal in self.refused],
         }
 
     @classmethod
@@ -184,6 +293,15 @@ class Schedule:
                 lease_ttl_ns=int(data["lease_ttl_ns"]),
                 duration_ns=int(data["duration_ns"]),
                 windows=tuple(Window.from_json(w) for w in data["windows"]),
+                refused=tuple(
+                    Refusal(
+                        int(r["window"]),
+                        str(r["kind"]),
+                        tuple(str(t) for t in r["targets"]),
+                        str(r["reason"]),
+                    )
+                    for r in data.get("refused") or ()
+                ),
             )
         except (KeyError, TypeError, ValueError) as problem:
             raise NemesisError(
@@ -202,21 +320,31 @@ def generate_schedule(
     ttl_multiples: Sequence[float] = DEFAULT_TTL_MULTIPLES,
     processes: Mapping[str, str] | None = None,
     cpu: float = DEFAULT_CPU,
+    overlap: float = 0.0,
 ) -> Schedule:
     """Draw a schedule from ``seed``.
 
     ``nodes`` maps node name to role. ``targets`` are selectors, each drawn with equal chance:
     ``"holder"``, ``"lock-leader"``, a role (a node of it is drawn), or a node name.
     ``processes`` maps a role to the daemon that pause and kill aim at on its nodes (absent: every
-    daemon of the node). ``cpu`` is a throttled node's share of one CPU. Raises
+    daemon of the node). ``cpu`` is a throttled node's share of one CPU. ``overlap`` is the
+    chance that a base window gets an overlay of another kind (module documentation). Raises
     :class:`NemesisError` for inputs that cannot make a schedule.
     """
     _check_inputs(nodes, lease_ttl_ns, duration_ns, kinds, targets, ttl_multiples)
+    if not 0.0 <= overlap <= 1.0:
+        raise NemesisError(f"the overlap rate must be within 0 and 1, not {overlap:g}; e.g. 0.3")
     rng = random.Random(seed)
+    refused: list[Refusal] = []
     windows: list[Window] = []
     ttl = lease_ttl_ns
     start = round(ttl * rng.uniform(*_LEAD_IN_TTL))
     last_end = duration_ns - round(ttl * _TAIL_TTL)
+    # A stream of its own: the base windows of a seed are the same at every overlap rate.
+    overlay_rng = random.Random(f"overlap-{seed}")
+    overlays = _Overlays(
+        overlay_rng, nodes, processes or {}, cpu, lease_ttl_ns, targets, ttl_multiples, last_end
+    )
     deck: list[str] = []
     while True:
         fitting = [m for m in ttl_multiples if start + round(m * ttl) <= last_end]
@@ -238,15 +366,161 @@ def generate_schedule(
         selector = rng.choice(list(targets))
         target, role, fallback = _draw_target(rng, selector, nodes)
         duration = round(multiple * ttl)
-        earlier = sum(1 for window in windows if window.kind == kind.name)
+        earlier = sum(1 for w in windows if w.kind == kind.name and OVERLAPS not in w.params)
         chosen, params = kind.draw(
             Draw(rng, target, role, nodes, processes or {}, cpu, duration, ttl, earlier)
         )
-        windows.append(
-            Window(len(windows), start, duration, kind.name, chosen, multiple, fallback, params)
+        ordinal = sum(1 for w in windows if OVERLAPS not in w.params)
+        aimed = _aimed(random.Random(f"aim-{seed}-{ordinal}"), kind, chosen, params)
+        base = Window(len(windows), start, duration, kind.name, chosen, multiple, fallback, aimed)
+        windows.append(base)
+        others = [name for name in dict.fromkeys(kinds) if name != kind.name]
+        if others and overlay_rng.random() < overlap:
+            drawn = overlays.draw(base, fault_kind(overlay_rng.choice(others)), len(windows))
+            if isinstance(drawn, Refusal):
+                refused.append(drawn)
+            else:
+                aims = random.Random(f"aim-{seed}-{ordinal}-overlay")
+                windows.append(
+                    replace(
+                        drawn,
+                        params=_aimed(aims, fault_kind(drawn.kind), drawn.targets, drawn.params),
+                    )
+                )
+        start = base.end_ns + round(ttl * rng.uniform(*_GAP_TTL))
+    return Schedule(seed, lease_ttl_ns, duration_ns, tuple(windows), tuple(refused))
+
+
+@dataclass(frozen=True, slots=True)
+class _Overlays:
+    """Draws the overlay of one base window (module documentation)."""
+
+    rng: random.Random
+    nodes: Mapping[str, str]
+    processes: Mapping[str, str]
+    cpu: float
+    ttl: int
+    targets: Sequence[str]
+    ttl_multiples: Sequence[float]
+    last_end_ns: int
+
+    def draw(self, base: Window, kind: FaultKind, index: int) -> Window | Refusal:
+        """The overlay of ``kind`` on ``base`` (window ``index``), or why it was refused."""
+        rng, ttl = self.rng, self.ttl
+        anchors = ["inside"]
+        if base.wants_holder:
+            anchors += ["grant", "takeover"]
+        if fault_kind(base.kind).restarts:
+            anchors.append("restart")
+        anchor = rng.choice(anchors)
+        params: dict[str, Any] = {OVERLAPS: base.index, ANCHOR: anchor}
+        if anchor == "inside":
+            start = base.start_ns + round(base.duration_ns * rng.uniform(*_INSIDE_SHARE))
+        elif anchor == "restart":
+            start = base.end_ns
+        else:
+            latest = min(base.duration_ns * _LATEST_AFTER_START, _LATEST_TAKEOVER_TTL * ttl)
+            start = base.start_ns + round(latest)
+            params[START_AFTER_WRITES] = 0 if anchor == "grant" else 1
+        end = min(base.end_ns + round(_OVERLAY_TAIL_TTL * ttl), self.last_end_ns)
+        room = max(end - start, 1)
+        fitting = [m for m in self.ttl_multiples if round(m * ttl) <= room]
+        if kind.outlives_lease and (longer := [m for m in fitting if m > 1]):
+            fitting = longer
+        multiple = rng.choice(fitting) if fitting else room / ttl
+        duration = round(multiple * ttl)
+        target, role, fallback = _draw_target(rng, rng.choice(list(self.targets)), self.nodes)
+        draw = Draw(rng, target, role, self.nodes, self.processes, self.cpu, duration, ttl, 0)
+        chosen, drawn = kind.draw(draw)
+        if (
+            anchor in ("grant", "takeover")
+            and HOLDER in chosen
+            and rng.random() < _RELEASE_TOGETHER
+        ):
+            params[RELEASE_WITH] = base.index
+        if anchor in ("grant", "takeover") and kind.restarts and rng.random() < _RESUME_ON_RESTART:
+            # Killed and restarted at once: an outage the other holders notice would have them
+            # retry and re-teach a forgetful store its mark before the stale holder resumes.
+            params[RESUMES_BASE] = True
+            multiple = _INSTANT_RESTART_TTL
+            duration = round(multiple * ttl)
+        overlay = Window(
+            index, start, duration, kind.name, chosen, multiple, fallback, {**drawn, **params}
         )
-        start = windows[-1].end_ns + round(ttl * rng.uniform(*_GAP_TTL))
-    return Schedule(seed, lease_ttl_ns, duration_ns, tuple(windows))
+        reason = composition_problem(base, overlay, self.nodes)
+        if reason is not None:
+            return Refusal(base.index, kind.name, chosen, reason)
+        return overlay
+
+
+def _aimed(
+    rng: random.Random, kind: FaultKind, targets: tuple[str, ...], params: Mapping[str, Any]
+) -> dict[str, Any]:
+    """``params`` with where a holder window's fault lands in a write and when it ends (module
+    docs: :data:`AIM`, :data:`RESUME`), drawn from ``rng``; unchanged for other windows."""
+    aimed = dict(params)
+    if HOLDER not in targets:
+        return aimed
+    if rng.random() < _CALL_AIMED:
+        aimed.update({AIM: "call", CALL_SHARE: round(rng.random(), 3)})
+    # A compound or a window ending at a takeover times its own end.
+    timed = kind.parts or END_AFTER_WRITES in params or RELEASE_WITH in params
+    if rng.random() < _RESUME_IN_FLIGHT and not timed:
+        aimed[RESUME] = "in-flight"
+    return aimed
+
+
+def composition_problem(first: Window, second: Window, nodes: Mapping[str, str]) -> str | None:
+    """Why ``first`` and ``second`` cannot be in force together on ``nodes``, or ``None``.
+
+    ``first`` starts first. Kinds that compose (:func:`nemeses.kinds.conflict`) always may;
+    others may when no node can be both's: ``first``'s symbols cannot land on ``second``'s named
+    nodes, and ``second``'s symbols have a node of their role left (the player steers them clear
+    of the nodes conflicting faults hold when they start)."""
+    kinds = fault_kind(first.kind), fault_kind(second.kind)
+    why = conflict(*kinds)
+    if why is None:
+        return None
+    fixed = [
+        _fixed_nodes(window, kind, nodes)
+        for window, kind in zip((first, second), kinds, strict=True)
+    ]
+    shared = sorted(fixed[0] & fixed[1])
+    if shared:
+        return f"both would be on {', '.join(shared)}: {why}"
+    # The earlier window resolves its symbols first, so only the later one can steer clear.
+    for target in first.targets:
+        role = _role_of(target)
+        met = sorted(name for name in fixed[1] if nodes.get(name) == role)
+        if role is not None and met:
+            return f"the {target} of window {first.index} could be {', '.join(met)}: {why}"
+    for target in second.targets:
+        role = _role_of(target)
+        if role is None:
+            continue
+        left = [name for name in _of_role(nodes, role) if name not in fixed[0]]
+        taken = sum(1 for t in first.targets if _role_of(t) == role)
+        if len(left) <= taken:
+            return (
+                f"no {role} node would be left for the {target} ({len(left)} free, "
+                f"{taken} taken by window {first.index}'s symbols): {why}"
+            )
+    return None
+
+
+def _role_of(target: str) -> str | None:
+    """The role a symbolic target stands for, or ``None`` for a node name."""
+    if target == HOLDER:
+        return _WORKER
+    return "lock" if target in _MEMBER_SYMBOLS else None
+
+
+def _fixed_nodes(window: Window, kind: FaultKind, nodes: Mapping[str, str]) -> set[str]:
+    """The nodes ``window`` holds whatever its symbols turn out to be (all, cluster-wide)."""
+    if kind.cluster_wide:
+        return set(nodes)
+    named = {target for target in window.targets if target not in _SYMBOLIC}
+    return named | set(kind.touched(window.params))
 
 
 def resolve(
@@ -257,9 +531,11 @@ def resolve(
     *,
     follower: str | None = None,
     member: str | None = None,
+    waiter: str | None = None,
 ) -> Fault:
     """The concrete fault of ``window``: the holder (``holder``), the lock leader (``leader``),
-    a follower (``follower``) or the holder's member (``member``) substituted, or the window's
+    a follower (``follower``), the holder's member (``member``) or a waiting worker (``waiter``)
+    substituted, or the window's
     fallback when ``None``, a partition's drops worked out among ``nodes`` (peers that turned out
     to be a target are left out: a follower is cut from the other members)."""
     targets = window.targets
@@ -268,6 +544,7 @@ def resolve(
         (LOCK_LEADER, leader),
         (LOCK_FOLLOWER, follower),
         (HOLDER_MEMBER, member),
+        (WAITER, waiter),
     )
     for symbol, actual in actuals:
         if symbol not in targets:
@@ -320,8 +597,11 @@ def _check_inputs(
             )
         if selector in _ROLES and selector not in nodes.values():
             raise NemesisError(f"target role {selector!r} has no node in this cluster")
-    if (HOLDER in targets or HOLDER_MEMBER in targets) and _WORKER not in nodes.values():
-        raise NemesisError("the holder and holder-member targets need at least one worker node")
+    needs_worker = (HOLDER, HOLDER_MEMBER, WAITER)
+    if any(symbol in targets for symbol in needs_worker) and _WORKER not in nodes.values():
+        raise NemesisError(
+            "the holder, holder-member and waiter targets need at least one worker node"
+        )
     for symbol in _MEMBER_SYMBOLS:
         if symbol in targets and "lock" not in nodes.values():
             raise NemesisError(f"the {symbol} target needs at least one lock node")
@@ -333,8 +613,8 @@ def _draw_target(
     rng: random.Random, selector: str, nodes: Mapping[str, str]
 ) -> tuple[str, str, str | None]:
     """The drawn target, its role, and (for a symbol) the seeded fallback node."""
-    if selector == HOLDER:
-        return HOLDER, _WORKER, rng.choice(_of_role(nodes, _WORKER))
+    if selector in _WORKER_SYMBOLS:
+        return selector, _WORKER, rng.choice(_of_role(nodes, _WORKER))
     if selector in _MEMBER_SYMBOLS:
         return selector, "lock", rng.choice(_of_role(nodes, "lock"))
     if selector in _ROLES:

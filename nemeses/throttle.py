@@ -81,6 +81,7 @@ KIND = FaultKind(
     verb="throttled",
     colour="#f08c2e",
     heal_rank=2,
+    holds="cpu",
     build=lambda locate, restarter: ThrottleNemesis(),
     draw=_draw,
     recover=_recover,

@@ -52,6 +52,7 @@ __all__ = [
     "ROLE_NAMES",
     "AdapterError",
     "BugSwitch",
+    "ChecksReady",
     "CollectsData",
     "ConfigError",
     "Deployment",
@@ -123,14 +124,20 @@ class RoleSpec:
 
 @dataclass(frozen=True, slots=True)
 class Exposure:
-    """How to make a bug switch visible: the faults, where to aim them, the workload, the fault
-    lengths (multiples of the lease TTL), a lock-delay (seconds), the number of locks the
-    switch needs (several, when its mistake shows only once a lock has been free for a while),
-    the holder's work per unit in ms (more than the default when its leases must last longer) and
-    its units of work per lease (more when a holder must still hold its lease when the fault
-    ends, not hand it on first).
+    """How to make a bug switch visible: the run a mistake needs, one field for each spec field a
+    mistake may need (the harness's spec-field table marks them ``exposable``; a test keeps the
+    two in step). A field left at its default sets nothing: the run keeps its own value.
 
-    ``run`` uses it when a switch is given without faults; ``fencecheck list`` shows it.
+    ``faults`` and ``targets``: the fault kinds and where to aim them; ``workload``;
+    ``ttl_multiples``: the fault lengths (multiples of the lease TTL, ``--fault-lengths``);
+    ``lock_delay`` (seconds); ``keys`` per lock (more than one lease writes, when the mistake
+    shows only on a key the new holder has not written, e.g. a mark kept per key); ``locks``
+    (several, when it shows only once a lock has been free for a while); ``work_ms``, the
+    holder's work per unit (more when its leases must last longer); ``writes_per_lease``, its
+    units of work per lease (more when a holder must still hold its lease when the fault ends).
+
+    ``run --bug`` applies every field it sets that the command line does not (``--expose``: even
+    those); ``fencecheck list`` shows it as a command line.
     """
 
     faults: tuple[str, ...]
@@ -138,9 +145,11 @@ class Exposure:
     workload: str = "append"
     ttl_multiples: tuple[float, ...] = ()
     lock_delay: float = 0.0
+    keys: int = 0  # 0: the run's own
     locks: int = 1
     work_ms: int = 0  # 0: the run's own
     writes_per_lease: int = 0  # 0: the run's own
+    # A spec field added to the exposable ones gets its field here, named as in the spec.
 
     def describe(self) -> str:
         """A command-line fragment, e.g. ``--workload sinks --nemesis pause --target holder``."""
@@ -150,6 +159,8 @@ class Exposure:
             parts.append(f"--fault-lengths {','.join(f'{m:g}' for m in self.ttl_multiples)}")
         if self.lock_delay:
             parts.append(f"--lock-delay {self.lock_delay:g}")
+        if self.keys:
+            parts.append(f"--keys {self.keys}")
         if self.locks > 1:
             parts.append(f"--locks {self.locks}")
         if self.work_ms:
@@ -241,14 +252,19 @@ class ProcessTarget:
 
 @dataclass(frozen=True, slots=True)
 class HolderClientCode:
-    """The holder client the harness ships to every worker: a stdlib-only module defining
-    ``Client(config)`` (see :class:`harness.nodeside.client.HolderClient`), and its config.
+    """The holder client the harness ships to every worker: a module defining ``Client(config)``
+    (see :class:`harness.nodeside.client.HolderClient`), and its config.
 
-    The module may import :mod:`harness.nodeside` (``wire`` and ``client``), which the harness
-    ships beside it; ``config`` must be JSON data (addresses of the lock service and sinks...).
+    ``module`` is best given by its dotted name (``"fencecheck_my_lock.client"``): the controller
+    then only reads its file and ships it, never imports it, so the client may import what only
+    the nodes have (a Debian ``python3-*`` package of the system's package list; the harness
+    checks on a worker that every module it imports is there before the agents start). An
+    imported module is taken too (contract 2's first form). The module may import
+    :mod:`harness.nodeside` (``wire`` and ``client``), which the harness ships beside it;
+    ``config`` must be JSON data (addresses of the lock service and sinks...).
     """
 
-    module: ModuleType
+    module: ModuleType | str
     config: Mapping[str, Any]
 
 
@@ -317,6 +333,18 @@ class Restarts(Protocol):
     def restart(self, node: Node, daemon: str) -> Daemon:
         """Start the killed daemon ``daemon`` of ``node`` again, with the same command line on
         the same data, and return once it serves. Raises :class:`AdapterError` if it cannot."""
+        ...
+
+
+@runtime_checkable
+class ChecksReady(Protocol):
+    """A system that can tell, by its own readiness check, whether one of its daemons serves
+    (not merely listens: a database may accept connections during crash recovery and refuse
+    queries), so a fault continues a stale holder the moment a restarted daemon serves."""
+
+    def serves(self, node: Node, daemon: str) -> bool | None:
+        """One readiness check of ``daemon`` on ``node``: True once it serves, False while it
+        does not, ``None`` when the system has no check for that daemon."""
         ...
 
 

@@ -12,6 +12,7 @@ fencecheck's own ``ping`` (:class:`Pings`) or one of its own.
 
 from __future__ import annotations
 
+import importlib.util
 import secrets
 import shlex
 import signal
@@ -78,8 +79,20 @@ class Pings:
             return False
 
 
-def source_of(module: ModuleType) -> bytes:
-    """The source file of ``module``, to ship to a node."""
+def source_of(module: ModuleType | str) -> bytes:
+    """The source file of ``module``, to ship to a node: an imported module, or a dotted module
+    name, found without running it (so a holder client that imports what only the nodes have,
+    e.g. ``psycopg2``, is never imported on the controller; its package is imported, as any
+    import of ``a.b`` would)."""
+    if isinstance(module, str):
+        try:
+            spec = importlib.util.find_spec(module)
+        except (ImportError, ValueError) as problem:
+            raise AdapterError(f"cannot find module {module!r} to ship: {problem}") from None
+        origin = spec.origin if spec is not None else None
+        if origin is None or not origin.endswith(".py"):
+            raise AdapterError(f"module {module!r} has no Python source file to ship")
+        return Path(origin).read_bytes()
     if module.__file__ is None:
         raise AdapterError(f"module {module.__name__} has no source file to ship")
     return Path(module.__file__).read_bytes()
@@ -128,18 +141,25 @@ def start_and_wait(node: Node, name: str, argv: Sequence[str], ready: WaitStrate
 
 
 def start_clocked(
-    node: Node, name: str, argv: Sequence[str], ready: WaitStrategy, ask: str, clocked: bool = True
+    node: Node,
+    name: str,
+    argv: Sequence[str],
+    ready: WaitStrategy,
+    ask: str,
+    clocked: bool = True,
+    wall_only: bool = False,
 ) -> Daemon:
     """:func:`start_and_wait` under libfaketime, so that the clock faults can move the daemon's
-    clock (:func:`harness.nodeside.clock.preloaded`; ``ask`` is how to read its clock back), when
-    ``clocked`` (:attr:`systems.base.SystemConfig.clocked`); a plain start otherwise.
+    clock (:func:`harness.nodeside.clock.preloaded`; ``ask`` is how to read its clock back;
+    ``wall_only``: its wall clock alone), when ``clocked``
+    (:attr:`systems.base.SystemConfig.clocked`); a plain start otherwise.
 
     A control file left by an earlier run is removed first: a daemon starts on the real clock.
     """
     if not clocked:
         return start_and_wait(node, name, argv, ready)
     node.run(["rm", "-f", clock.control_file(name)], check=True)
-    return start_and_wait(node, name, clock.preloaded(name, argv, ask), ready)
+    return start_and_wait(node, name, clock.preloaded(name, argv, ask, wall_only), ready)
 
 
 def _wait_ready(node: Node, daemon: Daemon, ready: WaitStrategy) -> None:

@@ -10,15 +10,17 @@ of them, or none, and still satisfy the same protocols.
 - :func:`setting_up`: the frame of a :meth:`~systems.base.System.setup`: the config and the
   nodes checked first, a failed start torn down and reported as one
   :class:`~systems.base.AdapterError`.
-- :func:`restart_known`: :class:`~systems.base.Restarts` for daemons that each have one
-  readiness check.
+- :class:`DaemonTable`: each daemon of a system named once (its process name, the role whose
+  nodes run it, how to tell it serves), from which its start, the fault targets, the teardown and
+  :class:`~systems.base.Restarts` derive.
 """
 
 from __future__ import annotations
 
 import inspect
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -29,15 +31,17 @@ from systems.base import (
     AdapterError,
     BugSwitch,
     PlantsBugs,
+    ProcessTarget,
     System,
     SystemConfig,
     check_bugs,
     check_roles,
+    nodes_with_role,
     read_packages,
 )
 from systems.holder_flaws import check_no_clash
 
-__all__ = ["PackagesBeside", "SwitchTable", "restart_known", "setting_up"]
+__all__ = ["DaemonEntry", "DaemonTable", "PackagesBeside", "SwitchTable", "setting_up"]
 
 
 class PackagesBeside:
@@ -110,12 +114,71 @@ def setting_up(system: System, nodes: Mapping[str, Node], config: SystemConfig) 
         raise AdapterError(f"setting up system {system.name!r} failed:\n{problem}") from None
 
 
-def restart_known(
-    system: str, node: Node, daemon: str, ready: Mapping[str, WaitStrategy]
-) -> Daemon:
-    """Start the killed ``daemon`` of ``node`` again (:func:`systems.deploy.restart_daemon`) and
-    wait until its strategy in ``ready`` (daemon name -> readiness) holds; raise
-    :class:`~systems.base.AdapterError` for a daemon ``system`` does not have."""
-    if daemon not in ready:
-        raise AdapterError(f"the {system} system has no daemon {daemon!r} to restart")
-    return deploy.restart_daemon(node, daemon, ready[daemon])
+@dataclass(frozen=True, slots=True)
+class DaemonEntry:
+    """One daemon of a system: its process name, the role whose nodes run it, and how to tell it
+    serves on a node (``ready``; ``ready_again`` after a restart, when that differs: an etcd
+    member restarted inside a partition serves but has no leader). ``targeted``: pause, kill and
+    restart faults aim at it (a helper such as Redis's Sentinel is not)."""
+
+    name: str
+    role: str
+    ready: Callable[[Node], WaitStrategy]
+    ready_again: Callable[[Node], WaitStrategy] | None = None
+    targeted: bool = True
+
+
+class DaemonTable:
+    """The daemons of system ``system``, each named once (:class:`DaemonEntry`): an adapter
+    starts them with :meth:`start`, declares :meth:`targets` in its deployment, and implements
+    ``teardown`` with :meth:`tear_down` and :class:`~systems.base.Restarts` with :meth:`restart`.
+    """
+
+    def __init__(self, system: str, *entries: DaemonEntry) -> None:
+        self.system = system
+        self.entries = entries
+
+    def entry(self, name: str) -> DaemonEntry:
+        """The entry of daemon ``name``; :class:`~systems.base.AdapterError` for one the system
+        does not have."""
+        for entry in self.entries:
+            if entry.name == name:
+                return entry
+        raise AdapterError(f"the {self.system} system has no daemon {name!r}")
+
+    def start(self, node: Node, name: str, argv: Sequence[str]) -> Daemon:
+        """Start daemon ``name`` on ``node`` with ``argv`` and wait until it serves."""
+        return deploy.start_and_wait(node, name, argv, self.entry(name).ready(node))
+
+    def targets(self, nodes: Mapping[str, Node]) -> tuple[ProcessTarget, ...]:
+        """What process faults aim at: every targeted daemon on each node of its role."""
+        return tuple(
+            ProcessTarget(entry.role, node.name, entry.name)
+            for entry in self.entries
+            if entry.targeted
+            for node in nodes_with_role(nodes, entry.role)
+        )
+
+    def tear_down(self, nodes: Mapping[str, Node]) -> None:
+        """SIGKILL every daemon of the table on the nodes of its role (their data stays for
+        collection); one :class:`~systems.base.AdapterError` naming each node that failed."""
+        roles = {entry.role for entry in self.entries}
+        names = tuple(dict.fromkeys(entry.name for entry in self.entries))
+        chosen = [node for node in nodes.values() if node.role in roles]
+        deploy.tear_down(self.system, chosen, names)
+
+    def restart(self, node: Node, name: str) -> Daemon:
+        """Start the killed daemon ``name`` of ``node`` again with its last command line (same
+        data, :func:`systems.deploy.restart_daemon`) and wait until it serves again."""
+        entry = self.entry(name)
+        ready = entry.ready_again or entry.ready
+        return deploy.restart_daemon(node, name, ready(node))
+
+    def serves(self, node: Node, name: str) -> bool | None:
+        """One readiness check of the restarted daemon ``name`` on ``node`` (its
+        ``ready_again``, else ``ready``), for :class:`~systems.base.ChecksReady`; ``None`` for a
+        daemon the table does not have."""
+        entry = next((entry for entry in self.entries if entry.name == name), None)
+        if entry is None:
+            return None
+        return (entry.ready_again or entry.ready)(node).attempt(node)

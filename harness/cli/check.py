@@ -10,11 +10,14 @@ as JSON on stdout (``results.json``'s shape). Exit code 0 valid, 1 invalid, 2 un
 
 from __future__ import annotations
 
+import os
 import re
+import select
 import stat
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import BinaryIO, Final
 
 import click
 from rich.console import Console
@@ -111,20 +114,21 @@ def check_command(
 ) -> None:
     """Check a history (the help text is built from the anomaly registry)."""
     stdin = str(history) == _STDIN
-    if not stdin and not _readable(history):
-        raise CheckError(f"no history file at {history}: pass the path of a history.jsonl")
+    if not stdin:
+        _refuse_unless_history_file(history)
     sinks: dict[str, Sink] | None = None
     if inventory is not None:
         try:
             sinks = load_inventory(inventory)
         except InventoryError as problem:
             raise CheckError(str(problem)) from None
-    source = sys.stdin.buffer if stdin else history
     # The coverage is counted on the checker's one pass (standard input cannot be read twice).
     tap = CoverageTap(sinks=sinks or (), lease_ttl=ttl)
+    notes: list[str] = []
     try:
+        source = sys.stdin.buffer if stdin else _open_history(history)
         result = check(
-            tap.events(read_history(source)),
+            tap.events(read_history(source, notes=notes)),
             inventory=sinks,
             lease_ttl=ttl,
             max_evidence=max_evidence,
@@ -138,19 +142,50 @@ def check_command(
     coverage = tap.coverage()
     if as_json:
         data = {**result.to_json(), "coverage": coverage.to_json()}
+        if notes:
+            data["notes"] = notes
         click.echo(json_bytes(data, indent=True).decode())
     else:
-        render_result(Console(highlight=False), result, history, coverage.gaps())
+        render_result(Console(highlight=False), result, history, coverage.gaps(), notes)
     click.get_current_context().exit(exit_code(result))
 
 
-def _readable(path: Path) -> bool:
-    """A regular file or a FIFO (``<(zcat h.jsonl.gz)``): anything else is not a history."""
+FIFO_WAIT_S: Final = 30.0
+"""How long ``check`` waits for a FIFO's writer to start writing: a FIFO nobody opens for writing
+would otherwise hang the command for ever."""
+
+
+def _refuse_unless_history_file(path: Path) -> None:
+    """A regular file or a FIFO (``<(zcat h.jsonl.gz)``) passes; anything else (a device such as
+    ``/dev/zero``, a folder, nothing at all) is refused as no history."""
     try:
         mode = path.stat().st_mode
     except OSError:
-        return False
-    return stat.S_ISREG(mode) or stat.S_ISFIFO(mode)
+        raise CheckError(f"no history file at {path}: pass the path of a history.jsonl") from None
+    if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+        raise CheckError(
+            f"{path} is not a history file (a folder or a device): pass the path of a "
+            "history.jsonl, - for standard input, or a FIFO"
+        )
+
+
+def _open_history(path: Path) -> BinaryIO | Path:
+    """``path`` itself for a file; for a FIFO, its stream once its writer wrote (or closed it),
+    waiting at most :data:`FIFO_WAIT_S` (else :class:`CheckError`)."""
+    if not stat.S_ISFIFO(path.stat().st_mode):
+        return path
+    # Opened without blocking (a plain open waits for a writer for ever), then polled.
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+    poller = select.poll()
+    poller.register(fd, select.POLLIN | select.POLLHUP)
+    if not poller.poll(FIFO_WAIT_S * 1000):
+        os.close(fd)
+        raise CheckError(
+            f"nothing was written to the FIFO {path} in {FIFO_WAIT_S:g} s: start its writer "
+            "first (e.g. fencecheck check <(zcat history.jsonl.gz))"
+        )
+    os.set_blocking(fd, True)
+    return os.fdopen(fd, "rb")
 
 
 def _one_line(text: str) -> str:
@@ -158,12 +193,17 @@ def _one_line(text: str) -> str:
 
 
 def render_result(
-    console: Console, result: CheckResult, history: Path, gaps: Sequence[str] = ()
+    console: Console,
+    result: CheckResult,
+    history: Path,
+    gaps: Sequence[str] = (),
+    notes: Sequence[str] = (),
 ) -> None:
     """Print a verdict for a person: counts, anomaly table, the first few in full, sinks.
 
     ``gaps`` are what the run failed to exercise (the coverage's); a valid verdict carries them
-    on its own line, since a pass that tested nothing must not read as a plain pass.
+    on its own line, since a pass that tested nothing must not read as a plain pass. ``notes``
+    are what reading the history found (a torn last line), each on a line of its own.
     """
     word, colour = _VERDICTS[str(result.valid)]
     counts = result.counts
@@ -195,6 +235,8 @@ def render_result(
         console.print(Text.assemble(("coverage: ", "cyan"), f"grants: {note}"))
     for reason in result.unknown_reasons:
         console.print(Text.assemble(("unknown: ", "yellow"), reason))
+    for note in notes:
+        console.print(Text.assemble(("note: ", "yellow"), note))
 
 
 def _anomaly_table(result: CheckResult) -> Table:

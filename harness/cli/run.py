@@ -4,9 +4,9 @@ what can be combined."""
 from __future__ import annotations
 
 import json
-from dataclasses import replace
+from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Final, TypeVar
 
 import click
 from rich.console import Console
@@ -19,11 +19,11 @@ from harness.cli.hosts import load_hosts_option
 from harness.cli.units import Duration
 from harness.node.interrupts import interrupts_once, shielded
 from harness.report import publish
-from harness.run.exposure import ExposureError, exposing_faults, switches_of
+from harness.run.exposure import ExposureError, exposure_fields, switches_of
 from harness.run.exposure import expose as exposed_spec
 from harness.run.judge import check_run
 from harness.run.runner import RunError, RunOutcome, note_late_signal, run_test
-from harness.run.spec import SpecError, TestSpec, split_names, store_path
+from harness.run.spec import SPEC_FIELDS, SpecError, SpecField, TestSpec, split_names, store_path
 from harness.run.store import (
     RunDir,
     StoreError,
@@ -31,20 +31,18 @@ from harness.run.store import (
     open_run_dir,
     why_unwritable,
 )
-from nemeses.registry import DEFAULT_NEMESES, KINDS
-from nemeses.schedule import DEFAULT_TTL_MULTIPLES
+from nemeses.registry import KINDS
 from systems import load_system
 
-__all__ = ["analyze_command", "list_command", "run_command", "store_option"]
+__all__ = [
+    "analyze_command",
+    "list_command",
+    "no_stale_write_warning",
+    "run_command",
+    "store_option",
+]
 
-
-def _lengths(value: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(part) for part in split_names(value))
-    except ValueError:
-        raise click.BadParameter(
-            f"{value!r}: give TTL multiples such as 0.8,1.1,3,8", param_hint="--fault-lengths"
-        ) from None
+_F = TypeVar("_F", bound=Callable[..., Any])
 
 
 def _store(value: str) -> Path:
@@ -55,121 +53,74 @@ def _store(value: str) -> Path:
 
 
 store_option = click.option(
-    "--store",
-    default="store",
+    SPEC_FIELDS["store"].option,
+    default=str(SPEC_FIELDS["store"].default),
     show_default=True,
     callback=lambda ctx, param, value: _store(value),
-    help="Folder of stored runs (checked writable before anything starts).",
+    help=SPEC_FIELDS["store"].help,
 )
 """The ``--store`` option of the commands that run tests: an empty name is refused."""
 
 
+def _spec_option(spec_field: SpecField) -> Callable[[_F], _F]:
+    """The ``run`` option of one spec field (see :data:`SPEC_FIELDS`). Every one defaults to
+    ``None`` (shown with the spec's default): a field left out is then told from one given, so
+    a planted bug's exposure fills only the fields the command line leaves."""
+    if spec_field.kind == "path":
+        return store_option
+    if spec_field.kind == "bugs":
+        return click.option(spec_field.option, spec_field.name, multiple=True, help=spec_field.help)
+    types: dict[str, click.ParamType[Any] | type] = {
+        "int": int,
+        "float": float,
+        "duration": Duration(),
+        "choice": click.Choice(spec_field.choices),
+    }
+    shown = spec_field.argv(spec_field.default)[1:] if spec_field.default is not None else []
+    return click.option(
+        spec_field.option,
+        spec_field.name,
+        type=types.get(spec_field.kind, str),
+        default=None,
+        callback=_PARSERS.get(spec_field.kind),
+        show_default=" ".join(shown) or False,
+        help=spec_field.help,
+    )
+
+
+def _names(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    return None if value is None else split_names(value)
+
+
+def _lengths(ctx: click.Context, param: click.Parameter, value: str | None) -> Any:
+    if value is None:
+        return None
+    try:
+        return tuple(float(part) for part in split_names(value))
+    except ValueError:
+        raise click.BadParameter(
+            f"{value!r}: give TTL multiples such as 0.8,1.1,3,8", param_hint="--fault-lengths"
+        ) from None
+
+
+_PARSERS: Final = {"names": _names, "lengths": _lengths}
+
+
+def _spec_options(command: _F) -> _F:
+    """Every spec field's option on ``command``, in the table's order."""
+    for spec_field in reversed(SPEC_FIELDS.values()):
+        command = _spec_option(spec_field)(command)
+    return command
+
+
 @cli.command("run")
-@click.option("--system", default="reference", show_default=True, help="System under test.")
-@click.option("--bug", "bugs", multiple=True, help="Plant a bug switch (repeatable).")
-@click.option(
-    "--workload",
-    type=click.Choice(["append", "rmw", "sinks"]),
-    default="append",
-    show_default=True,
-)
-@click.option(
-    "--nemesis",
-    default=None,
-    help="Fault kinds, comma-separated ('none' for none); default: "
-    + ",".join(DEFAULT_NEMESES)
-    + ", or the fault that exposes the planted --bug. "
-    + "; ".join(f"{name}: {kind.summary}" for name, kind in KINDS.items()),
-)
-@click.option(
-    "--target",
-    default=None,
-    help="Fault targets, comma-separated: holder, lock-leader, lock-follower, a role (lock, "
-    "store, worker) or a node name. Default: holder, or what the planted --bug needs.",
-)
-@click.option(
-    "--fault-lengths",
-    default="",
-    help="Fault durations as multiples of the lease TTL, comma-separated (default: "
-    + ",".join(f"{multiple:g}" for multiple in DEFAULT_TTL_MULTIPLES)
-    + ").",
-)
-@click.option(
-    "--ttl", type=Duration(), default=1.0, show_default=True, help="Lease TTL (1, 1s, 500ms)."
-)
-@click.option(
-    "--lock-delay",
-    type=Duration(),
-    default=0.0,
-    show_default=True,
-    help="How long the lock stays unavailable after a lease lapses (0: none).",
-)
-@click.option(
-    "--time-limit", type=Duration(), default=30.0, show_default=True, help="Run length (30, 2m)."
-)
-@click.option("--workers", type=click.IntRange(1, 16), default=3, show_default=True)
-@click.option(
-    "--keys",
-    type=click.IntRange(1),
-    default=3,
-    show_default=True,
-    help="Keys per lock, 1 to 100,000; each holder deals them from a shuffled deck, so with "
-    "many (e.g. 1000) a stale write usually lands on a key the new holder has not touched.",
-)
-@click.option(
-    "--locks",
-    type=click.IntRange(1),
-    default=1,
-    show_default=True,
-    help="Locks sharing each sink (each with its own keys); judged per sink and lock.",
-)
-@click.option(
-    "--writes-per-lease",
-    type=int,
-    default=20,
-    show_default=True,
-    help="Units of work per lease before the holder releases it: 1 or 2 give hundreds of "
-    "grants (epochs) per run.",
-)
-@click.option(
-    "--keys-per-write",
-    type=int,
-    default=1,
-    show_default=True,
-    help="Keys one write spans, all accepted or none (append workload; the system must "
-    "support it, e.g. the reference system).",
-)
-@click.option("--rate", type=float, default=0.0, help="Ops/s per holder; 0 = unthrottled.")
-@click.option(
-    "--read-ratio",
-    type=float,
-    default=0.1,
-    show_default=True,
-    help="Share of a holder's operations that are reads (0 to 1).",
-)
-@click.option(
-    "--op-timeout",
-    type=Duration(),
-    default=0.0,
-    show_default=True,
-    help="Seconds an operation may take before it is recorded as unknown; 0 = long enough "
-    "to outlast every scheduled fault.",
-)
-@click.option("--name", default="", help="The run's folder name in the store (default: derived).")
-@click.option(
-    "--work-ms",
-    type=click.IntRange(0),
-    default=50,
-    show_default=True,
-    help="Critical-section time between the lease check and the write.",
-)
-@click.option("--seed", type=int, default=None, help="Same seed, same faults and choices.")
+@_spec_options
 @click.option(
     "--expose",
     is_flag=True,
-    help="Take faults, targets, workload and fault lengths from the first --bug's exposed_by.",
+    help="Take every field the first --bug's exposed_by sets, even over the options given "
+    "(numbers: at least the exposure's).",
 )
-@store_option
 @click.option(
     "--hosts",
     "hosts_file",
@@ -192,66 +143,29 @@ store_option = click.option(
     "write attempted, no holder stopped past its lease...).",
 )
 def run_command(
-    system: str,
-    bugs: tuple[str, ...],
-    workload: str,
-    nemesis: str | None,
-    target: str | None,
-    fault_lengths: str,
-    ttl: float,
-    lock_delay: float,
-    time_limit: float,
-    workers: int,
-    keys: int,
-    locks: int,
-    writes_per_lease: int,
-    keys_per_write: int,
-    rate: float,
-    read_ratio: float,
-    op_timeout: float,
-    name: str,
-    work_ms: int,
-    seed: int | None,
     expose: bool,
-    store: Path,
     hosts_file: Path | None,
     keep_cluster: bool,
     no_progress: bool,
     as_json: bool,
     junit_xml: Path | None,
     strict: bool,
+    **options: Any,
 ) -> None:
     """Start a cluster, run holders under faults, check the history, store everything.
 
+    A planted --bug's exposure (`fencecheck list`) sets every field this command line leaves.
     Exit code: 0 valid, 1 invalid, 2 unknown (or, with --strict, valid but weak), 3 error.
     """
-    picked = _picked(system, bugs) if nemesis is None else None
-    if picked is not None:
-        nemesis, target = ",".join(picked[0]), target or ",".join(picked[1])
-    spec = TestSpec(
-        system=system,
-        bugs=tuple(bugs),
-        workload=workload,
-        nemeses=split_names(nemesis or ",".join(DEFAULT_NEMESES)),
-        targets=split_names(target or "holder") or ("holder",),
-        fault_lengths=_lengths(fault_lengths),
-        ttl=ttl,
-        lock_delay=lock_delay,
-        time_limit=time_limit,
-        workers=workers,
-        keys=keys,
-        locks=locks,
-        writes_per_lease=writes_per_lease,
-        keys_per_write=keys_per_write,
-        rate=rate,
-        read_ratio=read_ratio,
-        op_timeout=op_timeout,
-        name=name,
-        work_ms=work_ms,
-        store=store,
-    )
-    if seed is not None:
-        spec = replace(spec, seed=seed)
+    # Left out: None, or () for the repeated --bug (`--nemesis none` gives () too).
+    given = {
+        k: v
+        for k, v in options.items()
+        if v is not None and (v != () or SPEC_FIELDS[k].kind != "bugs")
+    }
+    if given.get("targets") == ():
+        given["targets"] = ("holder",)
+    spec = TestSpec(**{**_exposed(given), **given})
     if expose:
         try:
             spec = exposed_spec(spec)
@@ -308,6 +222,9 @@ def _conclude(
         )
     if written:
         console.print(f"report: {outcome.run_dir.report}", soft_wrap=True)
+    warning = no_stale_write_warning(coverage)
+    if warning is not None:
+        console.print(f"[yellow]warning:[/] {warning}", soft_wrap=True, highlight=False)
     if outcome.error is not None:
         console.print(f"[red]error:[/] the run broke off: {outcome.error}")
         return EXIT_ERROR
@@ -320,14 +237,26 @@ def _conclude(
     return code
 
 
-def _picked(system: str, bugs: tuple[str, ...]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """The faults and targets that expose the planted ``bugs``, for a run that names no fault."""
-    if not bugs:
+def no_stale_write_warning(coverage: Mapping[str, Any]) -> str | None:
+    """The one-line warning for a run whose coverage shows no stale write attempted (it tested
+    no fence, whatever its verdict), or ``None`` (also when no coverage was computed)."""
+    if "stale_attempts" not in coverage or coverage["stale_attempts"]:
         return None
+    return (
+        "this run attempted no stale write, so it tested no fence; stop a holder past its "
+        "lease (e.g. --nemesis pause --target holder --fault-lengths 3)"
+    )
+
+
+def _exposed(given: Mapping[str, Any]) -> dict[str, Any]:
+    """The spec fields the exposures of the planted bugs set (see :func:`exposure_fields`)."""
+    bugs = given.get("bugs", ())
+    if not bugs:
+        return {}
     try:
-        return exposing_faults(switches_of(load_system(system)), bugs)
+        return exposure_fields(switches_of(load_system(given.get("system", "reference"))), bugs)
     except (LookupError, ValueError):
-        return None  # the runner names the unknown system
+        return {}  # the runner names the unknown system
 
 
 def _publish(outcome: RunOutcome, junit_xml: Path | None, console: Console) -> bool:
@@ -357,13 +286,15 @@ def analyze_command(run_dir: Path, as_json: bool) -> None:
         run = open_run_dir(run_dir)
         result = check_run(run)
         publish(run)
+        coverage, gaps = _coverage(run)
+        stored = run.read_results()
     except (OSError, ValueError, KeyError) as problem:
         raise click.ClickException(str(problem)) from None
-    coverage, gaps = _coverage(run)
+    notes = list(stored.notes) if stored is not None else []
     if as_json:
-        click.echo(json.dumps({**result.to_json(), "coverage": coverage}, indent=2))
+        click.echo(json.dumps({**result.to_json(), "coverage": coverage, "notes": notes}, indent=2))
     else:
-        render_result(Console(highlight=False), result, run.history, gaps)
+        render_result(Console(highlight=False), result, run.history, gaps, notes)
     raise click.exceptions.Exit(exit_code(result))
 
 

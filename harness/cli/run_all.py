@@ -36,6 +36,7 @@ from harness.run.matrix import (
     tally,
 )
 from harness.run.matrix import shard as shard_of
+from harness.run.plan import spec_problem
 from harness.run.runner import RunError, RunOutcome, run_test
 from harness.run.spec import TestSpec
 from harness.run.store import StoreError, check_output_file, check_store
@@ -271,6 +272,28 @@ def _entries(
     return entries_from({"cross": cross}, "flags", overrides)
 
 
+def _dry_run(entries: Sequence[MatrixEntry], as_json: bool) -> None:
+    """Print each row with what it expects, and why it cannot run when it cannot (an unknown
+    system, an unwritable store...): a :class:`click.ClickException` (exit 3) names such rows."""
+    problems = {entry.number: spec_problem(entry.spec) for entry in entries}
+    if as_json:
+        rows = [{**_row_json(entry), "problem": problems[entry.number]} for entry in entries]
+        click.echo(json.dumps({"dry_run": True, "rows": rows}, indent=2, default=str))
+    else:
+        for entry in entries:
+            seed = entry.spec.seed
+            click.echo(f"{entry.number}. {entry.label}  seed {seed}  expect {entry.expect}")
+            if problems[entry.number] is not None:
+                click.echo(f"   cannot run: {problems[entry.number]}")
+    bad = [str(number) for number, problem in problems.items() if problem is not None]
+    if bad:
+        which = "row" if len(bad) == 1 else "rows"
+        raise click.ClickException(
+            f"{len(bad)} of {len(entries)} rows cannot run ({which} {', '.join(bad)}, said "
+            "above); fix them before the matrix runs"
+        )
+
+
 @cli.command("run-all")
 @click.option(
     "--matrix",
@@ -374,14 +397,8 @@ def run_all(
         entries = _entries(matrix, systems, bug_sets, nemesis_sets, expect, overrides)
         if shard is not None:
             entries = shard_of(entries, *parse_shard(shard))
-        if dry_run and as_json:
-            rows = [_row_json(entry) for entry in entries]
-            click.echo(json.dumps({"dry_run": True, "rows": rows}, indent=2, default=str))
-            return
         if dry_run:
-            for entry in entries:
-                seed = entry.spec.seed
-                click.echo(f"{entry.number}. {entry.label}  seed {seed}  expect {entry.expect}")
+            _dry_run(entries, as_json)
             return
         if junit_xml is not None:
             check_output_file(junit_xml, "--junit-xml")

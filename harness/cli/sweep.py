@@ -18,6 +18,7 @@ from harness.run.runner import RunOutcome, run_test
 from harness.run.spec import TestSpec, split_names
 from harness.run.store import StoreError, atomic_write, check_store, why_unwritable
 from harness.run.sweep import QUICK, Cell, Grid, render_html, run_sweep, variants
+from nemeses import Schedule
 
 __all__ = ["sweep_command"]
 
@@ -49,7 +50,25 @@ def _numbers(text: str, option: str) -> tuple[float, ...]:
     show_default=True,
     help="Holder pause lengths as TTL multiples, comma-separated.",
 )
+@click.option(
+    "--rates",
+    default="",
+    help="Sweep the holder's clock rate instead of pauses (the rate x TTL table): rates, "
+    "comma-separated, e.g. 0.25,0.5,2 (clock-rate windows of 3 TTLs).",
+)
 @click.option("--seeds", type=click.IntRange(1, 100), default=3, show_default=True)
+@click.option(
+    "--kinds",
+    default="",
+    help="Two fault kinds to overlap in every run instead of holder pauses (e.g. pause,kill); "
+    "each cell then also says how long they were in force together per run.",
+)
+@click.option(
+    "--targets",
+    default="holder,store",
+    show_default=True,
+    help="Fault targets of a --kinds sweep, comma-separated.",
+)
 @click.option(
     "--lock-delay-ttls",
     "--lock-delay",
@@ -73,7 +92,10 @@ def sweep_command(
     system: str,
     ttls: str,
     pauses: str,
+    rates: str,
     seeds: int,
+    kinds: str,
+    targets: str,
     lock_delay_ttl: float,
     store: Path,
     page: Path | None,
@@ -89,7 +111,25 @@ def sweep_command(
         multiples=_numbers(pauses, "--pauses"),
         seeds=tuple(range(1, seeds + 1)),
     )
-    grid = replace(QUICK if quick else axes, system=system, variants=variants(lock_delay_ttl))
+    swept = _numbers(rates, "--rates") if rates else ()
+    pair = split_names(kinds)
+    if pair and len(set(pair)) != 2:
+        raise click.BadParameter(
+            f"{kinds!r}: give two fault kinds, e.g. pause,kill", param_hint="--kinds"
+        )
+    if pair and swept:
+        raise click.BadParameter(
+            "a sweep varies either the clock rate or two overlapping kinds; give one",
+            param_hint="--rates/--kinds",
+        )
+    grid = replace(
+        QUICK if quick else axes,
+        system=system,
+        variants=variants(lock_delay_ttl),
+        rates=swept,
+        pair=pair,
+        pair_targets=split_names(targets) or ("holder",),
+    )
     page = page or store / "sweep.html"
     console = Console(stderr=True)
     try:
@@ -97,17 +137,17 @@ def sweep_command(
     except StoreError as problem:
         raise click.ClickException(str(problem)) from None
     delays = {v.lock_delay_ttl for v in grid.variants}
-    total = len(delays) * len(grid.ttls) * len(grid.multiples) * len(grid.seeds)
+    total = len(delays) * len(grid.ttls) * len(grid.columns) * len(grid.seeds)
     done = 0
 
-    def runner(spec: TestSpec) -> RunOutcome:
-        return run_test(spec, console=console, progress=False)
+    def runner(spec: TestSpec, schedule: Schedule | None) -> RunOutcome:
+        return run_test(spec, console=console, progress=False, schedule=schedule)
 
     def on_run(counted: Sequence[Cell], runs: int) -> None:
         nonlocal done
         done += runs
         first = counted[0]
-        head = f"[bold]{done}/{total}[/] TTL {first.ttl:g} s, pause {first.multiple:g} x TTL:"
+        head = f"[bold]{done}/{total}[/] TTL {first.ttl:g} s, {grid.heading(first.multiple)}:"
         found = "; ".join(
             f"{c.variant.label} "
             + (f"not run: {escape(c.refused)}" if c.refused else f"{c.shown()} stale")
@@ -133,11 +173,12 @@ def _table(grid: Grid, cells: list[Cell]) -> Table:
     table = Table(title=f"stale writes accepted: {grid.system}")
     table.add_column("design")
     table.add_column("TTL")
-    for multiple in grid.multiples:
-        table.add_column(f"pause {multiple:g}x")
+    for multiple in grid.columns:
+        table.add_column(grid.heading(multiple))
     table.add_column("expected to fail")
     for variant in grid.variants:
         for ttl in grid.ttls:
             row = [c for c in cells if c.variant == variant and c.ttl == ttl]
-            table.add_row(variant.label, f"{ttl:g} s", *(c.shown() for c in row), variant.expected)
+            shown = (c.shown() for c in row)
+            table.add_row(variant.label, f"{ttl:g} s", *shown, grid.expected(variant))
     return table

@@ -26,6 +26,7 @@ from harness.history.events import (
 
 __all__ = [
     "MAX_DEPTH",
+    "MAX_LINE_BYTES",
     "HistoryWriter",
     "json_bytes",
     "last_time",
@@ -44,6 +45,11 @@ MAX_DEPTH: Final = 512
 any parser sees the line: JSON parsers differ (orjson 3.8 recursed until the stack ran out and
 crashed the process at ~150,000 levels; 3.13 refuses beyond 1,024; the standard library raises
 RecursionError near 1,000), and a history's verdict must not depend on which one is installed."""
+MAX_LINE_BYTES: Final = 256 * 1024 * 1024
+"""The longest history line the reader takes (the largest real line, a final read of a key with
+every write of a long run, is a few megabytes). A longer one is refused rather than buffered: a
+history that is a link to ``/dev/zero`` or a stream with no newline would otherwise be read until
+memory runs out."""
 _STRING: Final = re.compile(rb'"(?:[^"\\]|\\.)*"')
 _NOT_BRACKET: Final = bytes(set(range(256)) - set(b"[]{}"))
 _STEP: Final = {ord("["): 1, ord("{"): 1, ord("]"): -1, ord("}"): -1}
@@ -81,33 +87,59 @@ def _too_deep(line: bytes) -> bool:
     return False
 
 
-def read_history(source: str | os.PathLike[str] | IO[bytes]) -> Iterator[Event]:
+def read_history(
+    source: str | os.PathLike[str] | IO[bytes], *, notes: list[str] | None = None
+) -> Iterator[Event]:
     """Stream events from a JSON Lines file, FIFO or binary stream (gzip'd or not), one at a time.
 
-    Raises :class:`HistoryError` naming the line for malformed JSON or missing fields. Blank lines
-    are skipped. A torn last line (a run killed mid-write) is tolerated: it is the only line that
-    may be cut short, and it is dropped. Integers keep their exact value whatever their size.
+    Raises :class:`HistoryError` naming the line for malformed JSON or missing fields, for binary
+    data (a NUL byte, which JSON text never holds) and for a line beyond :data:`MAX_LINE_BYTES`.
+    Blank lines are skipped. A torn last line (a run killed mid-write) is tolerated: it is the only
+    line that may be cut short, and it is dropped, saying so in ``notes`` when given. Integers keep
+    their exact value whatever their size.
     """
     if isinstance(source, str | os.PathLike):
         with Path(source).open("rb") as stream:
-            yield from _read_stream(stream)
+            yield from _read_stream(stream, notes)
     else:
-        yield from _read_stream(source)
+        yield from _read_stream(source, notes)
 
 
-def _read_stream(stream: IO[bytes]) -> Iterator[Event]:
+def _lines(stream: IO[bytes] | gzip.GzipFile) -> Iterator[bytes]:
+    """The stream's lines, none longer than :data:`MAX_LINE_BYTES` (else :class:`HistoryError`)."""
+    number = 0
+    while line := stream.readline(MAX_LINE_BYTES + 1):
+        number += 1
+        if len(line) > MAX_LINE_BYTES:
+            raise HistoryError(
+                number,
+                f"longer than {MAX_LINE_BYTES // (1024 * 1024)} MiB without a line break: this is "
+                "not a history (a device such as /dev/zero, or binary data?)",
+                "pass the history.jsonl a run wrote",
+            )
+        yield line
+
+
+def _read_stream(stream: IO[bytes], notes: list[str] | None) -> Iterator[Event]:
     # peek() sniffs the gzip magic without consuming it, so pipes and FIFOs work as well as files.
     buffered = stream if isinstance(stream, io.BufferedReader) else _buffered(stream)
-    lines: Iterable[bytes] = buffered
+    source: IO[bytes] | gzip.GzipFile = buffered
     if buffered.peek(2)[:2] == _GZIP_MAGIC:
-        lines = gzip.GzipFile(fileobj=buffered, mode="rb")
+        source = gzip.GzipFile(fileobj=buffered, mode="rb")
     loads = orjson.loads
     long_number = _LONG_NUMBER.search
     pending: tuple[int, bytes] | None = None
     try:
-        for number, line in enumerate(lines, 1):
+        for number, line in enumerate(_lines(source), 1):
             if pending is not None:
                 raise _bad_json(*pending)
+            if b"\0" in line:
+                raise HistoryError(
+                    number,
+                    "holds NUL bytes: this is not a history (binary data, or a file zeroed by a "
+                    "crash?)",
+                    "pass the history.jsonl a run wrote (JSON Lines text)",
+                )
             if not line.strip():
                 continue
             if _too_deep(line):
@@ -118,6 +150,12 @@ def _read_stream(stream: IO[bytes]) -> Iterator[Event]:
                 if not line.endswith(b"\n") and line.lstrip().startswith(b"{"):
                     # Only the final line can lack its newline; a crash mid-write leaves the
                     # beginning of an object. A line that is no object at all is not torn.
+                    if notes is not None:
+                        notes.append(
+                            f"the last line ({number}) was torn (cut short mid-write: the run was "
+                            "killed or crashed while writing it) and the history was judged "
+                            "without it"
+                        )
                     return
                 pending = (number, line)
                 continue

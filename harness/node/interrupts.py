@@ -1,13 +1,14 @@
 """Signals during a run: SIGTERM and SIGHUP behave like Ctrl-C; the first one is recorded the moment
 it arrives, and healing, teardown, the check of what was recorded and the report are never cut
-short by it or by a later one (docs/design.md §8, "Interruptions")."""
+short by it or by a later one; a later one only cuts waiting short (the wait for operations still
+in flight), never the heal, the check or the record (docs/design.md §8, "Interruptions")."""
 
 from __future__ import annotations
 
 import signal
 import sys
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -16,6 +17,7 @@ from types import FrameType
 __all__ = [
     "STOP_SIGNALS",
     "Interrupted",
+    "hurried",
     "interrupts_deferred",
     "interrupts_once",
     "shielded",
@@ -129,6 +131,12 @@ def sigterm_interrupts(*, ctrl_c: bool = False) -> Iterator[None]:
             signal.signal(sig, handler)
 
 
+def hurried(seen: Sequence[Interrupted]) -> bool:
+    """True once a second stop signal came (``seen`` is what :func:`interrupts_once` yields):
+    waits for operations still in flight end then, and the rest of the stop goes on."""
+    return len(seen) > 1
+
+
 def _say(text: str) -> None:
     print(text, file=sys.stderr)
 
@@ -142,7 +150,8 @@ def interrupts_once(
     With ``already``, every signal counts as a later one (the run is over; its report is being
     written).
 
-    Yields the list that holds the first interruption once it happened.
+    Yields the list of the interruptions, the first one first; a wait that a second signal may
+    cut short (see :func:`hurried`) reads it.
     """
     seen: list[Interrupted] = []
     if not _on_main_thread():
@@ -150,9 +159,12 @@ def interrupts_once(
         return
 
     def later(signum: int) -> None:
+        if seen:
+            seen.append(Interrupted(signum))  # read by waits that a second signal cuts short
         announce(
-            f"{signal.Signals(signum).name}: finishing first: the heal, the check of what "
-            "was recorded and the report; it ends on its own in a moment"
+            f"{signal.Signals(signum).name}: no more waiting for operations in flight (they "
+            "stay open in the history); still healing, checking what was recorded and writing "
+            "the report: it ends on its own in a moment"
         )
 
     once = _Once(seen, later)

@@ -51,10 +51,20 @@ concurrent connections; a ``req`` field is echoed back):
   believes valid, and the writes inside their critical section.
 - ``{"op":"ping"}`` -> ``{"ok":true,"node":W,"pid":P}``.
 
+A sink whose safety rests on time (``timed_sinks`` in the config: the unfenced sinks a lock-delay
+protects) gets one more check, since the agent's own clock may run slow: it trusts that clock for
+such a write only in the first half of the lease (half a TTL since the lease last started, by its
+own clock, is at most a TTL of real time for a clock at half speed or faster); later in the lease
+it first confirms the lease with the lock service (a renewal answered yes, which starts the lease
+again), and sends nothing if the service says the lease is gone (``lease-expired``) or does not
+answer (``unavailable``, not sent). A slower clock is left to the lock-delay.
+
 Holder flaws (``flaws`` in the config, the harness's own mistakes, available with every system):
 with ``retry-on-reject`` the agent keeps a lease whose write (or fenced read) was refused, and a
 later write or fenced read with a refused epoch skips the lease check, as a client whose retry loop
-sits below its lease check would: the runner's re-sent write reaches the sink again.
+sits below its lease check would: the runner's re-sent write reaches the sink again. With
+``trust-own-timer`` it writes to a timed sink on its own clock's word alone, for the whole lease:
+a clock that runs slow keeps it writing after the lease, and the lock-delay, ran out.
 """
 
 from __future__ import annotations
@@ -81,21 +91,33 @@ from harness.nodeside.client import (
     SpansKeys,
 )
 
-__all__ = ["HOLDER_FLAWS", "RETRY_ON_REJECT", "Agent", "AgentConfig", "load_client", "main"]
+__all__ = [
+    "HOLDER_FLAWS",
+    "RETRY_ON_REJECT",
+    "TRUST_OWN_TIMER",
+    "Agent",
+    "AgentConfig",
+    "load_client",
+    "main",
+]
 
 RETRY_ON_REJECT: Final = "retry-on-reject"
 """The holder flaw the agent itself carries out (see the module docstring)."""
-HOLDER_FLAWS: Final = (RETRY_ON_REJECT,)
+TRUST_OWN_TIMER: Final = "trust-own-timer"
+"""The holder flaw of writing to a timed sink without confirming the lease (module docstring)."""
+HOLDER_FLAWS: Final = (RETRY_ON_REJECT, TRUST_OWN_TIMER)
 """The flaws this agent knows; the workload carries out the other holder flaws."""
 
 
 @dataclass(frozen=True, slots=True)
 class AgentConfig:
-    """The agent's ``--config``: lease TTL (seconds), holder flaws, and the client's own config."""
+    """The agent's ``--config``: lease TTL (seconds), holder flaws, the client's own config, and
+    the sinks whose safety rests on time (``timed_sinks``: see the module docstring)."""
 
     ttl: float
     flaws: frozenset[str] = frozenset()
     client: dict[str, Any] = field(default_factory=dict)
+    timed_sinks: frozenset[str] = frozenset()
 
     @property
     def retry_on_reject(self) -> bool:
@@ -104,7 +126,12 @@ class AgentConfig:
 
     def to_json(self) -> str:
         """The ``--config`` text for this configuration."""
-        data = {"ttl": self.ttl, "flaws": sorted(self.flaws), "client": self.client}
+        data = {
+            "ttl": self.ttl,
+            "flaws": sorted(self.flaws),
+            "client": self.client,
+            "timed_sinks": sorted(self.timed_sinks),
+        }
         return json.dumps(data, sort_keys=True)
 
     @classmethod
@@ -125,7 +152,10 @@ class AgentConfig:
         client = raw.get("client", {})
         if not isinstance(client, dict):
             raise ValueError("'client' must be a JSON object")
-        return cls(float(ttl), frozenset(flaws), client)
+        timed = raw.get("timed_sinks", [])
+        if not isinstance(timed, list) or not all(isinstance(t, str) for t in timed):
+            raise ValueError("'timed_sinks' must be a list of sink names")
+        return cls(float(ttl), frozenset(flaws), client, frozenset(timed))
 
 
 @dataclass(slots=True)
@@ -143,6 +173,8 @@ class _Lease:
 
 
 _INFO: Final = {"ok": False, "error": UNAVAILABLE, "info": True}
+_TRUSTED_SHARE: Final = 0.5
+"""The share of a lease in which the agent trusts its own clock alone for a timed sink."""
 
 
 class Agent:
@@ -153,6 +185,10 @@ class Agent:
         self._client = client
         self._ttl = config.ttl
         self._retry_on_reject = config.retry_on_reject
+        # Sinks written only after the lock service confirms the lease (none: trust-own-timer).
+        self._confirmed_sinks = (
+            frozenset() if TRUST_OWN_TIMER in config.flaws else config.timed_sinks
+        )
         self._state = threading.Lock()
         self._leases: dict[str, _Lease] = {}
         self._refused: set[tuple[str, int]] = set()
@@ -300,6 +336,12 @@ class Agent:
                 refusal, note = self._lease_check(lock, epoch)
             if refusal is not None:
                 return {"ok": False, "error": refusal}
+            confirm = self._needs_confirming(lock, sink, request.get("check_lease", True))
+        if confirm:
+            refusal, note = self._confirm(lock, epoch)
+            if refusal is not None:
+                return {"ok": False, "error": refusal}
+        with self._state:
             self._working[write_id] = lock
         wire.log(
             f"write {write_id} {sink}/{key} epoch {epoch}: {note}, working {work * 1000:.0f} ms"
@@ -326,6 +368,36 @@ class Agent:
         if outcome.stale:
             self._fenced_off(lock, epoch, "its write was refused")
         return {"ok": False, "error": outcome.reason}
+
+    def _needs_confirming(self, lock: str, sink: str, checked: object) -> bool:
+        """Whether a checked write to ``sink`` waits for the lock service's word on the lease:
+        a timed sink, past the share of the lease our own clock is trusted for (module
+        docstring). Call with ``_state`` held."""
+        lease = self._leases.get(lock)
+        if sink not in self._confirmed_sinks or checked is False or lease is None:
+            return False
+        return lease.remaining(time.monotonic()) < self._ttl * (1 - _TRUSTED_SHARE)
+
+    def _confirm(self, lock: str, epoch: int) -> tuple[str | None, str]:
+        """Whether the lock service still holds ``epoch`` of ``lock`` for us, asked with a
+        renewal (our own clock may run slow): ``(refusal, note)`` as :meth:`_lease_check`."""
+        sent = time.monotonic()
+        try:
+            renewed: bool | None = self._client.renew(lock, epoch)
+        except Exception:
+            renewed = None
+        with self._state:
+            lease = self._leases.get(lock)
+            if renewed is None:
+                return UNAVAILABLE, ""
+            if lease is None or lease.epoch != epoch:
+                return "not-held", ""
+            if not renewed:
+                lease.lost = True
+                wire.log(f"lease {lock} epoch {epoch}: the service says it ended, lost")
+                return "lease-expired", ""
+            lease.renewed = max(lease.renewed, sent)
+        return None, "lease confirmed by the lock service"
 
     def _fenced_off(self, lock: str, epoch: int, why: str) -> None:
         """A sink refused ``epoch`` as stale. A correct holder stops: no renewals, and the lease

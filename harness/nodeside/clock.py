@@ -21,6 +21,10 @@ package) by :func:`preloaded`, with a control file of its own. Measured on the n
   backwards by the time between the write and that next read; the writer reads the process's
   clock right after writing (:func:`main`), which bounds it.
 - Go programs (etcd) read the clock through the vDSO without libc: the preload changes nothing.
+- A daemon that sleeps only in timed waits (the reference lock server) can run **wall only**
+  (``FAKETIME_DONT_FAKE_MONOTONIC=1``, read once at its start): its monotonic clock stays real,
+  as an NTP step leaves ``CLOCK_MONOTONIC`` alone, and its timed waits time out (measured). Its
+  ``time.sleep`` fails with EINVAL once the file holds an offset (measured), hence not the agents.
 
 :class:`ClockState` is the pure arithmetic (a process's fake clock as a line through one anchor);
 :func:`control_text` turns a state into the file's text. :func:`apply` runs on the node (this file
@@ -66,6 +70,7 @@ ASK_ENV: Final = "FENCECHECK_CLOCK_ASK"
 ``wire:HOST:PORT`` (a :mod:`harness.nodeside.wire` server's ``clock`` request) or
 ``redis:HOST:PORT`` (Redis ``TIME``)."""
 _FILE_ENV: Final = "FAKETIME_TIMESTAMP_FILE"
+_WALL_ONLY_ENV: Final = "FAKETIME_DONT_FAKE_MONOTONIC"
 _RATE_GAP_S: Final = 0.05
 _ASK_TIMEOUT_S: Final = 2.0
 
@@ -128,19 +133,22 @@ def control_file(name: str) -> str:
 
 @dataclass(frozen=True, slots=True)
 class Preload:
-    """How a daemon was started under libfaketime: its control file and how to ask its clock."""
+    """How a daemon was started under libfaketime: its control file, how to ask its clock, and
+    whether only its wall clock moves (``wall_only``; else its monotonic clock too)."""
 
     control: str
     ask: str
+    wall_only: bool = False
 
 
-def preloaded(name: str, argv: Sequence[str], ask: str) -> list[str]:
+def preloaded(name: str, argv: Sequence[str], ask: str, wall_only: bool = False) -> list[str]:
     """``argv`` run under libfaketime with daemon ``name``'s control file.
 
     The settings go in the command line (through ``env``, which execs: same pid), not in the
     environment of the start: a restart runs the recorded command line again, and a nemesis reads
     them back from it (:func:`preload_of`). ``ask`` says how to read the daemon's own clock (see
-    :data:`ASK_ENV`). Until its file is written the clock is the real one.
+    :data:`ASK_ENV`). ``wall_only``: the monotonic clock stays real (see the module
+    documentation for who can afford it). Until its file is written the clock is the real one.
     """
     return [
         "env",
@@ -148,6 +156,7 @@ def preloaded(name: str, argv: Sequence[str], ask: str) -> list[str]:
         f"{_FILE_ENV}={control_file(name)}",
         "FAKETIME_NO_CACHE=1",
         "FAKETIME_FMT=%s",
+        *((f"{_WALL_ONLY_ENV}=1",) if wall_only else ()),
         f"{ASK_ENV}={ask}",
         *argv,
     ]
@@ -171,7 +180,8 @@ def preload_in(environment: Sequence[str]) -> Preload | None:
     settings = dict(word.partition("=")[::2] for word in environment if "=" in word)
     if _FILE_ENV not in settings:
         return None
-    return Preload(settings[_FILE_ENV], settings.get(ASK_ENV, ""))
+    wall_only = settings.get(_WALL_ONLY_ENV, "0") not in ("", "0")
+    return Preload(settings[_FILE_ENV], settings.get(ASK_ENV, ""), wall_only)
 
 
 def _ask_clock(ask: str) -> float:

@@ -23,8 +23,10 @@ under libfaketime reads the faked ones; see :mod:`harness.nodeside.clock`).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hmac
 import json
+import math
 import select
 import socket
 import socketserver
@@ -37,6 +39,7 @@ from typing import Any
 __all__ = [
     "AUTH",
     "CLOCK",
+    "MAX_REQUEST_BYTES",
     "UNAUTHORIZED",
     "BadRequest",
     "Connection",
@@ -64,6 +67,9 @@ UNAUTHORIZED = "unauthorized"
 CLOCK = "clock"
 """The request every server answers with its own clocks."""
 _OPEN_OPS = frozenset(("ping", CLOCK))
+MAX_REQUEST_BYTES = 16 * 1024 * 1024
+"""The longest request line a server reads (a batch write of many keys is well under it): a
+line without end must not be buffered until memory runs out."""
 # One encoder and one decoder for every line: ``json.dumps`` with ``separators`` builds a new
 # encoder per call, and ``json.loads`` of bytes sniffs their encoding first; both were a tenth of
 # a node program's Python per request. The lines are UTF-8 JSON, as the standard library writes.
@@ -233,7 +239,13 @@ class Connection:
         return not readable
 
     def close(self) -> None:
-        """Close the connection (idempotent)."""
+        """Close the connection (idempotent), at once even while another thread waits on it for
+        an answer: that wait ends as an unknown outcome (``OSError``)."""
+        # Shut down first: closing alone neither wakes a thread blocked reading the socket nor
+        # returns before it does (the reader's buffer lock), so a teardown closing a hung
+        # holder's link would wait out the holder's whole timeout.
+        with contextlib.suppress(OSError):
+            self._sock.shutdown(socket.SHUT_RDWR)
         self._reader.close()
         self._sock.close()
 
@@ -293,10 +305,20 @@ class _LineHandler(socketserver.StreamRequestHandler):
 
     def handle(self) -> None:
         peer = f"{self.client_address[0]}:{self.client_address[1]}"
-        for line in self.rfile:
-            if not line.strip():
+        while line := self.rfile.readline(MAX_REQUEST_BYTES + 1):
+            too_long = len(line) > MAX_REQUEST_BYTES
+            if too_long:
+                shown, response = (
+                    f"{line[:80]!r}...",
+                    bad_request(
+                        f"a request line is at most {MAX_REQUEST_BYTES} bytes; the connection is "
+                        "closed, since the rest of the line cannot be told from the next request"
+                    ),
+                )
+            elif not line.strip():
                 continue
-            shown, response = self.server.answer(line)
+            else:
+                shown, response = self.server.answer(line)
             encoded = _dumps(response)
             log(f"{peer} {shown} -> {encoded}")
             try:
@@ -305,15 +327,20 @@ class _LineHandler(socketserver.StreamRequestHandler):
             except OSError:
                 # The caller gave up (timed out and closed); what it asked for is done regardless.
                 return
+            if too_long:
+                return
 
 
 class LineServer(socketserver.ThreadingTCPServer):
     """A TCP server that answers each request line with ``handler(request)``.
 
-    A request that is not a JSON object gets ``{"ok": false, "error": "bad-request"}``; a handler
-    that raises gets ``{"ok": false, "error": "internal"}`` with the exception text, and the
-    connection stays open. A request's ``req`` field, if any, is echoed in its response.
-    Every request is logged with its response, so a daemon's log explains each decision.
+    A request that is not a JSON object (or nests too deeply to decode, or names its ``op`` with
+    anything but a string) gets ``{"ok": false, "error": "bad-request"}``; a handler that raises
+    gets ``{"ok": false, "error": "internal"}`` with the exception text, and the connection stays
+    open. A line longer than :data:`MAX_REQUEST_BYTES` gets ``bad-request`` and the connection is
+    closed (where the next request begins is lost). A request's ``req`` field, if any, is echoed
+    in its response. Every request is logged with its response, so a daemon's log explains each
+    decision.
     """
 
     daemon_threads = True
@@ -332,15 +359,18 @@ class LineServer(socketserver.ThreadingTCPServer):
         """The request as it may be logged (without its secret) and the response to it."""
         try:
             request = _loads(line.decode())
-        except ValueError:  # UnicodeDecodeError is a ValueError too
+        # UnicodeDecodeError is a ValueError too; RecursionError: nested too deeply to decode.
+        except (ValueError, RecursionError):
             return line.decode("utf-8", "replace").strip()[:200], bad_request(
-                "not valid JSON; send one JSON object per line"
+                "not valid JSON (or nested too deeply); send one JSON object per line"
             )
         if not isinstance(request, dict):
             return _dumps(request)[:200], bad_request(
                 "a request must be a JSON object with an 'op' field"
             )
         offered = request.pop(AUTH, None)
+        if not isinstance(request.get("op", ""), str):
+            return _dumps(request)[:200], bad_request("field 'op' must be a string")
         return _dumps(request), self._respond(request, offered)
 
     def _authentic(self, request: dict[str, Any], offered: Any) -> bool:
@@ -392,10 +422,16 @@ def integer(request: dict[str, Any], name: str) -> int:
 
 
 def number(request: dict[str, Any], name: str, default: float | None = None) -> float:
-    """The non-negative number field ``name`` (``default`` when absent), or :class:`BadRequest`."""
+    """The finite non-negative number field ``name`` (``default`` when absent), or
+    :class:`BadRequest` (JSON decoding here takes ``NaN`` and ``1e400``, which is infinity)."""
     value = request.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-        raise BadRequest(f"field {name!r} must be a non-negative number")
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+    ):
+        raise BadRequest(f"field {name!r} must be a finite non-negative number")
     return float(value)
 
 

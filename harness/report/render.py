@@ -19,8 +19,7 @@ from checkers.registry import REGISTRY
 from checkers.result import seq_warning
 from harness.report.data import OUTCOMES, Anomaly, ReportData, SinkRow, natural_key
 from harness.report.page import page
-from harness.run.spec import TestSpec
-from nemeses.schedule import DEFAULT_TTL_MULTIPLES
+from harness.run.spec import SPEC_FIELDS, SpecField, TestSpec
 
 __all__ = ["render_report"]
 
@@ -49,62 +48,29 @@ _OP_FIELDS: Final = (
 )
 _OPEN_CARDS: Final = 3
 _OP_HEADINGS: Final = {"time": "completed", "index": "event", "position": "place in sink"}
-_SPEC_ORDER: Final = (
-    "system",
-    "bugs",
-    "workload",
-    "nemeses",
-    "targets",
-    "seed",
-    "lease_ttl",
-    "ttl",
-    "lock_delay",
-    "time_limit",
-    "workers",
-    "keys",
-    "locks",
-    "rate",
-    "work_ms",
-    "read_ratio",
-    "writes_per_lease",
-    "keys_per_write",
-    "op_timeout",
-    "topology",
-    "run_id",
-    "started",
-)
-_SPEC_LABELS: Final = {
-    "bugs": "bug switches",
-    "lease_ttl": "lease TTL",
-    "ttl": "lease TTL asked for",
-    "lock_delay": "lock-delay",
-    "time_limit": "time limit",
-    "work_ms": "critical section",
-    "op_timeout": "operation timeout",
-    "run_id": "run id",
+_SPEC_EXTRAS: Final = {
+    "lease_ttl": SpecField("duration", "", label="lease TTL", unit="s"),
+    "topology": SpecField("text", ""),
+    "run_id": SpecField("text", "", label="run id"),
+    "started": SpecField("text", ""),
 }
-_SPEC_UNITS: Final = {
-    "lease_ttl": "s",
-    "ttl": "s",
-    "lock_delay": "s",
-    "time_limit": "s",
-    "op_timeout": "s",
-    "work_ms": "ms",
-    "rate": "ops/s per holder",
-}
-_SPEC_ZERO: Final = {
-    "rate": "unthrottled",
-    "op_timeout": "long enough to outlast every fault",
-    "lock_delay": "none",
-}
+"""The rows of the spec table that are no spec field: what the run found out (the lease TTL the
+holders used goes just before the TTL asked for)."""
+
+
+def _spec_rows() -> dict[str, SpecField]:
+    rows: dict[str, SpecField] = {}
+    for name, spec_field in SPEC_FIELDS.items():
+        if name == "ttl":
+            rows["lease_ttl"] = _SPEC_EXTRAS["lease_ttl"]
+        rows[name] = spec_field
+    return {**rows, **_SPEC_EXTRAS}
+
+
+_SPEC_ROWS: Final = _spec_rows()
+"""How each row of the report's spec table is shown, in its order (the spec-field table's)."""
 _SPEC_DEFAULTS: Final = TestSpec(seed=0).to_json()
 """A field equal to its default is marked so: a reader tells what was asked from what was not."""
-_SPEC_EMPTY: Final = {
-    "fault_lengths": "the default table: "
-    + ", ".join(f"{m:g}" for m in DEFAULT_TTL_MULTIPLES)
-    + " TTLs",
-}
-"""What an empty list means for the fields where it means "the defaults", not "none"."""
 _SPEC_ELSEWHERE: Final = frozenset(
     ("inventory", "schedule", "versions", "command", "name", "test_name", "error", "store")
 )
@@ -266,6 +232,12 @@ def _coverage(data: ReportData) -> str:
             ["epochs granted", _e(coverage.get("epochs_granted", 0))],
             ["keys written", _e(coverage.get("keys_written", 0))],
             ["unreachable most of the run", per("unreachable_nodes")],
+            [
+                "clock windows (across a lease's expiry)",
+                f"{_e(coverage.get('clock_windows', 0))} "
+                f"({_e(coverage.get('clock_across_expiry', 0))})",
+            ],
+            ["faults in force together", _overlap_cell(coverage.get("overlaps"))],
         ],
         "coverage-facts",
     )
@@ -278,6 +250,17 @@ def _coverage(data: ReportData) -> str:
         + (f'<ul class="coverage-gaps">{gaps}</ul>' if gaps else ""),
         "What this run exercised: a verdict is only as strong as the danger the run created.",
     )
+
+
+def _overlap_cell(raw: object) -> str:
+    """``kill+pause 2 times (3.1 s)``, one per pair of kinds that overlapped, or ``none``."""
+    if not isinstance(raw, Mapping) or not raw:
+        return "none"
+    cells = []
+    for pair, row in raw.items():
+        if isinstance(row, Mapping):
+            cells.append(f"{_e(pair)} {_e(row.get('count'))} times ({_e(row.get('seconds'))} s)")
+    return ", ".join(cells) or "none"
 
 
 def _story(data: ReportData) -> str:
@@ -669,7 +652,7 @@ def _schedule(schedule: Any) -> str:
 
 def _spec(data: ReportData) -> str:
     spec = data.spec
-    keys: list[str] = [k for k in _SPEC_ORDER if k in spec]
+    keys: list[str] = [k for k in _SPEC_ROWS if k in spec and k not in _SPEC_ELSEWHERE]
     keys += [
         k
         for k in spec
@@ -680,17 +663,18 @@ def _spec(data: ReportData) -> str:
     rows = []
     for key in keys:
         value = spec[key]
+        row = _SPEC_ROWS.get(key)
         text = _value_text(value)
-        unit = _SPEC_UNITS.get(key)
-        if key in _SPEC_ZERO and value == 0:
-            text = _SPEC_ZERO[key]
-        elif key in _SPEC_EMPTY and value == []:
-            text = _SPEC_EMPTY[key]
-        elif unit and isinstance(value, int | float) and not isinstance(value, bool):
-            text = f"{value:g} {unit}"
+        if row is not None and row.zero and value == 0:
+            text = row.zero
+        elif row is not None and row.empty and value == []:
+            text = row.empty
+        elif row and row.unit and isinstance(value, int | float) and not isinstance(value, bool):
+            text = f"{value:g} {row.unit}"
         if key != "seed" and key in _SPEC_DEFAULTS and value == _SPEC_DEFAULTS[key]:
             text += " (default)"
-        rows.append((_e(_SPEC_LABELS.get(key, key.replace("_", " "))), _e(text)))
+        title = (row.label if row else "") or key.replace("_", " ")
+        rows.append((_e(title), _e(text)))
     parts = [_table(("", ""), rows, "spec")] if rows else []
     command = spec.get("command")
     if command:

@@ -8,6 +8,7 @@ clean, while the agent finishes the old one on its own. The wire format and its 
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 from harness.history.io import json_bytes
@@ -32,29 +33,44 @@ class AgentLink:
         self._token = token
         self._connect_timeout = connect_timeout
         self._connection: Connection | None = None
+        # The teardown closes a link from the main thread while a holder's thread may be in
+        # the middle of a call on it (a second signal, or a join that timed out, left it there).
+        self._lock = threading.Lock()
 
     def call(self, request: dict[str, Any], timeout: float) -> dict[str, Any] | None:
         """Send ``request`` and wait up to ``timeout`` s; ``None`` when the outcome is unknown.
 
         Raises :class:`AgentUnreachable` when no connection could be made (nothing was sent).
         """
-        if self._connection is None:
+        connection = self._connection
+        if connection is None:
             try:
                 # orjson's encoding: the standard library's was a fifth of a holder's Python.
-                self._connection = Connection(
+                connection = Connection(
                     (self.host, self.port), self._connect_timeout, self._token, json_bytes
                 )
             except NotDelivered as problem:
                 raise AgentUnreachable(str(problem)) from None
+            with self._lock:
+                self._connection = connection
         try:
-            return self._connection.request(request, timeout)
+            return connection.request(request, timeout)
         except OSError:
             # A late answer could still arrive on this connection: never read from it again.
-            self.close()
+            self._drop(connection)
             return None
 
     def close(self) -> None:
-        """Drop the connection; the next call reconnects."""
-        if self._connection is not None:
-            self._connection.close()
-            self._connection = None
+        """Drop the connection; the next call reconnects. Safe from another thread while a
+        call is under way (that call then ends as an unknown outcome)."""
+        with self._lock:
+            connection, self._connection = self._connection, None
+        if connection is not None:
+            connection.close()
+
+    def _drop(self, connection: Connection) -> None:
+        """Close ``connection`` and forget it, unless the link moved on to another already."""
+        with self._lock:
+            if self._connection is connection:
+                self._connection = None
+        connection.close()

@@ -18,13 +18,22 @@ from harness.node import Daemon, Node
 from harness.nodeside import agent
 from harness.nodeside.agent import AgentConfig
 from systems import deploy
-from systems.base import Deployment, HolderClientCode, System, SystemConfig, nodes_with_role
+from systems.base import (
+    AdapterError,
+    Deployment,
+    HolderClientCode,
+    System,
+    SystemConfig,
+    nodes_with_role,
+    packages_of,
+)
 
 __all__ = [
     "AGENT_DAEMON",
     "AGENT_PORT",
     "AgentSet",
     "Endpoint",
+    "client_imports_problem",
     "client_path",
     "deploy_system",
     "start_agents",
@@ -34,6 +43,21 @@ __all__ = [
 AGENT_DAEMON: Final = "agent"
 AGENT_PORT: Final = 7000
 _CLIENT_FILE: Final = "client.py"
+_MISSING: Final = 4
+_IMPORTS: Final = """
+import importlib.util, sys
+sys.path.insert(0, sys.argv[1])
+spec = importlib.util.spec_from_file_location("fencecheck_client", sys.argv[2])
+module = importlib.util.module_from_spec(spec)
+sys.modules[spec.name] = module
+try:
+    spec.loader.exec_module(module)
+except ModuleNotFoundError as missing:
+    print(missing.name or missing)
+    sys.exit(4)
+"""
+"""Runs on a worker: imports the shipped holder client as the agent will; exit 4 naming the
+first module it imports that the node lacks."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,13 +99,15 @@ def start_agents(
     ready_timeout: float = 20.0,
     secret: tuple[str, str] | None = None,
     clocked: bool = False,
+    timed_sinks: Collection[str] = (),
 ) -> AgentSet:
     """Install and start an agent on every worker of ``nodes``, using the system's ``client``
     with lease TTL ``ttl`` and the agent's holder ``flaws``; return once every one answers.
 
     With ``secret`` (the run's secret and the file every node keeps it in) the agents refuse
     requests without it, and their clients send it to the system's services. ``clocked``: under
-    libfaketime, for a run with clock faults."""
+    libfaketime, for a run with clock faults. ``timed_sinks``: the sinks a lock-delay protects,
+    which the agents write to only once the lock service confirms the lease."""
     workers = nodes_with_role(nodes, "worker")
     module_path = client_path(install_dir)
     files = {
@@ -90,7 +116,7 @@ def start_agents(
         **deploy.nodeside_files(install_dir),
     }
     known = [flaw for flaw in flaws if flaw in agent.HOLDER_FLAWS]
-    config = AgentConfig(ttl, frozenset(known), dict(client.config))
+    config = AgentConfig(ttl, frozenset(known), dict(client.config), frozenset(timed_sinks))
 
     def start(node: Node) -> Daemon:
         deploy.install(node, files)
@@ -107,6 +133,37 @@ def start_agents(
 def client_path(install_dir: str = deploy.INSTALL_DIR) -> str:
     """Where the system's holder client module is on a worker (beside the agent)."""
     return f"{install_dir}/{_CLIENT_FILE}"
+
+
+def client_imports_problem(
+    node: Node,
+    client: HolderClientCode,
+    packages: Sequence[str],
+    install_dir: str = deploy.INSTALL_DIR,
+) -> str | None:
+    """Why the holder client cannot be imported on ``node`` (a module it imports is not there),
+    naming the module and the node image's package list; ``None`` when it imports. The client
+    is shipped and imported there, never on the controller (:func:`systems.deploy.source_of`)."""
+    path = client_path(install_dir)
+    deploy.install(
+        node, {path: deploy.source_of(client.module), **deploy.nodeside_files(install_dir)}
+    )
+    done = node.run(["python3", "-c", _IMPORTS, install_dir, path], timeout=60)
+    if done.ok:
+        return None
+    name = client.module if isinstance(client.module, str) else client.module.__name__
+    listed = ", ".join(packages) or "none beyond the base node image"
+    if done.exit_code == _MISSING:
+        missing = done.stdout.strip() or "?"
+        top = missing.split(".")[0]
+        return (
+            f"the holder client {name} imports {missing!r}, which node {node.name} does not have: "
+            f"add the Debian package that provides it (e.g. python3-{top.replace('_', '-')}) to "
+            f"the system's package list (now: {listed}; packages.txt beside the adapter), then "
+            "`fencecheck images build --system NAME`"
+        )
+    last = (done.stderr.strip().splitlines() or ["no output"])[-1]
+    return f"the holder client {name} fails to import on node {node.name}: {last}"
 
 
 def stop_agents(nodes: Mapping[str, Node]) -> None:
@@ -150,6 +207,13 @@ def deploy_system(
     config = replace(config, secret_file=secret_file)
     deployment = system.setup(nodes, config)
     try:
+        # Before any agent starts: a client that cannot import would fail on every worker.
+        for worker in nodes_with_role(nodes, "worker")[:1]:
+            problem = client_imports_problem(
+                worker, deployment.client, packages_of(system), install_dir
+            )
+            if problem is not None:
+                raise AdapterError(problem)
         agents = start_agents(
             nodes,
             deployment.client,
@@ -159,6 +223,7 @@ def deploy_system(
             install_dir=install_dir,
             secret=(token, secret_file),
             clocked=config.clocked,
+            timed_sinks=[s.name for s in system.inventory(config) if s.mitigation == "lock-delay"],
         )
     except BaseException:
         system.teardown(nodes)

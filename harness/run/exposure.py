@@ -5,8 +5,11 @@ A run that plants ``unfenced-path`` but never writes to ``store-batch``, or plan
 ``epoch-in-memory`` but never restarts the lock service, would end ``valid`` and read as "the
 harness found nothing", which is a false verdict about the harness itself (docs/design.md §10).
 So ``run`` refuses such a spec with the fix (:func:`unexposed`), picks the exposing faults when
-none were asked for (:func:`exposing_faults`), and ``--expose`` takes the whole shape from the
-switch (:func:`expose`).
+none were asked for, with every other field of the exposure the user did not set
+(:func:`exposure_fields`), and ``--expose`` takes the whole shape from the switch even over the
+options given (:func:`expose`). Which spec fields an exposure may set is the spec-field table's
+(:data:`harness.run.spec.SPEC_FIELDS`, ``exposable``); :class:`~systems.Exposure` has one field for
+each (:data:`EXPOSURE_NAMES` maps the two named differently).
 
 How an :class:`~systems.Exposure` is read: a plain stop (pause, freeze, throttle, partition) can
 stand in for another, since any of them keeps a holder from renewing, and a stop must outlast the
@@ -17,18 +20,31 @@ workload shares.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, replace
-from typing import Final
+from dataclasses import MISSING, dataclass, fields, replace
+from typing import Any, Final
 
-from harness.run.spec import TestSpec
-from nemeses import HOLDER, HOLDER_MEMBER, LOCK_FOLLOWER, LOCK_LEADER, Schedule
+from harness.run.spec import SPEC_FIELDS, TestSpec
+from nemeses import (
+    HOLDER,
+    HOLDER_MEMBER,
+    KINDS,
+    LOCK_FOLLOWER,
+    LOCK_LEADER,
+    WAITER,
+    Schedule,
+    Window,
+)
+from nemeses.schedule import OVERLAPS
 from systems import HOLDER_FLAWS, BugSwitch, Exposure, PlantsBugs, System, load_system
 
 __all__ = [
+    "EXPOSABLE",
+    "EXPOSURE_NAMES",
     "ExposureError",
     "Need",
     "expose",
-    "exposing_faults",
+    "exposure_fields",
+    "exposure_values",
     "need_of",
     "switches_of",
     "unexposed",
@@ -39,6 +55,16 @@ _STOPS: Final = _PLAIN_STOPS | {"restart-while-paused"}
 """Faults that keep a holder from renewing past its lease while it still means to write."""
 _ANY_WORKLOAD: Final = "append"
 _WORKER: Final = "worker"
+EXPOSABLE: Final = tuple(name for name, field in SPEC_FIELDS.items() if field.exposable)
+"""The spec fields an :class:`~systems.Exposure` may set, in the table's order."""
+EXPOSURE_NAMES: Final = {"nemeses": "faults", "fault_lengths": "ttl_multiples"}
+"""The spec fields whose :class:`~systems.Exposure` field has another name."""
+_UNSET: Final = {f.name: f.default for f in fields(Exposure) if f.default is not MISSING}
+"""An exposure's field at its default sets nothing (0: the run's own)."""
+_FAULTS: Final = ("nemeses", "targets")
+"""Set together: targets are where *those* faults must hit."""
+_AT_LEAST: Final = frozenset(("int", "float", "duration"))
+"""``--expose`` raises these to the exposure's value, keeping a larger one asked for."""
 
 
 class ExposureError(ValueError):
@@ -75,10 +101,36 @@ def need_of(how: Exposure) -> Need:
     return Need(kinds, roles, bool(faults & _STOPS), workloads, how.locks)
 
 
+def exposure_values(how: Exposure) -> dict[str, Any]:
+    """The spec fields ``how`` sets, by spec field name: its faults and targets, and each other
+    exposable field it gives a value other than its default."""
+    values: dict[str, Any] = {}
+    for name in EXPOSABLE:
+        attr = EXPOSURE_NAMES.get(name, name)
+        value = getattr(how, attr)
+        if name in _FAULTS or value != _UNSET.get(attr):
+            values[name] = value
+    return values
+
+
+def exposure_fields(switches: Mapping[str, BugSwitch], bugs: Iterable[str]) -> dict[str, Any]:
+    """The spec fields the exposures of the planted ``bugs`` agree on (faults and targets only
+    together); empty when none is planted. ``run --bug`` and a matrix row apply them to every
+    field not given."""
+    planted = [exposure_values(switches[bug].exposed_by) for bug in bugs if bug in switches]
+    if not planted:
+        return {}
+    first, *others = planted
+    agreed = {k: v for k, v in first.items() if all(k in o and o[k] == v for o in others)}
+    if not all(name in agreed for name in _FAULTS):
+        agreed = {k: v for k, v in agreed.items() if k not in _FAULTS}
+    return agreed
+
+
 def expose(spec: TestSpec, system: System | None = None) -> TestSpec:
-    """``spec`` with faults, targets, workload, fault lengths and (if larger) lock-delay, locks,
-    work per unit and units per lease taken from the ``exposed_by`` of its first planted bug
-    switch or holder flaw."""
+    """``spec`` shaped by the ``exposed_by`` of its first planted bug switch or holder flaw
+    (``--expose``): every field the exposure sets, numbers raised to at least its value (a
+    larger one asked for is kept), the others replaced."""
     if not spec.bugs:
         raise ExposureError("--expose needs a planted mistake: pass --bug NAME")
     switches = switches_of(system or load_system(spec.system))
@@ -88,31 +140,11 @@ def expose(spec: TestSpec, system: System | None = None) -> TestSpec:
             f"{first!r} is neither a bug switch of {spec.system!r} nor a holder flaw; "
             "see `fencecheck list`"
         )
-    how = switches[first].exposed_by
-    return replace(
-        spec,
-        nemeses=how.faults,
-        targets=how.targets,
-        workload=how.workload,
-        fault_lengths=how.ttl_multiples,
-        lock_delay=max(spec.lock_delay, how.lock_delay),
-        locks=max(spec.locks, how.locks),
-        work_ms=max(spec.work_ms, how.work_ms),
-        writes_per_lease=max(spec.writes_per_lease, how.writes_per_lease),
-    )
-
-
-def exposing_faults(
-    switches: Mapping[str, BugSwitch], bugs: Iterable[str]
-) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """``(nemeses, targets)`` that expose every planted switch of ``bugs``; ``None`` when none
-    is planted (the caller keeps its default) or they need different faults."""
-    needs = {
-        (switches[bug].exposed_by.faults, switches[bug].exposed_by.targets)
-        for bug in bugs
-        if bug in switches
-    }
-    return needs.pop() if len(needs) == 1 else None
+    values = exposure_values(switches[first].exposed_by)
+    for name, value in values.items():
+        if SPEC_FIELDS[name].kind in _AT_LEAST:
+            values[name] = max(getattr(spec, name), value)
+    return replace(spec, **values)
 
 
 def unexposed(
@@ -158,7 +190,11 @@ def _shortfall(
             "the fault schedule is empty (no fault fits in --time-limit, or --nemesis none); "
             f"lengthen --time-limit or shorten --fault-lengths, with {suggested}"
         )
-    kinds = [w for w in schedule.windows if w.kind in need.kinds]
+    kinds = [
+        w
+        for w in schedule.windows
+        if w.kind in need.kinds or need.kinds & _compounds_of(w, schedule)
+    ]
     if not kinds:
         return f"no {' / '.join(sorted(need.kinds))} fault is scheduled; run it with {suggested}"
     # An exposure may name a node (redis's replica r2) as well as a role.
@@ -176,9 +212,26 @@ def _shortfall(
     return None
 
 
+def _compounds_of(window: Window, schedule: Schedule) -> frozenset[str]:
+    """The compound kinds ``window`` plays as the first part of, overlapped by (or overlapping)
+    a window of the compound's other part (the registry's ``parts``): a holder pause with a
+    store kill on it stands for ``restart-while-paused``."""
+    partners = {
+        other.kind
+        for other in schedule.windows
+        if other.params.get(OVERLAPS) == window.index
+        or (OVERLAPS in window.params and other.index == window.params[OVERLAPS])
+    }
+    return frozenset(
+        kind.name
+        for kind in KINDS.values()
+        if len(kind.parts) == 2 and kind.parts[0] == window.kind and kind.parts[1] in partners
+    )
+
+
 def _role(target: str, roles: Mapping[str, str]) -> str:
     """The role a target selector hits: a symbol's, a node's, or the role it names."""
-    if target == HOLDER:
+    if target in (HOLDER, WAITER):
         return _WORKER
     if target in (LOCK_LEADER, LOCK_FOLLOWER, HOLDER_MEMBER):
         return "lock"

@@ -17,12 +17,14 @@ from __future__ import annotations
 
 import itertools
 import random
+import statistics
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from harness.history.vocabulary import UNAVAILABLE, UNREACHABLE
+from harness.history.vocabulary import TIMEOUT, UNAVAILABLE, UNREACHABLE
 from harness.run.agent_link import AgentLink, AgentUnreachable
 from harness.run.recorder import Recorder
 from workloads.base import Completion
@@ -31,6 +33,7 @@ __all__ = [
     "BACKOFF_CAP",
     "BACKOFF_FIRST",
     "REACHED_AGENT_S",
+    "TRY_GAP",
     "HolderBoard",
     "HolderOps",
     "backoff_delay",
@@ -42,7 +45,12 @@ BACKOFF_CAP: Final = 0.5
 """The longest wait, as a fraction of the lease TTL: never more than half a lease lost."""
 REACHED_AGENT_S: Final = 0.001
 """A write sent this long ago has reached its agent, which checked the lease at once."""
+TRY_GAP: Final = 0.05
+"""Between two attempts of an acquire made of tries (``--acquire try``), in lease TTLs: a lock
+handed on is taken within a twentieth of a lease, at two history events per attempt."""
 _OUTAGE: Final = frozenset((UNREACHABLE, UNAVAILABLE))
+_CALLS_KEPT: Final = 32
+"""How many recent write calls the board times (what a typical one lasts)."""
 
 
 def backoff_delay(attempt: int, lease_ttl: float, rng: random.Random) -> float:
@@ -58,7 +66,8 @@ def backoff_delay(attempt: int, lease_ttl: float, rng: random.Random) -> float:
 class HolderBoard:
     """Who holds which lock right now, as far as the history shows, and what each holder is doing:
     the write it has in flight and how many it had accepted since its grant (for holder-aimed
-    faults, :class:`nemeses.player.HolderWork`)."""
+    faults, :class:`nemeses.player.HolderWork`), and who is waiting for a lock (for faults aimed
+    at a waiter)."""
 
     def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
         self._clock = clock
@@ -66,6 +75,9 @@ class HolderBoard:
         self._holders: dict[str, str] = {}  # lock -> node
         self._writing: dict[str, tuple[float, float]] = {}  # node -> (sent, work) of its write
         self._accepted: dict[str, int] = {}  # node -> writes accepted since its last grant
+        self._waiting: dict[str, None] = {}  # nodes with an acquire open, oldest first
+        # How long the adapter's client took with recent writes (after the agent's work).
+        self._calls: deque[float] = deque(maxlen=_CALLS_KEPT)
 
     def granted(self, lock: str, node: str) -> None:
         """``node`` was granted ``lock``."""
@@ -78,6 +90,24 @@ class HolderBoard:
         with self._lock:
             if self._holders.get(lock) == node:
                 del self._holders[lock]
+
+    def began_acquire(self, node: str) -> None:
+        """``node`` asked for a lock and waits for the answer."""
+        with self._lock:
+            self._waiting[node] = None
+
+    def ended_acquire(self, node: str) -> None:
+        """``node``'s acquire was answered (granted or not)."""
+        with self._lock:
+            self._waiting.pop(node, None)
+
+    def waiter(self) -> str | None:
+        """A node waiting for a lock and holding none, the one that began waiting last (in a
+        service that serves its queue in order it waits longest); ``None`` if none."""
+        with self._lock:
+            holding = set(self._holders.values())
+            waiting = [node for node in self._waiting if node not in holding]
+            return waiting[-1] if waiting else None
 
     def current(self) -> str | None:
         """A node that holds a lock now, the most recently granted first; ``None`` if none."""
@@ -92,9 +122,35 @@ class HolderBoard:
     def ended_write(self, node: str, accepted: bool) -> None:
         """``node``'s write in flight ended, ``accepted`` or not."""
         with self._lock:
-            self._writing.pop(node, None)
+            writing = self._writing.pop(node, None)
             if accepted:
                 self._accepted[node] = self._accepted.get(node, 0) + 1
+            if writing is not None and accepted:
+                sent, work_s = writing
+                self._calls.append(max(0.0, self._clock() - sent - work_s))
+
+    def in_write_call(self, node: str) -> float | None:
+        """Seconds since ``node``'s agent, done with its work, called the adapter's client to
+        write (the write is in there until the reply); ``None`` when it is not in such a call."""
+        with self._lock:
+            writing = self._writing.get(node)
+        if writing is None:
+            return None
+        sent, work_s = writing
+        into = self._clock() - sent - work_s - REACHED_AGENT_S
+        return into if into >= 0 else None
+
+    def typical_call_s(self) -> float | None:
+        """The median length of recent accepted write calls (any holder's), or ``None`` before
+        the first."""
+        with self._lock:
+            calls = list(self._calls)
+        return statistics.median(calls) if calls else None
+
+    def in_flight(self, node: str) -> bool:
+        """True while ``node`` has a write in flight (sent, no reply yet)."""
+        with self._lock:
+            return node in self._writing
 
     def in_critical_section(self, node: str) -> bool:
         """True while ``node``'s agent is working on a write: sent :data:`REACHED_AGENT_S` ago
@@ -131,6 +187,7 @@ class HolderOps:
         work_ms: int,
         board: HolderBoard,
         lease_ttl: float,
+        tries: bool = False,
     ) -> None:
         self._node = node
         self._process = process
@@ -145,6 +202,7 @@ class HolderOps:
         self._board = board
         self._ids = itertools.count(1)
         self._lease_ttl = lease_ttl
+        self._tries = tries
         # Its own stream, so how often the system was down never shifts the workload's choices.
         self._backoff_rng = random.Random(f"{seed}:{node}:backoff")
         self._outages = 0
@@ -168,16 +226,35 @@ class HolderOps:
         return self._stop.is_set()
 
     def acquire(self, lock: str) -> Completion:
-        """Ask the agent for a lease, waiting up to the configured acquire wait."""
-        done = self._call(
-            "acquire",
-            {"lock": lock},
-            {"op": "acquire", "lock": lock, "wait": self._acquire_wait},
-            timeout=self._timeout + self._acquire_wait,
-        )
+        """Ask the agent for a lease, waiting up to the configured acquire wait: in one acquire
+        that waits, or (``tries``) in attempts that do not wait, each its own operation, every
+        :data:`TRY_GAP` TTLs until one is granted, refused otherwise, or the wait is over."""
+        self._board.began_acquire(self._node)
+        try:
+            done = self._attempts(lock) if self._tries else self._attempt(lock, self._acquire_wait)
+        finally:
+            self._board.ended_acquire(self._node)
         if done.ok:
             self._board.granted(lock, self._node)
         return done
+
+    def _attempts(self, lock: str) -> Completion:
+        deadline = time.monotonic() + self._acquire_wait
+        while True:
+            done = self._attempt(lock, 0.0)
+            busy = done.type == "fail" and done.error == TIMEOUT  # a try that found it held
+            if not busy or time.monotonic() >= deadline:
+                return done
+            if self._stop.wait(TRY_GAP * self._lease_ttl):
+                return done
+
+    def _attempt(self, lock: str, wait: float) -> Completion:
+        return self._call(
+            "acquire",
+            {"lock": lock},
+            {"op": "acquire", "lock": lock, "wait": wait},
+            timeout=self._timeout + wait,
+        )
 
     def release(self, lock: str) -> Completion:
         """Give the lease back."""

@@ -10,7 +10,7 @@ the check concludes the verdict again without a second check.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import Any, Final
 
 from checkers import CheckResult, check
 from checkers.check import FINAL_READ_ADVICE
@@ -30,6 +30,8 @@ class Judged:
 
     result: CheckResult
     coverage: dict[str, Any]
+    notes: tuple[str, ...] = ()
+    """What reading the history found beside the events (a torn last line)."""
 
 
 def judge_run(run_dir: RunDir, record: RunRecord) -> Judged:
@@ -37,10 +39,19 @@ def judge_run(run_dir: RunDir, record: RunRecord) -> Judged:
     sinks = record.sinks
     # One read of the history gives the verdict and the coverage.
     tap = CoverageTap(sinks=sinks, lease_ttl=record.lease_ttl, roles=record.roles)
+    notes: list[str] = []
     result = check(
-        tap.events(read_history(run_dir.history)), inventory=sinks, lease_ttl=record.lease_ttl
+        tap.events(read_history(run_dir.history, notes=notes)),
+        inventory=sinks,
+        lease_ttl=record.lease_ttl,
     )
-    return Judged(result, tap.coverage().to_json())
+    return Judged(result, tap.coverage().to_json(), tuple(notes))
+
+
+_NEVER_FINISHED: Final = (
+    "the run never finished: its process died (SIGKILL, a crash or a power loss) before it "
+    "checked its history (test.json records no end); judged on what was recorded"
+)
 
 
 def conclude_run(
@@ -55,7 +66,9 @@ def conclude_run(
     """
     result = judged.result
     cut_short = None
-    if record.interrupted is not None:
+    if not record.finished:
+        cut_short = _NEVER_FINISHED
+    elif record.interrupted is not None:
         cut_short = f"the run was {record.interrupted.describe()}"
     elif record.error:
         cut_short = f"the run broke off: {record.error}"
@@ -76,7 +89,9 @@ def conclude_run(
             ),
         )
     if write:
-        run_dir.write_json(run_dir.results, results_json(result, judged.coverage, record))
+        run_dir.write_json(
+            run_dir.results, results_json(result, judged.coverage, record, judged.notes)
+        )
     return result
 
 
@@ -88,7 +103,7 @@ def check_run(
     :func:`conclude_run`). The report and the store's index are the caller's to write
     (:func:`harness.report.publish`).
     """
-    record = record if record is not None else RunRecord.from_json(run_dir.read_test())
+    record = record if record is not None else run_dir.read_record()
     return conclude_run(run_dir, record, judge_run(run_dir, record), write=write)
 
 

@@ -17,8 +17,9 @@ switch plants, and fails when it comes out valid. A matrix file is JSON or TOML:
 Every key of a run other than ``expect``/``expect_anomalies``/``min_coverage``/``strict`` is a
 field of
 :class:`~harness.run.spec.TestSpec` (``bugs``, ``nemeses`` and ``targets`` take a list or a
-comma-separated string). A run that plants bugs but names no ``nemeses`` gets the fault that
-exposes them, as ``fencecheck run`` does. ``"min_coverage": {"stale_attempts": 1}`` makes a run
+comma-separated string). A run that plants bugs gets every field of their exposure it does not
+set itself (the faults that expose them, their lengths, keys...), as ``fencecheck run`` does.
+``"min_coverage": {"stale_attempts": 1}`` makes a run
 that exercised less than that (see :data:`COVERAGE_METRICS`) a surprise whatever its verdict:
 a valid run that attempted no stale write proves nothing. ``"strict": true`` (or ``run-all
 --strict``) makes a valid run whose coverage names any gap ("VALID, but weak") a surprise with
@@ -43,15 +44,22 @@ import json
 import os
 import tomllib
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final, Literal, cast
 
 from checkers import ANOMALY_NAMES
 from checkers.exit_codes import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
-from harness.run.exposure import exposing_faults, switches_of
+from harness.run.exposure import exposure_fields, switches_of
 from harness.run.results import StoredCoverage
-from harness.run.spec import SpecError, TestSpec, spec_from_dict, split_names, store_path
+from harness.run.spec import (
+    SPEC_FIELDS,
+    SpecError,
+    TestSpec,
+    spec_from_dict,
+    split_names,
+    store_path,
+)
 from harness.run.summary import RunSummary
 from nemeses import HOLDER, LOCK_LEADER, NemesisError, Schedule, Window, fault_kind
 from systems import AdapterError, load_system, topology
@@ -72,7 +80,6 @@ __all__ = [
 
 Expected = Literal["valid", "invalid", "unknown", "any"]
 EXPECTABLE: Final[tuple[Expected, ...]] = ("valid", "invalid", "unknown", "any")
-_LIST_FIELDS: Final = frozenset(("bugs", "nemeses", "targets"))
 _EXPECT_KEYS: Final = frozenset(("expect", "expect_anomalies", "min_coverage", "strict"))
 _WINDOWS: Final = "windows"
 _ROW_KEYS: Final = _EXPECT_KEYS | {_WINDOWS}
@@ -225,27 +232,40 @@ def _names(raw: Any, where: str, key: str) -> tuple[str, ...]:
     raise MatrixError(f"{where}: {key} must be a list of names or a comma-separated string")
 
 
-_FIELD_TYPES: Final = {f.name: f.type for f in fields(TestSpec)}
-
-
 def _check_value(key: str, value: Any, where: str) -> Any:
-    kind = _FIELD_TYPES[key]
-    if key in _LIST_FIELDS:
+    """A row's ``value`` of spec field ``key``, as its kind in the spec-field table reads it."""
+    kind = SPEC_FIELDS[key].kind
+    number = isinstance(value, int | float) and not isinstance(value, bool)
+    if kind in ("names", "bugs"):
         return list(_names(value, where, key))
-    if kind == "float" and isinstance(value, int | float) and not isinstance(value, bool):
+    if kind in ("float", "duration") and number:
         return float(value)
-    if kind == "tuple[float, ...]" and isinstance(value, list):
+    if kind == "lengths" and isinstance(value, list):
         return [_check_value_float(key, item, where) for item in value]
-    if kind == "int" and isinstance(value, int) and not isinstance(value, bool):
+    if kind == "int" and number and isinstance(value, int):
         return value
-    if kind == "Path" and isinstance(value, str):
+    if kind == "path" and isinstance(value, str):
         try:
             return str(store_path(value))
         except SpecError as problem:
             raise MatrixError(f"{where}: {key}: {problem}") from None
-    if kind == "str" and isinstance(value, str):
+    if kind in ("text", "choice") and isinstance(value, str):
         return value
-    raise MatrixError(f"{where}: {key} must be a {kind}, not {value!r}")
+    raise MatrixError(f"{where}: {key} must be {_KIND_WORDS[kind]}, not {value!r}")
+
+
+_KIND_WORDS: Final = {
+    "text": "a string",
+    "choice": "a string",
+    "names": "a list of names or a comma-separated string",
+    "bugs": "a list of names or a comma-separated string",
+    "lengths": "a list of numbers",
+    "int": "a whole number",
+    "float": "a float (a number)",
+    "duration": "a float (seconds)",
+    "path": "a folder name",
+}
+"""How a matrix error names what each kind of field takes."""
 
 
 def _check_value_float(key: str, value: Any, where: str) -> float:
@@ -301,21 +321,17 @@ def _entry(
     if not isinstance(raw, Mapping):
         raise MatrixError(f"{where}: each run must be an object of spec fields")
     merged = {**defaults, **raw, **overrides}
-    unknown = sorted(set(merged) - set(_FIELD_TYPES) - _ROW_KEYS)
+    unknown = sorted(set(merged) - set(SPEC_FIELDS) - _ROW_KEYS)
     if unknown:
         raise MatrixError(
             f"{where}: unknown key(s) {', '.join(unknown)}; use spec fields "
-            f"({', '.join(_FIELD_TYPES)}) and expect, expect_anomalies, min_coverage, windows"
+            f"({', '.join(SPEC_FIELDS)}) and expect, expect_anomalies, min_coverage, windows"
         )
     values = {k: _check_value(k, v, where) for k, v in merged.items() if k not in _ROW_KEYS}
     windows = _windows(merged[_WINDOWS], where) if _WINDOWS in merged else None
     if windows is not None and "nemeses" not in values:
         values["nemeses"] = list(dict.fromkeys(w.kind for w in windows))
-    picked = _picked(values) if "nemeses" not in values else None
-    if picked is not None:
-        values.setdefault("targets", list(picked[1]))
-        values["nemeses"] = list(picked[0])
-    spec = spec_from_dict(values)
+    spec = spec_from_dict({**_exposed(values), **values})
     try:
         spec.check()
     except SpecError as problem:
@@ -386,13 +402,16 @@ def _node_names(spec: TestSpec) -> set[str]:
     return names | {HOLDER, LOCK_LEADER}
 
 
-def _picked(values: Mapping[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]] | None:
-    """The faults that expose a row's planted switches, for a row that names none."""
+def _exposed(values: Mapping[str, Any]) -> dict[str, Any]:
+    """The fields the exposures of a row's planted switches set (the row's own win)."""
+    if not values.get("bugs"):
+        return {}
     try:
         system = load_system(str(values.get("system", "reference")))
     except (LookupError, ValueError):
-        return None  # the runner names the unknown system
-    return exposing_faults(switches_of(system), values.get("bugs", ()))
+        return {}  # the runner names the unknown system
+    exposed = exposure_fields(switches_of(system), values["bugs"])
+    return {k: list(v) if isinstance(v, tuple) else v for k, v in exposed.items()}
 
 
 def entries_from(

@@ -16,7 +16,7 @@ from harness.node.docker.cluster import ClusterError, NodeSpec
 from harness.node.ssh import HostsFile
 from harness.run.exposure import switches_of, unexposed
 from harness.run.spec import SpecError, TestSpec
-from harness.run.store import StoreError, check_store
+from harness.run.store import StoreError, check_store, store_problem
 from nemeses import (
     DEFAULT_TTL_MULTIPLES,
     HOLDER_MEMBER,
@@ -45,7 +45,7 @@ from systems import (
 from systems.holder_flaws import REACQUIRE_NO_REREAD, RETRY_ON_REJECT
 from workloads import HolderFlaws, Workload, WorkloadOptions, get_workload
 
-__all__ = ["Plan", "RunError", "plan_run", "schedule_for", "workload_options"]
+__all__ = ["Plan", "RunError", "plan_run", "schedule_for", "spec_problem", "workload_options"]
 
 
 class RunError(RuntimeError):
@@ -118,6 +118,18 @@ def plan_run(
     return Plan(spec, system, workload, config, nodes, tuple(inventory), ttl, schedule, fixed)
 
 
+def spec_problem(spec: TestSpec) -> str | None:
+    """Why ``spec`` cannot run (a bad field, an unknown system, workload or bug switch, a target
+    or fault its system cannot take, a store that cannot be written), found without starting
+    or creating anything, as ``run-all --dry-run`` asks; ``None`` when none is known."""
+    try:
+        spec.check()
+        _load(spec)
+    except (SpecError, RunError) as problem:
+        return str(problem)
+    return store_problem(spec.store)
+
+
 def _topology(spec: TestSpec, system: System, hosts: HostsFile | None) -> list[NodeSpec]:
     """The nodes and roles of the run: the hosts file's, or those the system's roles ask for."""
     if hosts is None:
@@ -184,6 +196,7 @@ def schedule_for(
             targets=spec.targets,
             processes=processes,
             ttl_multiples=spec.fault_lengths or DEFAULT_TTL_MULTIPLES,
+            overlap=spec.overlap,
         )
     except (ValueError, RuntimeError) as problem:
         raise RunError(str(problem)) from None

@@ -11,12 +11,16 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from harness.history import Mitigation, Sink
 from harness.run.spec import TestSpec, spec_from_dict
 
-__all__ = ["Interruption", "NodeEntry", "RunRecord"]
+__all__ = ["FORMAT", "Interruption", "NodeEntry", "RunRecord", "check_format"]
+
+FORMAT: Final = 1
+"""The format of ``test.json`` this fencecheck writes; a record without one is of format 1
+(written before the field existed)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -66,6 +70,10 @@ class RunRecord:
     heal_errors: tuple[str, ...] = ()
     lost: tuple[str, ...] = ()
     """Parts that stopped answering in the final reads (an agent), named with what they said."""
+    finished: bool = True
+    """False from the run's start until the runner reaches its check: a record still false
+    afterwards belongs to a run whose process died (SIGKILL, a crash, a power loss) before it
+    could write its end. Records from before this field existed count as finished."""
 
     @property
     def sinks(self) -> dict[str, Sink]:
@@ -80,6 +88,7 @@ class RunRecord:
     def to_json(self) -> dict[str, Any]:
         """``test.json``'s content; optional facts are left out until they happen."""
         data: dict[str, Any] = {
+            "format": FORMAT,
             "spec": self.spec.to_json(),
             "run_id": self.run_id,
             "started": self.started,
@@ -89,6 +98,7 @@ class RunRecord:
             "inventory": [_sink_json(sink) for sink in self.inventory],
             "topology": [{"name": node.name, "role": node.role} for node in self.topology],
             "versions": dict(self.versions),
+            "finished": self.finished,
         }
         if self.error is not None:
             data["error"] = self.error
@@ -105,7 +115,9 @@ class RunRecord:
         """Read ``test.json``'s content back; raises ``ValueError`` naming the field at fault.
 
         Records written before a field existed still load: what they lack takes its default.
+        A record of a newer format than :data:`FORMAT` is refused (:func:`check_format`).
         """
+        check_format("test.json", data, FORMAT)
         try:
             stopped = data.get("interrupted")
             return cls(
@@ -129,6 +141,7 @@ class RunRecord:
                 ),
                 heal_errors=tuple(str(e) for e in data.get("heal_errors", ())),
                 lost=tuple(str(part) for part in data.get("lost", ())),
+                finished=bool(data.get("finished", True)),
             )
         except KeyError as missing:
             raise ValueError(f"test.json lacks {missing.args[0]!r}") from None
@@ -154,3 +167,16 @@ def _sink(row: Mapping[str, Any]) -> Sink:
         str(row.get("description", "")),
         seq=bool(row.get("seq", False)),
     )
+
+
+def check_format(name: str, data: Mapping[str, Any], newest: int) -> None:
+    """Refuse run file ``name`` when its ``format`` is newer than ``newest`` (this fencecheck
+    would misread it), naming both and the fix; a file without one is of format 1."""
+    found = data.get("format", 1)
+    if not isinstance(found, int) or isinstance(found, bool) or found < 1:
+        raise ValueError(f"{name}: format must be a whole number >= 1, got {found!r}")
+    if found > newest:
+        raise ValueError(
+            f"{name} has format {found}, newer than this fencecheck reads ({newest}): "
+            "upgrade fencecheck to read it"
+        )

@@ -44,6 +44,15 @@ class Recorder:
         """Set when the run must end: the history can no longer be written."""
         self.failure: OSError | None = None
         """The error that stopped the history, if one did."""
+        self._closed = False
+
+    def close(self) -> None:
+        """Close the history: a holder left behind (a second signal cut the wait for it short)
+        that completes an operation later records nothing, rather than writing into a closed
+        file from its thread."""
+        with self._lock:
+            self._closed = True
+            self._writer.close()
 
     def begin(self) -> None:
         """Start the run clock now: the fault schedule counts from the workload's start, not
@@ -68,9 +77,10 @@ class Recorder:
         node: str | None = None,
         error: str | None = None,
     ) -> Event:
-        """Append one event stamped with the current time (not written after a write failed)."""
+        """Append one event stamped with the current time (not written after a write failed, or
+        once the history is closed)."""
         with self._lock:
-            if self.failure is None:
+            if self.failure is None and not self._closed:
                 try:
                     event = self._writer.append(
                         time=self.now(),

@@ -182,7 +182,7 @@ def load_run(path: str | Path) -> StoredRun:
     """Read a run directory for replaying; raises :class:`ReplayError` naming what is missing."""
     try:
         run = open_run_dir(path)
-        record = RunRecord.from_json(run.read_test())
+        record = run.read_record()
     except (OSError, ValueError) as problem:
         raise ReplayError(f"cannot read the run {path}: {problem}") from None
     if not record.schedule:

@@ -10,12 +10,13 @@ report also keeps the whole mapping (:attr:`StoredResults.data`) for the evidenc
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
 from checkers import CheckResult
-from harness.run.record import Interruption, RunRecord
+from checkers.result import FORMAT
+from harness.run.record import Interruption, RunRecord, check_format
 
 __all__ = ["Outcome", "StoredCoverage", "StoredResults", "StoredSink", "results_json"]
 
@@ -24,11 +25,19 @@ _STALE: Final = "stale-write"
 
 
 def results_json(
-    result: CheckResult, coverage: Mapping[str, Any], record: RunRecord
+    result: CheckResult,
+    coverage: Mapping[str, Any],
+    record: RunRecord,
+    notes: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """``results.json``'s content: ``result``, its ``coverage`` and how ``record``'s run ended."""
+    """``results.json``'s content: ``result``, its ``coverage``, what reading the history found
+    (``notes``: a torn last line) and how ``record``'s run ended."""
     data = result.to_json()
     data["coverage"] = dict(coverage)
+    if notes:
+        data["notes"] = list(notes)
+    if not record.finished:
+        data["never_finished"] = True
     if record.interrupted is not None:
         data["interrupted"] = record.interrupted.to_json()
     if record.error:
@@ -86,6 +95,10 @@ class StoredResults:
     run_error: str | None
     lost: tuple[str, ...]
     data: Mapping[str, Any]
+    notes: tuple[str, ...] = ()
+    """What reading the history found beside its events (a torn last line)."""
+    never_finished: bool = False
+    """The run's record was never finished: its process died before its check."""
 
     @property
     def gaps(self) -> tuple[str, ...]:
@@ -100,6 +113,7 @@ class StoredResults:
         """
         if not isinstance(data, Mapping):
             raise ValueError("results.json is not a JSON object")
+        check_format("results.json", data, FORMAT)
         reader = _Reader(data)
         valid = data.get("valid")
         outcome: Outcome = "valid" if valid is True else "invalid" if valid is False else "unknown"
@@ -129,6 +143,8 @@ class StoredResults:
             run_error=reader.text("run_error"),
             lost=reader.names("lost"),
             data=data,
+            notes=reader.names("notes"),
+            never_finished=data.get("never_finished") is True,
         )
 
 

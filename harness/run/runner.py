@@ -19,17 +19,24 @@ from concurrent.futures import ThreadPoolExecutor, wait
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from importlib.metadata import version
+from pathlib import Path
 from typing import Final
 
 from rich.console import Console
 
 from checkers import CheckResult
 from harness.history import HistoryWriter
-from harness.node import Daemon, Node
+from harness.node import Daemon, Node, NodeError
 from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.engine import EngineError
 from harness.node.docker.images import ImageError, image_exists, system_image, system_tag
-from harness.node.interrupts import Interrupted, interrupts_deferred, interrupts_once, shielded
+from harness.node.interrupts import (
+    Interrupted,
+    hurried,
+    interrupts_deferred,
+    interrupts_once,
+    shielded,
+)
 from harness.node.ssh import HostsFile, SshCluster
 from harness.run.agent_link import AgentLink
 from harness.run.agents import AGENT_DAEMON, AgentSet, deploy_system, stop_agents
@@ -39,7 +46,7 @@ from harness.run.plan import RunError, plan_run, schedule_for, workload_options
 from harness.run.progress import RunProgress
 from harness.run.record import Interruption, NodeEntry, RunRecord
 from harness.run.recorder import Recorder
-from harness.run.spec import TestSpec
+from harness.run.spec import SPEC_FIELDS, TestSpec
 from harness.run.store import (
     RunDir,
     new_run_dir,
@@ -57,6 +64,7 @@ from nemeses.processes import ProcessImage, restart
 from nemeses.protocol import Nemesis
 from systems import (
     AdapterError,
+    ChecksReady,
     CollectsData,
     Deployment,
     KnowsClientMember,
@@ -77,6 +85,7 @@ __all__ = [
     "Interrupted",
     "RunError",
     "RunOutcome",
+    "collect_logs",
     "kill_restarter",
     "note_late_signal",
     "run_test",
@@ -155,6 +164,7 @@ def run_test(
         inventory=tuple(inventory),
         topology=tuple(NodeEntry(node.name, node.role) for node in nodes),
         versions=_versions(),
+        finished=False,
     )
     state = _RunState(run_dir, record, console)
     with interrupts_once() as interruption:
@@ -167,8 +177,10 @@ def run_test(
                 soft_wrap=True,
             )
             state.enter("cluster start")
-            with HistoryWriter(run_dir.history) as writer:
-                recorder = Recorder(writer)
+            with (
+                HistoryWriter(run_dir.history) as writer,
+                contextlib.closing(Recorder(writer)) as recorder,
+            ):
                 state.recorder = recorder
                 with _nodes(run_id, nodes, image, keep_cluster, hosts) as running:
                     state.enter("system setup")
@@ -255,6 +267,8 @@ class _RunState:
         came (before or during the check); then point the store's ``latest`` at the run. A
         results file that cannot be written is a run error (and ``latest`` stays where it was).
         """
+        self.record.finished = True
+        self.save()
         try:
             judged = judge_run(self.run_dir, self.record)
         except FileNotFoundError:
@@ -299,7 +313,7 @@ def note_late_signal(outcome: RunOutcome, signal: Interrupted, phase: str) -> Ru
     into ``test.json`` and ``results.json`` like any other, and the verdict is concluded again
     (without checking the history again)."""
     run_dir = outcome.run_dir
-    record = outcome.record or RunRecord.from_json(run_dir.read_test())
+    record = outcome.record or run_dir.read_record()
     judged = outcome.judged or judge_run(run_dir, record)
     record.interrupted = Interruption(signal.signal, signal.at.isoformat(), phase)
     run_dir.write_json(run_dir.test_json, record.to_json())
@@ -363,7 +377,7 @@ def _exercise(
     resources = contextlib.ExitStack()
     resources.callback(system.teardown, nodes)
     resources.callback(_stop_agents_quietly, nodes)
-    resources.callback(_collect_logs, system, nodes, run_dir)
+    resources.callback(collect_logs, system, nodes, run_dir)
     try:
         try:
             processes = {target.role: target.daemon for target in deployment.targets}
@@ -406,6 +420,7 @@ def _exercise(
                 holder_work=board,
                 resolve_leader=_leader(system, nodes),
                 resolve_member=_member(system, nodes),
+                resolve_waiter=board.waiter,
             )
             try:
                 state.enter("the workload")
@@ -428,7 +443,9 @@ def _exercise(
                 if not report.ok:
                     state.record.heal_errors = tuple(str(e) for e in report.errors)
                     state.save()
-                _join(threads, op_timeout + 5)
+                # Holders whose operations hang are waited for, unless a second signal came:
+                # then their operations stay open in the history (an unknown outcome).
+                _join(threads, op_timeout + 5, lambda: hurried(state.interruption))
             if not interrupted and recorder.failure is None:
                 state.enter("the final reads")
                 # Let expired leases lapse and restarted processes settle before the final reads.
@@ -464,19 +481,28 @@ def _stop_agents_quietly(nodes: Mapping[str, Node]) -> None:
         stop_agents(nodes)
 
 
-def kill_restarter(
-    system: System, deployment: Deployment, agents: AgentSet
-) -> Callable[[Node, ProcessImage], Daemon]:
-    """How the kill nemesis starts a killed daemon again: the harness's agent through the agent
-    set, the system's daemons through the system's own restart where it has one (which waits
-    until they serve), anything else by relaunching its command line."""
-    owned = {(target.node, target.daemon) for target in deployment.targets}
+def kill_restarter(system: System, deployment: Deployment, agents: AgentSet) -> SystemRestarter:
+    """How the kill nemesis starts a killed daemon again (see :class:`SystemRestarter`)."""
+    return SystemRestarter(system, deployment, agents)
 
-    def start_again(node: Node, image: ProcessImage) -> Daemon:
+
+class SystemRestarter:
+    """Starts a killed daemon again: the harness's agent through the agent set, the system's
+    daemons through the system's own restart where it has one (which waits until they serve),
+    anything else by relaunching its command line; and says whether a daemon serves by the
+    system's own readiness check, where it has one (:class:`nemeses.processes.ChecksServing`)."""
+
+    def __init__(self, system: System, deployment: Deployment, agents: AgentSet) -> None:
+        self._system, self._agents = system, agents
+        self._owned = {(target.node, target.daemon) for target in deployment.targets}
+
+    def __call__(self, node: Node, image: ProcessImage) -> Daemon:
+        """Start ``image``'s daemon on ``node`` again."""
+        system = self._system
         try:
             if node.role == "worker" and image.name == AGENT_DAEMON:
-                return agents.restart(node)
-            if isinstance(system, Restarts) and (node.name, image.name) in owned:
+                return self._agents.restart(node)
+            if isinstance(system, Restarts) and (node.name, image.name) in self._owned:
                 return system.restart(node, image.name)
         except AdapterError as problem:
             raise NemesisError(
@@ -484,7 +510,14 @@ def kill_restarter(
             ) from None
         return restart(node, image)
 
-    return start_again
+    def serves(self, node: Node, daemon: str) -> bool | None:
+        """The system's readiness check of ``daemon`` on ``node`` (``None``: it has none)."""
+        if not isinstance(self._system, ChecksReady) or (node.name, daemon) not in self._owned:
+            return None
+        try:
+            return self._system.serves(node, daemon)
+        except (AdapterError, NodeError, OSError):
+            return False
 
 
 def _leader(system: System, nodes: Mapping[str, Node]) -> Callable[[], str | None] | None:
@@ -521,11 +554,12 @@ def _outlast(schedule: Schedule, ttl: float) -> float:
     return longest + 2 * ttl + 2.0
 
 
-def _join(threads: Sequence[threading.Thread], timeout: float) -> None:
+def _join(threads: Sequence[threading.Thread], timeout: float, hurry: Callable[[], bool]) -> None:
+    """Wait up to ``timeout`` for ``threads``, or until ``hurry()`` (a second stop signal)."""
     deadline = time.monotonic() + timeout
     for thread in threads:
         # In slices, so a stop signal the kernel handed to another thread is handled promptly.
-        while thread.is_alive() and time.monotonic() < deadline:
+        while thread.is_alive() and time.monotonic() < deadline and not hurry():
             thread.join(min(_SIGNAL_POLL_S, max(0.0, deadline - time.monotonic())))
 
 
@@ -554,6 +588,7 @@ def _holders(
             work_ms=spec.work_ms,
             board=board,
             lease_ttl=lease_ttl,
+            tries=spec.acquire == "try",
         )
         for index, (name, endpoint) in enumerate(sorted(agents.endpoints.items()))
     ]
@@ -652,7 +687,15 @@ def _final_reads(
     return {node: (error, left) for node, error in lost.items()} if left else {}
 
 
-def _collect_logs(system: System, nodes: Mapping[str, Node], run_dir: RunDir) -> None:
+_DATA_PREFIX: Final = "data-"
+"""What a file a system collects (``CollectsData``) is named with in ``logs/<node>/``: a daemon's
+log is ``<daemon>.log``, and the reference store's data file is ``store.log`` too; without the
+prefix the data file overwrote the log of the daemon of the same name."""
+
+
+def collect_logs(system: System, nodes: Mapping[str, Node], run_dir: RunDir) -> None:
+    """Save each node's daemon logs as ``logs/<node>/<daemon>.log`` and the files the system
+    collects as ``logs/<node>/data-<file>``, whatever fails (a node may be gone)."""
     for name, node in nodes.items():
         folder = run_dir.logs / name
         folder.mkdir(parents=True, exist_ok=True)
@@ -662,8 +705,10 @@ def _collect_logs(system: System, nodes: Mapping[str, Node], run_dir: RunDir) ->
     if isinstance(system, CollectsData):
         with contextlib.suppress(Exception):
             for name, files in system.collect(nodes).items():
+                folder = run_dir.logs / Path(name).name
+                folder.mkdir(parents=True, exist_ok=True)
                 for file_name, data in files.items():
-                    (run_dir.logs / name / file_name).write_bytes(data)
+                    (folder / f"{_DATA_PREFIX}{Path(file_name).name}").write_bytes(data)
 
 
 def _versions() -> dict[str, str]:
@@ -677,33 +722,17 @@ def _versions() -> dict[str, str]:
 
 def _rerun_command(spec: TestSpec, fixed_in: RunDir | None = None) -> list[str]:
     """The command that runs ``spec`` again exactly: its seed and every field that differs from
-    the defaults. A run that played a fixed schedule (``fixed_in``: its own folder, where
+    the defaults or that says what the run is (the spec-field table's ``pinned`` and
+    ``exposable`` ones). A run that played a fixed schedule (``fixed_in``: its own folder, where
     ``test.json`` keeps the windows) is rerun by ``replay``, since a seed alone would draw
     another schedule."""
     if fixed_in is not None:
         return ["fencecheck", "replay", str(fixed_in.path)]
-    argv = ["fencecheck", "run", "--system", spec.system, "--workload", spec.workload]
-    for bug in spec.bugs:
-        argv += ["--bug", bug]
-    argv += ["--nemesis", ",".join(spec.nemeses) or "none"]
-    argv += ["--target", ",".join(spec.targets), "--ttl", f"{spec.ttl:g}"]
-    if spec.fault_lengths:
-        argv += ["--fault-lengths", ",".join(f"{m:g}" for m in spec.fault_lengths)]
-    argv += ["--time-limit", f"{spec.time_limit:g}", "--workers", str(spec.workers)]
-    argv += ["--keys", str(spec.keys), "--locks", str(spec.locks)]
-    optional: tuple[tuple[str, object, object], ...] = (
-        ("--writes-per-lease", spec.writes_per_lease, _DEFAULTS.writes_per_lease),
-        ("--keys-per-write", spec.keys_per_write, _DEFAULTS.keys_per_write),
-        ("--work-ms", spec.work_ms, None),
-        ("--seed", spec.seed, None),
-        ("--rate", spec.rate, _DEFAULTS.rate),
-        ("--lock-delay", spec.lock_delay, _DEFAULTS.lock_delay),
-        ("--read-ratio", spec.read_ratio, _DEFAULTS.read_ratio),
-        ("--op-timeout", spec.op_timeout, _DEFAULTS.op_timeout),
-        ("--name", spec.name, _DEFAULTS.name),
-        ("--store", str(spec.store), str(_DEFAULTS.store)),
-    )
-    for option, value, default in optional:
-        if value != default:
-            argv += [option, f"{value:g}" if isinstance(value, float) else str(value)]
+    argv = ["fencecheck", "run"]
+    for name, spec_field in SPEC_FIELDS.items():
+        value = getattr(spec, name)
+        # An exposable field is named even at its default: else a planted bug's exposure would
+        # set it on the rerun.
+        if spec_field.pinned or spec_field.exposable or value != spec_field.default:
+            argv += spec_field.argv(value)
     return argv

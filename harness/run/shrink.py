@@ -4,21 +4,25 @@ A red run's schedule is data, so fencecheck can do what a person otherwise does 
 smaller variants of it and keep each one that still shows the anomaly. The steps, each a series
 of candidates, each candidate one real run (a replay with a modified schedule or spec):
 
-1. drop windows: keep either half while one still fails, then try without each window in turn;
-2. shorten each window, halving its length while the anomaly still shows;
-3. move each window's start earlier, halving the quiet time before it (the lead-in for the
-   first window, the recovery gap after the previous one for the others) while the anomaly still
-   shows: the violation comes sooner and the run ends sooner;
-4. reduce the workers one at a time;
-5. reduce the keys per lock, by a binary search down towards one (fewer keys make the history
+1. drop groups (a base window with the overlays on it, :mod:`nemeses.schedule`): keep either
+   half while one still fails, then try without each group in turn;
+2. split each pair: drop the overlay (the base alone), else the base (the overlay alone, at the
+   moment it had); a pair that needs both stays a pair, the smallest reproduction there is;
+3. shorten each window, halving its length while the anomaly still shows;
+4. move each window's start earlier, halving the quiet time before it (the lead-in for the
+   first group, the recovery gap after the previous group for the others; for an overlay, its
+   offset into its base) while the anomaly still shows, and when not even the first move kept it,
+   once later (half as much quiet time again; for an overlay, half of what is left of its base);
+5. reduce the workers one at a time;
+6. reduce the keys per lock, by a binary search down towards one (fewer keys make the history
    shorter to read; an anomaly that needs a stale holder to find a key untouched keeps them).
 
-In every candidate the remaining windows move up to close the gaps that dropped or shortened ones
-leave (each keeps the recovery gap it had before it, or the one step 3 gave it), and the run ends
-a little after the last window: the time after it only costs run time, and shorter candidates make
-the search cheaper. A failure that needs a window at its original moment therefore resists
-dropping what precedes it; the search then keeps those windows rather than claim a smaller
-reproduction.
+In every candidate the remaining groups move up to close the gaps that dropped or shortened ones
+leave (each keeps the recovery gap it had before it, or the one step 4 gave it; an overlay keeps
+its offset into its base, within the base), and the run ends a little after the last window: the
+time after it only costs run time, and shorter candidates make the search cheaper. A failure that
+needs a window at its original moment therefore resists dropping what precedes it; the search then
+keeps those windows rather than claim a smaller reproduction.
 
 Most failures need three events or fewer (Yuan et al., OSDI '14), so the result is usually one
 or two windows. A candidate is kept when at least one of its ``tries`` runs shows the anomaly
@@ -39,12 +43,12 @@ from typing import Any, Final
 
 from rich.console import Console
 
-from harness.run.record import RunRecord
 from harness.run.replay import Finding, StoredRun, finding_of
 from harness.run.runner import RunError, run_test
 from harness.run.spec import TestSpec
 from harness.run.store import RunDir
 from nemeses import Schedule, Window
+from nemeses.schedule import ANCHOR, OVERLAPS, RELEASE_WITH, START_AFTER_WRITES
 from systems import AdapterError, load_system, topology
 
 __all__ = [
@@ -66,6 +70,8 @@ _TAIL_TTL: Final = 2.0
 _TAIL_S: Final = 1.0
 """...plus this many seconds, for the write the resumed holder was about to make."""
 _DEFAULT_BUDGET: Final = 20
+_OVERLAY_KEYS: Final = (OVERLAPS, ANCHOR, START_AFTER_WRITES, RELEASE_WITH)
+"""What ties an overlay to its base: gone with the base, the overlay stands alone."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -278,10 +284,22 @@ class _Search:
         self.ttl_ns = stored.schedule.lease_ttl_ns
         windows = stored.schedule.windows
         self.lead_in_ns = windows[0].start_ns if windows else 0
-        self.gaps = {
-            later.index: later.start_ns - earlier.end_ns
-            for earlier, later in itertools.pairwise(windows)
+        by_index = {window.index: window for window in windows}
+        # An overlay's offset into its base; a base's quiet time after the previous group (an
+        # overlay's, once its base is dropped: its base's plus its offset).
+        self.offsets = {
+            w.index: w.start_ns - by_index[w.params[OVERLAPS]].start_ns
+            for w in windows
+            if w.params.get(OVERLAPS) in by_index
         }
+        heads = [group[0] for group in _groups(windows)]
+        self.gaps = {
+            later.index: later.start_ns - _group_end(windows, earlier)
+            for earlier, later in itertools.pairwise(heads)
+        }
+        for index, offset in self.offsets.items():
+            base = by_index[by_index[index].params[OVERLAPS]]
+            self.gaps[index] = self.gaps.get(base.index, self.lead_in_ns) + offset
         self.runner, self.anomaly, self.budget, self.tries = runner, anomaly, budget, max(1, tries)
         self.on_trial = on_trial
         self.deadline, self.clock = deadline, clock
@@ -299,8 +317,9 @@ class _Search:
         """The steps of the module documentation, in order, until the budget is spent."""
         self._drop_halves()
         self._drop_each()
+        self._split_pairs()
         self._shorten()
-        self._move_earlier()
+        self._move()
         self._fewer_workers()
         self._fewer_keys()
 
@@ -337,37 +356,61 @@ class _Search:
     def layout(
         self, spec: TestSpec, windows: Sequence[Window], moved: tuple[int, int] | None = None
     ) -> Candidate:
-        """``windows`` (in schedule order) moved up to close the gaps dropped windows leave, each
-        after the recovery gap it had (the first after the lead-in), and the run ended a little
-        after the last one. ``moved`` (window index, quiet time before it) tries a new gap."""
+        """``windows`` (in schedule order) moved up to close the gaps dropped windows leave: each
+        group after the recovery gap it had (the first after the lead-in), each overlay at its
+        offset into its base (within it), an overlay whose base is gone standing alone, and the
+        run ended a little after the last window. ``moved`` (window index, quiet time before
+        it or an overlay's offset) tries a new place."""
         placed: list[Window] = []
-        for window in windows:
-            gap = self.gaps[window.index] if placed else self.lead_in_ns
-            if moved is not None and moved[0] == window.index:
+        for group in _groups(windows):
+            head = group[0]
+            gap = self.gaps[head.index] if placed else self.lead_in_ns
+            if moved is not None and moved[0] == head.index:
                 gap = moved[1]
-            at = placed[-1].end_ns + gap if placed else gap
-            placed.append(replace(window, start_ns=at))
-        end = (placed[-1].end_ns / 1e9 if placed else 0.0) + _TAIL_TTL * spec.ttl + _TAIL_S
+            previous_end = max((w.end_ns for w in placed), default=0)
+            at = previous_end + gap if placed else gap
+            alone = {k: v for k, v in head.params.items() if k not in _OVERLAY_KEYS}
+            placed.append(replace(head, start_ns=at, params=alone))
+            for overlay in group[1:]:
+                offset = self.offsets[overlay.index]
+                if moved is not None and moved[0] == overlay.index:
+                    offset = moved[1]
+                offset = min(offset, head.duration_ns)
+                placed.append(replace(overlay, start_ns=at + offset))
+        last = max((w.end_ns for w in placed), default=0)
+        end = last / 1e9 + _TAIL_TTL * spec.ttl + _TAIL_S
         limit = min(self.original.spec.time_limit, max(spec.ttl, math.ceil(end * 10) / 10))
         lengths = tuple(sorted({w.ttl_multiple for w in placed})) or spec.fault_lengths
         return Candidate(replace(spec, time_limit=limit, fault_lengths=lengths), tuple(placed))
 
     def _drop_halves(self) -> None:
-        while len(self.best.windows) > 1 and not self.spent:
-            windows = self.best.windows
-            middle = len(windows) // 2
-            halves = (windows[:middle], windows[middle:])
+        while len(groups := _groups(self.best.windows)) > 1 and not self.spent:
+            middle = len(groups) // 2
+            halves = (groups[:middle], groups[middle:])
             spec = self.best.spec
-            if not any(self.attempt("drop half", self.layout(spec, h)) for h in halves):
+            if not any(self.attempt("drop half", self.layout(spec, _flat(h))) for h in halves):
                 return
 
     def _drop_each(self) -> None:
-        for window in self.best.windows:
+        for group in _groups(self.best.windows):
             if self.spent:
                 return
-            rest = [w for w in self.best.windows if w.index != window.index]
+            gone = {w.index for w in group}
+            rest = [w for w in self.best.windows if w.index not in gone]
             if rest:
-                self.attempt(f"drop window {window.index}", self.layout(self.best.spec, rest))
+                step = f"drop window{'s' if len(gone) > 1 else ''} {', '.join(map(str, gone))}"
+                self.attempt(step, self.layout(self.best.spec, rest))
+
+    def _split_pairs(self) -> None:
+        for group in _groups(self.best.windows):
+            for window in reversed(group) if len(group) > 1 else ():
+                if self.spent or len(self.best.windows) <= 1:
+                    return
+                rest = [w for w in self.best.windows if w.index != window.index]
+                if self.attempt(
+                    f"drop window {window.index} of a pair", self.layout(self.best.spec, rest)
+                ):
+                    break
 
     def _shorten(self) -> None:
         for index in [w.index for w in self.best.windows]:
@@ -384,22 +427,54 @@ class _Search:
                 if not self.attempt(step, self.layout(self.best.spec, windows)):
                     break
 
-    def _move_earlier(self) -> None:
+    def _move(self) -> None:
         for index in [w.index for w in self.best.windows]:
+            moved = False
             while not self.spent:
-                first = self.best.windows[0].index == index
-                gap = self.lead_in_ns if first else self.gaps[index]
-                earlier = gap // 2
-                if gap - earlier < _SMALLEST_MOVE_TTL * self.ttl_ns:
+                quiet = self._quiet(index)
+                earlier = quiet // 2
+                if quiet - earlier < _SMALLEST_MOVE_TTL * self.ttl_ns:
                     break
-                candidate = self.layout(self.best.spec, self.best.windows, (index, earlier))
-                step = f"window {index} {(gap - earlier) / 1e9:.3g} s earlier"
-                if not self.attempt(step, candidate):
+                if not self._try_place(index, earlier, f"{(quiet - earlier) / 1e9:.3g} s earlier"):
                     break
-                if first:
-                    self.lead_in_ns = earlier
-                else:
-                    self.gaps[index] = earlier
+                moved = True
+            if not moved and not self.spent:
+                quiet, room = self._quiet(index), self._room(index)
+                later = quiet + room // 2
+                if room // 2 >= _SMALLEST_MOVE_TTL * self.ttl_ns:
+                    self._try_place(index, later, f"{(later - quiet) / 1e9:.3g} s later")
+
+    def _quiet(self, index: int) -> int:
+        """How long before window ``index`` starts: its offset into its base (an overlay), the
+        lead-in (the first group) or the recovery gap after the previous group."""
+        window = next(w for w in self.best.windows if w.index == index)
+        if OVERLAPS in window.params:
+            return self.offsets[index]
+        first = self.best.windows[0].index == index
+        return self.lead_in_ns if first else self.gaps[index]
+
+    def _room(self, index: int) -> int:
+        """How much later window ``index`` may move: the rest of its base for an overlay, as
+        much quiet time again for the others."""
+        window = next(w for w in self.best.windows if w.index == index)
+        base = [w for w in self.best.windows if w.index == window.params.get(OVERLAPS)]
+        if base:
+            return max(0, base[0].duration_ns - self.offsets[index])
+        return self._quiet(index)
+
+    def _try_place(self, index: int, quiet: int, how: str) -> bool:
+        """Try window ``index`` with ``quiet`` time before it; keep the place when it fails."""
+        candidate = self.layout(self.best.spec, self.best.windows, (index, quiet))
+        if not self.attempt(f"window {index} {how}", candidate):
+            return False
+        window = next(w for w in self.best.windows if w.index == index)
+        if OVERLAPS in window.params:
+            self.offsets[index] = quiet
+        elif self.best.windows[0].index == index:
+            self.lead_in_ns = quiet
+        else:
+            self.gaps[index] = quiet
+        return True
 
     def _fewer_keys(self) -> None:
         # A binary search between the fewest keys a write can span (one, or --keys-per-write)
@@ -418,6 +493,33 @@ class _Search:
             step = f"{fewer.spec.workers} worker(s)" if fewer else ""
             if fewer is None or not self.attempt(step, fewer):
                 return
+
+
+def _groups(windows: Sequence[Window]) -> list[list[Window]]:
+    """``windows`` as groups, in order: each base with the overlays on it (an overlay whose base
+    is not among them is a group of its own)."""
+    present = {window.index for window in windows}
+    groups: list[list[Window]] = []
+    heads: dict[int, list[Window]] = {}
+    for window in windows:
+        base = window.params.get(OVERLAPS)
+        if base in present and base in heads:
+            heads[base].append(window)
+            continue
+        groups.append([window])
+        heads[window.index] = groups[-1]
+    return groups
+
+
+def _flat(groups: Sequence[Sequence[Window]]) -> list[Window]:
+    return [window for group in groups for window in group]
+
+
+def _group_end(windows: Sequence[Window], head: Window) -> int:
+    """When the group ``head`` leads ends: its last window's end."""
+    return max(
+        w.end_ns for w in windows if w.index == head.index or w.params.get(OVERLAPS) == head.index
+    )
 
 
 def _with_workers(candidate: Candidate, workers: int) -> Candidate | None:
@@ -447,6 +549,6 @@ def _with_workers(candidate: Candidate, workers: int) -> Candidate | None:
 def _command_of(run: Path) -> str:
     """The ``fencecheck run`` command line a run's ``test.json`` records."""
     try:
-        return RunRecord.from_json(RunDir(run).read_test()).command
+        return RunDir(run).read_record().command
     except (OSError, ValueError):
         return ""

@@ -17,6 +17,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+from harness.history import HistoryError, read_history
+from harness.run.record import RunRecord
 from harness.run.results import StoredResults
 
 __all__ = [
@@ -30,6 +32,7 @@ __all__ = [
     "new_run_dir",
     "open_run_dir",
     "point_latest",
+    "store_problem",
     "unique_tmp",
     "why_unwritable",
 ]
@@ -87,10 +90,32 @@ def check_store(root: Path, test_name: str) -> None:
         _probe(folder, _STAMP_LENGTH)
     except OSError as problem:
         raise StoreError(
-            problem.errno,
-            f"cannot store runs in {root}: {why_unwritable(problem)} ({folder}); pass --store a "
-            "writable folder with a short path, e.g. --store store",
+            problem.errno, _cannot_store(root, f"{why_unwritable(problem)} ({folder})")
         ) from None
+
+
+def store_problem(root: Path) -> str | None:
+    """Why runs could not be stored under ``root`` (a file in the way, a folder that cannot be
+    written), found without leaving anything behind, as a dry run must: the nearest folder that
+    exists is probed with a file made and removed at once. ``None`` when nothing is known to be
+    wrong (:func:`check_store` finds the rest when the run starts)."""
+    existing = root
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return _cannot_store(root, f"{existing} is not a folder")
+    try:
+        _probe(existing, _STAMP_LENGTH)
+    except OSError as problem:
+        return _cannot_store(root, f"{existing} cannot be written: {why_unwritable(problem)}")
+    return None
+
+
+def _cannot_store(root: Path, why: str) -> str:
+    return (
+        f"cannot store runs in {root}: {why}; pass --store a writable folder with a short path, "
+        "e.g. --store store"
+    )
 
 
 def check_output_file(path: Path, option: str) -> None:
@@ -152,9 +177,32 @@ class RunDir:
         return self.path / "logs"
 
     def read_test(self) -> dict[str, Any]:
-        """The decoded ``test.json``."""
-        data: dict[str, Any] = json.loads(self.test_json.read_text())
+        """The decoded ``test.json``; raises ``ValueError`` naming the file when it is damaged
+        (not JSON, or not an object), ``OSError`` when it cannot be read."""
+        try:
+            data = json.loads(self.test_json.read_bytes())
+        except ValueError as problem:  # JSONDecodeError, UnicodeDecodeError
+            raise self.damaged(f"not JSON: {problem}") from None
+        if not isinstance(data, dict):
+            raise self.damaged(f"a JSON {type(data).__name__}, not an object")
         return data
+
+    def damaged(self, why: str) -> ValueError:
+        """The error for a ``test.json`` that cannot be read as a run's record, naming the file
+        and what is left to do."""
+        return ValueError(
+            f"{self.test_json} is damaged ({why}): the run's record is lost; check its history "
+            f"alone with `fencecheck check {self.history}`"
+        )
+
+    def read_record(self) -> RunRecord:
+        """The record in ``test.json``; raises ``ValueError`` naming the file when it is damaged
+        or lacks a field, ``OSError`` when it cannot be read."""
+        data = self.read_test()
+        try:
+            return RunRecord.from_json(data)
+        except ValueError as problem:
+            raise self.damaged(str(problem)) from None
 
     def read_results(self) -> StoredResults | None:
         """``results.json`` read back (:class:`~harness.run.results.StoredResults`), or ``None``
@@ -210,13 +258,27 @@ def point_latest(run: RunDir) -> None:
 
 
 def open_run_dir(path: str | os.PathLike[str]) -> RunDir:
-    """An existing run directory; raises ``FileNotFoundError`` with the fix when it is not one."""
+    """An existing run directory; raises ``FileNotFoundError`` with the fix when it is not one,
+    and ``ValueError`` when its history is no file a run wrote (a device such as ``/dev/zero`` or
+    a FIFO, which would be read for ever) or its first line is no history line."""
     run = RunDir(Path(path).resolve())
     if not run.history.exists():
         raise FileNotFoundError(
             f"{path} is not a run directory (no history.jsonl); "
             "pass a folder such as store/latest or store/<test>/<timestamp>"
         )
+    if not run.history.is_file():
+        raise ValueError(
+            f"{run.history} is not a regular file (a device, a FIFO or a folder, or a link to "
+            "one): a run's history is the file the run wrote; restore it, or check another "
+            "history with `fencecheck check FILE`"
+        )
+    try:
+        # The first line: a file of zeros or binary data is refused here (the generator, and
+        # the file with it, is closed as soon as it is dropped).
+        next(read_history(run.history), None)
+    except HistoryError as problem:
+        raise ValueError(f"{run.history}: {problem}") from None
     return run
 
 

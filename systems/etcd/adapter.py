@@ -36,7 +36,6 @@ from systems.base import (
     Deployment,
     Exposure,
     HolderClientCode,
-    ProcessTarget,
     RoleSpec,
     Sink,
     SystemConfig,
@@ -44,7 +43,7 @@ from systems.base import (
     switch_table,
 )
 from systems.etcd import holder
-from systems.kit import PackagesBeside, SwitchTable, restart_known, setting_up
+from systems.kit import DaemonEntry, DaemonTable, PackagesBeside, SwitchTable, setting_up
 
 __all__ = ["BUG_SWITCHES", "ETCD_DAEMON", "POSTGRES_DAEMON", "EtcdSystem", "Ports"]
 
@@ -257,10 +256,7 @@ class EtcdSystem(PackagesBeside, SwitchTable):
         }
         return Deployment(
             client=HolderClientCode(holder, client),
-            targets=(
-                *(ProcessTarget("lock", m.name, ETCD_DAEMON) for m in members),
-                ProcessTarget("store", store.name, POSTGRES_DAEMON),
-            ),
+            targets=self.daemons.targets(nodes),
             lease_ttl=self.lease_ttl(config),
         )
 
@@ -289,8 +285,7 @@ class EtcdSystem(PackagesBeside, SwitchTable):
             f"--initial-cluster-token={token}",
             "--logger=zap",
         ]
-        # A new cluster is ready when it has a leader; that takes the other members too.
-        return deploy.start_and_wait(node, ETCD_DAEMON, argv, self._etcd_ready("health"))
+        return self.daemons.start(node, ETCD_DAEMON, argv)
 
     def _enable_auth(self, member: Node, secret_file: str) -> None:
         """Turn etcd's authentication on: user :data:`~systems.etcd.holder.USER` (etcd's root,
@@ -371,16 +366,33 @@ class EtcdSystem(PackagesBeside, SwitchTable):
         ]
         if PG_ASYNC_COMMIT in config.bugs:
             argv += ["-c", "synchronous_commit=off"]
-        daemon = deploy.start_and_wait(node, POSTGRES_DAEMON, argv, self._pg_ready())
+        daemon = self.daemons.start(node, POSTGRES_DAEMON, argv)
         psql = [*_AS_POSTGRES, "psql", "-h", data, "-p", str(self.ports.postgres), "-U", "postgres"]
         result = node.run([*psql, "-v", "ON_ERROR_STOP=1", "-q", "-c", _SCHEMA])
         if not result.ok:
             raise AdapterError(f"creating the schema on {node.name} failed: {result.stderr}")
         return daemon
 
+    @property
+    def daemons(self) -> DaemonTable:
+        """etcd on each lock member: a new cluster is ready when it has a leader (that takes the
+        other members too); a restarted member once it serves (status), not once healthy, since
+        one restarted inside a partition has no leader yet. PostgreSQL on the store node, ready
+        when it takes queries."""
+        return DaemonTable(
+            self.name,
+            DaemonEntry(
+                ETCD_DAEMON,
+                "lock",
+                lambda _: self._etcd_ready("health"),
+                ready_again=lambda _: self._etcd_ready("status"),
+            ),
+            DaemonEntry(POSTGRES_DAEMON, "store", lambda _: self._pg_ready()),
+        )
+
     def teardown(self, nodes: Mapping[str, Node]) -> None:
         """SIGKILL etcd and PostgreSQL (their data stays for collection)."""
-        deploy.tear_down(self.name, nodes.values(), (ETCD_DAEMON, POSTGRES_DAEMON))
+        self.daemons.tear_down(nodes)
 
     # -- optional abilities -----------------------------------------------------------------
 
@@ -395,10 +407,7 @@ class EtcdSystem(PackagesBeside, SwitchTable):
             node.run(
                 "pkill -KILL -u postgres; while pgrep -u postgres >/dev/null; do sleep 0.05; done"
             )
-        # A member is ready once it serves (status), not once healthy: one restarted inside a
-        # partition has no leader yet.
-        ready = {ETCD_DAEMON: self._etcd_ready("status"), POSTGRES_DAEMON: self._pg_ready()}
-        return restart_known(self.name, node, daemon, ready)
+        return self.daemons.restart(node, daemon)
 
     def client_member(self, nodes: Mapping[str, Node], worker: str) -> str | None:
         """The member ``worker``'s client is pinned to (see the module documentation): the

@@ -10,7 +10,10 @@ The lock is etcd's own mutex recipe (``concurrency.Mutex``): grant a lease, crea
 lowest create revision under the lock's prefix. **The epoch is that key's create revision**: global
 and strictly increasing, so a later grant always has a higher one. Renewing is a lease keepalive
 plus a look at the key: a keepalive reporting no TTL, or a key gone or recreated, means the lease
-is lost.
+is lost. A holder that comes first in the queue a TTL or more after its last refresh (it was
+stopped while it waited) asks its lease once more, and a lease found gone is its evidence on the
+grant (``LeaseEnd``, ``expired``, with the keepalive's header revision); a lease that ends while
+its key still waits is queued again under a new lease, whose grant that end does not concern.
 
 Sinks:
 
@@ -229,8 +232,13 @@ class Gateway:
 
     def keepalive(self, lease: int) -> int:
         """Refresh ``lease``; its remaining TTL, 0 when it has expired (etcd then leaves it out)."""
+        return self.keepalive_at(lease)[0]
+
+    def keepalive_at(self, lease: int) -> tuple[int, int]:
+        """Refresh ``lease``: its remaining TTL (0 when it has expired or is not found: etcd
+        answers both alike) and the revision of the answer's header (etcd's revision then)."""
         result = self.call("/v3/lease/keepalive", {"ID": lease}).get("result", {})
-        return int(result.get("TTL", 0))
+        return int(result.get("TTL", 0)), _revision(result)
 
     def revoke(self, lease: int) -> bool:
         """Revoke ``lease`` (its keys go with it); False when it no longer existed."""
@@ -368,7 +376,8 @@ class Client:
                     # The lease runs from the last refresh sent, not from when the lock came.
                     # The lock key's create revision is etcd's own order of the grants: the
                     # queue is served in it, whatever the token is.
-                    return api.Grant(epoch, max(0.0, anchor - start), revision)
+                    ended = self._confirmed(lease, anchor, seconds, start)
+                    return api.Grant(epoch, max(0.0, anchor - start), revision, ended)
                 if lowest is None or lowest > revision:
                     break  # our lease ran out while we waited: queue again under a new one
                 if time.monotonic() >= deadline:
@@ -380,6 +389,20 @@ class Client:
                     break
                 anchor = refreshed
         return api.Refused("timeout")
+
+    def _confirmed(
+        self, lease: int, anchor: float, seconds: int, start: float
+    ) -> api.LeaseEnd | None:
+        """The holder's evidence of its lease on finding itself first: when its last refresh
+        went out a TTL ago or more (it was stopped while it waited), one more keepalive, and
+        the end it reports (``how`` ``expired``, etcd's header revision as the sequence: as of
+        the answer, so it can only raise the bound); ``None`` when the lease lives."""
+        if time.monotonic() - anchor < seconds:
+            return None
+        remaining, revision = self._etcd.keepalive_at(lease)
+        if remaining > 0:
+            return None
+        return api.LeaseEnd(time.monotonic() - start, "expired", revision)
 
     def _refreshed(self, lease: int, anchor: float, seconds: int) -> float | None:
         """Keep ``lease`` alive while waiting: once a third of its TTL has passed since

@@ -19,13 +19,12 @@ from systems import deploy
 from systems.base import (
     Deployment,
     HolderClientCode,
-    ProcessTarget,
     RoleSpec,
     Sink,
     SystemConfig,
     nodes_with_role,
 )
-from systems.kit import PackagesBeside, setting_up
+from systems.kit import DaemonEntry, DaemonTable, PackagesBeside, setting_up
 from systems.noop import client, server
 
 __all__ = ["NoopSystem"]
@@ -84,7 +83,7 @@ class NoopSystem(PackagesBeside):
             client=HolderClientCode(
                 client, {"server": f"{node.ip}:{_PORT}", "timeout": self.client_timeout}
             ),
-            targets=(ProcessTarget("lock", node.name, _DAEMON),),
+            targets=self.daemons.targets(nodes),
         )
 
     def _start(self, node: Node, config: SystemConfig) -> Daemon:
@@ -92,8 +91,16 @@ class NoopSystem(PackagesBeside):
         # The harness wrote the run's secret there before setup: only the run may use the server.
         secret = ["--secret-file", config.secret_file] if config.secret_file else []
         argv = ["python3", _PROGRAM, "--host", node.ip, "--port", str(_PORT), *secret]
-        return deploy.start_and_wait(node, _DAEMON, argv, deploy.Pings(_PORT, self.ready_timeout))
+        return self.daemons.start(node, _DAEMON, argv)
+
+    @property
+    def daemons(self) -> DaemonTable:
+        """The server on the lock node, ready when it answers a ping."""
+        return DaemonTable(
+            self.name,
+            DaemonEntry(_DAEMON, "lock", lambda _: deploy.Pings(_PORT, self.ready_timeout)),
+        )
 
     def teardown(self, nodes: Mapping[str, Node]) -> None:
         """SIGKILL the server (it keeps no data)."""
-        deploy.tear_down(self.name, nodes.values(), (_DAEMON,))
+        self.daemons.tear_down(nodes)

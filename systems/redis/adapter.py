@@ -28,14 +28,13 @@ from systems.base import (
     Deployment,
     Exposure,
     HolderClientCode,
-    ProcessTarget,
     RoleSpec,
     Sink,
     SystemConfig,
     nodes_with_role,
     switch_table,
 )
-from systems.kit import PackagesBeside, SwitchTable, restart_known, setting_up
+from systems.kit import DaemonEntry, DaemonTable, PackagesBeside, SwitchTable, setting_up
 from systems.redis import client
 
 __all__ = ["BUG_SWITCHES", "PACKAGES", "RedisSystem"]
@@ -112,11 +111,23 @@ class RedisSystem(PackagesBeside, SwitchTable):
     wait_ms: int = 1000
 
     def clock_roles(self) -> Mapping[str, str]:
-        """None: measured, Debian bookworm's redis-server 7.0 does not start under libfaketime."""
+        """None: measured, Debian bookworm's redis-server 7.0 does not start under libfaketime.
+
+        Why, measured in the system image: redis-server links jemalloc, whose initialisation
+        reads the clock; libfaketime's clock_gettime then looks its real functions up with
+        dlsym, which allocates through jemalloc again (wolfcw/libfaketime#130, open; #327,
+        #478: no fix on libfaketime's side). It hangs or exits with "Cannot recover from
+        unexpected recursive calls to clock_gettime()" with and without a control file, with
+        FAKETIME_DONT_FAKE_MONOTONIC=1, FAKETIME_FORCE_MONOTONIC_FIX=0, FAKETIME_DONT_RESET=1 or
+        MALLOC_CONF=background_thread:false; preloading glibc ahead of jemalloc (so malloc is
+        glibc's) makes it segfault at start (Redis calls jemalloc's own functions too).
+        """
         return {
             "lock": "redis-server 7.0 (Debian bookworm) does not start under libfaketime 0.9.10: "
-            "it stops on recursive clock_gettime() calls during start-up (measured, with and "
-            "without a control file)",
+            "it links jemalloc, whose start-up clock read recurses into libfaketime's dlsym "
+            "(wolfcw/libfaketime#130; measured: it hangs or exits on recursive clock_gettime() "
+            "calls, with or without FAKETIME_DONT_FAKE_MONOTONIC, and segfaults with glibc's "
+            "malloc preloaded ahead)",
         }
 
     def describe(self) -> str:
@@ -251,14 +262,14 @@ class RedisSystem(PackagesBeside, SwitchTable):
             for node, source in ((primary, None), (replica, primary)):
                 deploy.fresh_dir(node, self.data_dir)
                 node.put_file(self._config_file, self._server_conf(secret, source), 0o600)
-                deploy.start_and_wait(node, _DAEMON, self.server_argv(config), self._ready(node))
+                self.daemons.start(node, _DAEMON, self.server_argv(config))
             wait_for(replica, self._replicating(replica))
             replica.put_file(
                 self._sentinel_file,
                 self._sentinel_conf(secret, primary, self.down_after_ms(config)),
                 0o600,
             )
-            deploy.start_and_wait(replica, _SENTINEL, self.sentinel_argv(), self._watching(replica))
+            self.daemons.start(replica, _SENTINEL, self.sentinel_argv())
         return Deployment(
             client=HolderClientCode(
                 client,
@@ -272,22 +283,36 @@ class RedisSystem(PackagesBeside, SwitchTable):
                     "secret_file": config.secret_file,
                 },
             ),
-            targets=tuple(ProcessTarget("lock", node.name, _DAEMON) for node in (primary, replica)),
+            targets=self.daemons.targets(nodes),
             lease_ttl=self.lease_ttl(config),
         )
 
+    @property
+    def daemons(self) -> DaemonTable:
+        """Redis on both lock nodes, ready when it answers ``PONG``; Sentinel (beside the
+        replica; faults do not aim at it), ready when it knows the replica it would promote, and
+        after a restart when it answers ``PONG``."""
+        return DaemonTable(
+            self.name,
+            DaemonEntry(_DAEMON, "lock", self._ready),
+            DaemonEntry(
+                _SENTINEL, "lock", self._watching, ready_again=self._sentinel_up, targeted=False
+            ),
+        )
+
+    def _sentinel_up(self, node: Node) -> CommandSucceeds:
+        probe = self._cli(node, self.sentinel_port, "ping")
+        return CommandSucceeds(f"{probe} | grep -qx PONG", timeout=self.ready_timeout)
+
     def teardown(self, nodes: Mapping[str, Node]) -> None:
         """SIGKILL Redis and Sentinel (the data directories stay for inspection)."""
-        deploy.tear_down("redis", nodes_with_role(nodes, "lock"), (_DAEMON, _SENTINEL))
+        self.daemons.tear_down(nodes)
 
     def restart(self, node: Node, daemon: str) -> Daemon:
         """Start the killed Redis (or Sentinel) again with its last command line (same data
         directory) and wait until it answers: Redis reloads its append-only file, if it keeps
         one, in the role its config file last had."""
-        probe = self._cli(node, self.sentinel_port, "ping")
-        sentinel = CommandSucceeds(f"{probe} | grep -qx PONG", timeout=self.ready_timeout)
-        ready = {_DAEMON: self._ready(node), _SENTINEL: sentinel}
-        return restart_known(self.name, node, daemon, ready)
+        return self.daemons.restart(node, daemon)
 
     def lock_leader(self, nodes: Mapping[str, Node]) -> str | None:
         """The Redis node Sentinel names as the primary (``None`` if it names none we know)."""

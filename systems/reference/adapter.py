@@ -22,15 +22,14 @@ from systems.base import (
     Deployment,
     Exposure,
     HolderClientCode,
-    ProcessTarget,
     RoleSpec,
     Sink,
     SystemConfig,
     nodes_with_role,
     switch_table,
 )
-from systems.kit import PackagesBeside, SwitchTable, restart_known, setting_up
-from systems.reference import client, lock_server, store_server
+from systems.kit import DaemonEntry, DaemonTable, PackagesBeside, SwitchTable, setting_up
+from systems.reference import lock_server, store_server
 
 __all__ = ["BUG_SWITCHES", "Ports", "ReferenceSystem"]
 
@@ -70,12 +69,33 @@ BUG_SWITCHES: Final = switch_table(
         ("grant-regression",),
     ),
     BugSwitch(
+        lock_server.WALL_CLOCK_EXPIRY,
+        "the lock service measures leases and lock-delay on its wall clock, not the monotonic "
+        "one (as Redis expires keys: redis/redis#416): a step forward or a fast wall clock ends "
+        "live leases early; the audit sink relies on them (only a clock fault shows it)",
+        # Holders that keep their lease many writes long are mid-lease when the lock's wall
+        # clock moves; the lock-delay makes the audit sink one that relies on the lease.
+        Exposure(
+            faults=("clock-step", "clock-rate"),
+            targets=("lock",),
+            workload="sinks",
+            ttl_multiples=(3.0,),
+            lock_delay=0.2,
+            writes_per_lease=50,
+        ),
+        ("stale-write",),
+        ("audit",),
+    ),
+    BugSwitch(
         "grant-to-expired-waiter",
         "the lock service grants a waiter whose own session expired while it waited "
         "(etcd-io/etcd#11456): the holder's session had already been told its lease ended",
-        # A waiting worker paused past its session's TTL while the lease changes hands: its
-        # keepalives stop, the service ends its session, and grants it the lock anyway.
-        Exposure(faults=("pause",), targets=("worker",), ttl_multiples=(1.5,)),
+        # A worker paused while it waits, past its session's TTL: its keepalives stop, the
+        # service ends its session, and grants it the lock anyway. Aimed at a waiter, not at any
+        # worker: a pause of the holder (a third of the workers) shows nothing here. Three TTLs,
+        # so the session surely ends before the waiter's turn comes (a 1.5 TTL pause lets it win
+        # the next release first about half the time).
+        Exposure(faults=("pause",), targets=("waiter",), ttl_multiples=(3.0,)),
         ("grant-after-expiry",),
     ),
     BugSwitch(
@@ -104,6 +124,16 @@ BUG_SWITCHES: Final = switch_table(
         ("store-batch",),
     ),
     BugSwitch(
+        store_server.MARK_PER_KEY,
+        "the store keeps its highest-seen epoch per key instead of per lock: a stale write "
+        "to a key the new holder has not written yet is accepted",
+        # Shows with more keys than a lease writes (the default spec's); a stale write lands on
+        # a key of its own, so only the store's seq order across keys tells it stale.
+        PAUSE_PAST_LEASE,
+        ("stale-write",),
+        ("store",),
+    ),
+    BugSwitch(
         "long-ttl-no-fence",
         f"a lease TTL {_LONG_TTL_FACTOR:g}x the configured one instead of fencing: the "
         "store accepts any epoch",
@@ -128,6 +158,7 @@ _STORE_BUGS: Final = {
     "store-forgets": store_server.STORE_FORGETS,
     "lazy-mark": store_server.LAZY_MARK,
     "unfenced-path": store_server.UNFENCED_PATH,
+    store_server.MARK_PER_KEY: store_server.MARK_PER_KEY,
 }
 
 
@@ -179,7 +210,9 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
             )
 
     def clock_roles(self) -> Mapping[str, str]:
-        """Both servers run under libfaketime (stdlib Python, which it reaches)."""
+        """Both servers run under libfaketime (stdlib Python, which it reaches); the lock
+        server's faults move its wall clock only, the one an NTP step moves (it measures leases
+        on the monotonic one, unless ``wall-clock-expiry``)."""
         return {"lock": "", "store": ""}
 
     def spanning_sinks(self) -> tuple[str, ...]:
@@ -235,18 +268,16 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
             starters = {"lock": self._start_lock, "store": self._start_store}
             deploy.on_each([lock_node, store_node], lambda node: starters[node.role](node, config))
         return Deployment(
+            # Named, not imported: the controller only ships it.
             client=HolderClientCode(
-                client,
+                "systems.reference.client",
                 {
                     "lock": f"{lock_node.ip}:{self.ports.lock}",
                     "store": f"{store_node.ip}:{self.ports.store}",
                     "timeout": self.client_timeout,
                 },
             ),
-            targets=(
-                ProcessTarget("lock", lock_node.name, _LOCK_DAEMON),
-                ProcessTarget("store", store_node.name, _STORE_DAEMON),
-            ),
+            targets=self.daemons.targets(nodes),
             lease_ttl=self.lease_ttl(config),
         )
 
@@ -259,10 +290,13 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
             lock_server.TOKEN_BEFORE_LEASE,
             lock_server.TIMESTAMP_TOKEN,
             lock_server.GRANT_TO_EXPIRED_WAITER,
+            lock_server.WALL_CLOCK_EXPIRY,
         ):
             if bug in config.bugs:
                 argv += ["--bug", bug]
-        return self._launch(node, lock_server, data, _LOCK_DAEMON, argv, self.ports.lock, config)
+        return self._launch(
+            node, lock_server, data, _LOCK_DAEMON, argv, self.ports.lock, config, wall_only=True
+        )
 
     def _start_store(self, node: Node, config: SystemConfig) -> Daemon:
         data = f"{self.data_dir}/store"
@@ -292,26 +326,44 @@ class ReferenceSystem(PackagesBeside, SwitchTable):
         argv: list[str],
         port: int,
         config: SystemConfig,
+        wall_only: bool = False,
     ) -> Daemon:
         files = {self._path(program): deploy.source_of(program)}
         deploy.install(node, {**files, **deploy.nodeside_files(self.install_dir)})
         deploy.fresh_dir(node, data)
         # Both servers answer for their own clock (every wire server does).
-        ready = deploy.Pings(port, self.ready_timeout)
+        ready = self.daemons.entry(name).ready(node)
         ask = f"wire:{node.ip}:{port}"
-        return deploy.start_clocked(node, name, argv, ready, ask, config.clocked)
+        return deploy.start_clocked(node, name, argv, ready, ask, config.clocked, wall_only)
+
+    @property
+    def daemons(self) -> DaemonTable:
+        """The lock server on the lock node and the store on the store node, each ready once
+        it answers a ping on its port."""
+        return DaemonTable(
+            self.name,
+            DaemonEntry(
+                _LOCK_DAEMON, "lock", lambda _: deploy.Pings(self.ports.lock, self.ready_timeout)
+            ),
+            DaemonEntry(
+                _STORE_DAEMON, "store", lambda _: deploy.Pings(self.ports.store, self.ready_timeout)
+            ),
+        )
+
+    def _pings(self, port: int) -> deploy.Pings:
+        return deploy.Pings(port, self.ready_timeout)
 
     def teardown(self, nodes: Mapping[str, Node]) -> None:
         """SIGKILL the lock server and the store (their data stays for collection)."""
-        deploy.tear_down("reference", nodes.values(), (_LOCK_DAEMON, _STORE_DAEMON))
+        self.daemons.tear_down(nodes)
 
     def restart(self, node: Node, daemon: str) -> Daemon:
         """Start a killed server again; it recovers its state from its data dir."""
-        ready = {
-            _LOCK_DAEMON: deploy.Pings(self.ports.lock, self.ready_timeout),
-            _STORE_DAEMON: deploy.Pings(self.ports.store, self.ready_timeout),
-        }
-        return restart_known(self.name, node, daemon, ready)
+        return self.daemons.restart(node, daemon)
+
+    def serves(self, node: Node, daemon: str) -> bool | None:
+        """One ping of the server ``daemon`` (its readiness check); ``None`` for another."""
+        return self.daemons.serves(node, daemon)
 
     def collect(self, nodes: Mapping[str, Node]) -> dict[str, dict[str, bytes]]:
         """The lock server's epoch file and the store's log of accepted writes."""

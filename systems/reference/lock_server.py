@@ -21,7 +21,11 @@ other order than their tokens, so the later lease carries the lower epoch. Only 
 order (``grant_seq``) or the lease's start (``waited``) shows it; a history with neither cannot
 tell it from a late reply. The switch ``--bug timestamp-token`` makes each epoch the server's wall
 clock in milliseconds at the grant: it goes up while the clock does, and a clock that steps back
-gives a later grant a lower epoch (only a clock fault shows it).
+gives a later grant a lower epoch (only a clock fault shows it). Leases, lock-delay and sessions
+are measured on the monotonic clock, which a wall-clock step (an NTP step, or a clock fault on
+this server, which runs wall only) leaves alone; the switch ``--bug wall-clock-expiry`` measures
+them on the wall clock instead (the time Redis expires keys by), so a step forward ends every
+live lease at once and a fast wall clock ends them early.
 
 A waiter may wait under a **session**: opened for one lock with a TTL, kept alive by keepalives
 while the acquire waits, and ended by the service when they stop for a TTL (the waiting acquire
@@ -63,6 +67,7 @@ __all__ = [
     "GRANT_TO_EXPIRED_WAITER",
     "TIMESTAMP_TOKEN",
     "TOKEN_BEFORE_LEASE",
+    "WALL_CLOCK_EXPIRY",
     "LockService",
     "main",
 ]
@@ -71,6 +76,8 @@ EPOCH_IN_MEMORY = "epoch-in-memory"
 TOKEN_BEFORE_LEASE = "token-before-lease"
 TIMESTAMP_TOKEN = "timestamp-token"
 GRANT_TO_EXPIRED_WAITER = "grant-to-expired-waiter"
+WALL_CLOCK_EXPIRY = "wall-clock-expiry"
+_WALL_LOOK_S = 0.1
 _SESSIONS_KEPT = 10.0  # TTLs an ended or granted session is remembered, for late keepalives
 
 
@@ -79,7 +86,7 @@ class _Lease:
     epoch: int
     owner: str
     ttl: float
-    expires: float  # monotonic seconds
+    expires: float  # seconds on the service's lease clock
 
 
 @dataclass(slots=True)
@@ -88,7 +95,7 @@ class _Session:
 
     lock: str
     ttl: float
-    expires: float  # monotonic seconds
+    expires: float  # seconds on the service's lease clock
     epoch: int | None = None  # the epoch granted to it, once granted
     ended_seq: int | None = None  # the lock's count of grants when the service ended it
 
@@ -99,7 +106,7 @@ class _LockState:
     grants: int = 0  # how many grants so far: the last grant's grant_seq
     ttl: float = 0.0  # the longest TTL granted: how long a lease from before a restart may live
     lease: _Lease | None = None
-    grantable_at: float = 0.0  # monotonic seconds; lock-delay or the grace period after a restart
+    grantable_at: float = 0.0  # lease clock; lock-delay or the grace period after a restart
 
 
 class LockService:
@@ -113,8 +120,14 @@ class LockService:
         early_tokens: bool = False,
         timestamp_token: bool = False,
         grant_expired: bool = False,
+        wall_clock_expiry: bool = False,
     ) -> None:
         self._cond = threading.Condition()
+        # The clock leases are measured by; the wall clock is the wall-clock-expiry mistake.
+        self._now = time.time if wall_clock_expiry else time.monotonic
+        # A wall clock may jump while a waiter sleeps: look at it again as often as Redis's
+        # expiry cycle does (10 times a second); the monotonic clock never jumps.
+        self._slice = _WALL_LOOK_S if wall_clock_expiry else float("inf")
         self._timestamp_token = timestamp_token
         self._locks: dict[str, _LockState] = {}
         self._sessions: dict[str, _Session] = {}
@@ -142,7 +155,7 @@ class LockService:
                 f"lock server: {self._path} is corrupt ({problem!r}); it holds the epoch "
                 "counters, so restore it or remove the whole data dir to start a new cluster"
             ) from None
-        now = time.monotonic()
+        now = self._now()
         for name, (epoch, ttl, grants) in counters.items():
             grace = ttl + self._lock_delay
             self._locks[name] = _LockState(
@@ -192,7 +205,7 @@ class LockService:
     def _open_session(self, request: dict[str, Any]) -> dict[str, Any]:
         lock = wire.text(request, "lock")
         ttl = _ttl(request)
-        now = time.monotonic()
+        now = self._now()
         with self._cond:
             for name, old in list(self._sessions.items()):
                 # Forget sessions long over; a keepalive this late hears "lost" instead.
@@ -220,7 +233,7 @@ class LockService:
         return ended
 
     def _keepalive(self, name: str) -> dict[str, Any]:
-        now = time.monotonic()
+        now = self._now()
         with self._cond:
             session = self._sessions.get(name)
             if session is None:
@@ -248,14 +261,14 @@ class LockService:
         ttl = _ttl(request)
         wait = wire.number(request, "wait", 0.0)
         owner = str(request.get("owner", "?"))
-        received = time.monotonic()
+        received = self._now()
         deadline = received + wait
         with self._cond:
             session = self._waiting_session(request, name)
             state = self._locks.setdefault(name, _LockState())
             token = self._draw(name, state) if self._early_tokens else None
             while True:
-                now = time.monotonic()
+                now = self._now()
                 self._expire(name, state, now)
                 ended = session is not None and self._session_ended(session, now)
                 if ended and not self._grant_expired:
@@ -274,7 +287,7 @@ class LockService:
                 wake = state.lease.expires if state.lease is not None else state.grantable_at
                 if session is not None and session.ended_seq is None:
                     wake = min(wake, session.expires)  # notice the end of the session at once
-                self._cond.wait(min(wake, deadline) - now)
+                self._cond.wait(min(min(wake, deadline) - now, self._slice))
 
     def _waiting_session(self, request: dict[str, Any], lock: str) -> _Session | None:
         """The session an acquire waits under (``None`` for an acquire without one)."""
@@ -319,7 +332,7 @@ class LockService:
         state.epoch, state.grants, state.ttl = granted.epoch, granted.grants, granted.ttl
         # The lease starts after the fsync; the holder hears how long after its request arrived,
         # so by the holder's clock the lease ends no earlier than (request sent + waited + TTL).
-        start = time.monotonic()
+        start = self._now()
         state.lease = _Lease(epoch, owner, ttl, start + ttl)
         return {
             "ok": True,
@@ -333,7 +346,7 @@ class LockService:
         name = wire.text(request, "lock")
         epoch = wire.integer(request, "epoch")
         state = self._locks.setdefault(name, _LockState())
-        self._expire(name, state, time.monotonic())
+        self._expire(name, state, self._now())
         if state.lease is None:
             return name, state, "no live lease"
         if state.lease.epoch != epoch:
@@ -345,7 +358,7 @@ class LockService:
             _, state, refusal = self._held(request)
             if refusal is not None or state.lease is None:
                 return {"ok": False, "error": "not-held", "message": refusal}
-            state.lease.expires = time.monotonic() + state.lease.ttl
+            state.lease.expires = self._now() + state.lease.ttl
             return {"ok": True}
 
     def _release(self, request: dict[str, Any]) -> dict[str, Any]:
@@ -360,7 +373,7 @@ class LockService:
     def _status(self, name: str) -> dict[str, Any]:
         with self._cond:
             state = self._locks.setdefault(name, _LockState())
-            now = time.monotonic()
+            now = self._now()
             self._expire(name, state, now)
             lease = state.lease
             return {
@@ -399,7 +412,13 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--bug",
         action="append",
         default=[],
-        choices=[EPOCH_IN_MEMORY, TOKEN_BEFORE_LEASE, TIMESTAMP_TOKEN, GRANT_TO_EXPIRED_WAITER],
+        choices=[
+            EPOCH_IN_MEMORY,
+            TOKEN_BEFORE_LEASE,
+            TIMESTAMP_TOKEN,
+            GRANT_TO_EXPIRED_WAITER,
+            WALL_CLOCK_EXPIRY,
+        ],
     )
     args = parser.parse_args(argv)
     if args.lock_delay < 0:
@@ -411,6 +430,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         early_tokens=TOKEN_BEFORE_LEASE in args.bug,
         timestamp_token=TIMESTAMP_TOKEN in args.bug,
         grant_expired=GRANT_TO_EXPIRED_WAITER in args.bug,
+        wall_clock_expiry=WALL_CLOCK_EXPIRY in args.bug,
     )
     banner = (
         f"lock server, data {args.data_dir}, lock-delay {args.lock_delay:.3f}s, "

@@ -25,7 +25,9 @@ checks epochs, on writes or reads),
 memory only), ``lazy-mark`` (marks are not rebuilt from the entries either: they are saved to
 the log as a checkpoint record every 16th accepted fenced write only, so a restart falls back to
 the last checkpoint, a common shortcut of stores that keep the mark apart from the data),
-``unfenced-path`` (``store-batch`` does not check epochs).
+``unfenced-path`` (``store-batch`` does not check epochs), ``mark-per-key`` (the mark is kept
+per key instead of per lock: a stale write to a key the new holder has not written yet is
+accepted, which only the order across keys, ``seq``, shows).
 
 Protocol (one JSON object per line, see :mod:`harness.nodeside.wire`):
 ``{"op":"write","sink":"store"|"audit","lock":L,"epoch":N,"key":K,"id":I,"prev":P}``,
@@ -56,6 +58,7 @@ __all__ = [
     "BATCH",
     "LAZY_MARK",
     "MARK_EVERY",
+    "MARK_PER_KEY",
     "NO_STORE_CHECK",
     "STORE",
     "STORE_FORGETS",
@@ -74,6 +77,8 @@ LAZY_MARK: Final = "lazy-mark"
 MARK_EVERY: Final = 16
 """With ``lazy-mark``, the marks are saved with every this many accepted fenced writes."""
 UNFENCED_PATH: Final = "unfenced-path"
+MARK_PER_KEY: Final = "mark-per-key"
+_SWITCHES: Final = (NO_STORE_CHECK, STORE_FORGETS, LAZY_MARK, UNFENCED_PATH, MARK_PER_KEY)
 _SINKS: Final = (STORE, BATCH, AUDIT)
 
 
@@ -90,7 +95,7 @@ class Store:
     """The sinks' state and its durable log; thread-safe."""
 
     def __init__(self, data_dir: Path, bugs: frozenset[str] = frozenset()) -> None:
-        unknown = bugs - {NO_STORE_CHECK, STORE_FORGETS, LAZY_MARK, UNFENCED_PATH}
+        unknown = bugs - set(_SWITCHES)
         if unknown:
             raise ValueError(f"unknown store bug switches: {sorted(unknown)}")
         self._checks = {
@@ -100,6 +105,7 @@ class Store:
         }
         self._remember_marks = not bugs & {STORE_FORGETS, LAZY_MARK}
         self._lazy_marks = LAZY_MARK in bugs
+        self._per_key = MARK_PER_KEY in bugs
         self._unsaved = 0  # lazy-mark: accepted fenced writes since the marks were last saved
         self._mutex = threading.Lock()
         self._entries: dict[tuple[str, str], list[dict[str, Any]]] = {}
@@ -149,8 +155,17 @@ class Store:
                 self._seq = max(self._seq, record["seq"])
             self._entries.setdefault((record["sink"], record["key"]), []).append(entry)
         if record["fenced"] and remember_mark:
-            lock = record["lock"]
-            self._marks[lock] = max(self._marks.get(lock, 0), record["epoch"])
+            name = self._mark_name(record["lock"], record["key"])
+            self._marks[name] = max(self._marks.get(name, 0), record["epoch"])
+
+    def _mark_name(self, lock: str, key: str) -> str:
+        """Where the mark of ``key`` of ``lock`` is kept: the lock's (``mark-per-key``: the
+        key's own)."""
+        return f"{lock}/{key}" if self._per_key else lock
+
+    def _mark(self, lock: str, keys: Sequence[str]) -> int:
+        """The mark a write or read of ``keys`` of ``lock`` must reach."""
+        return max(self._marks.get(self._mark_name(lock, key), 0) for key in keys)
 
     def write(self, sink: str, lock: str, epoch: int, items: Sequence[Item]) -> dict[str, Any]:
         """Accept ``items`` into ``sink`` (all or none), or refuse them as ``stale-epoch``."""
@@ -175,22 +190,29 @@ class Store:
                 self._apply(record, remember_mark=True)
             return {
                 "ok": True,
-                "mark": self._marks.get(lock, 0),
+                "mark": self._mark(lock, keys),
                 "seqs": [record["seq"] for record in records],
             }
 
-        return self._behind_fence(sink, lock, epoch, accept)
+        keys = [item.key for item in items]
+        return self._behind_fence(sink, lock, epoch, keys, accept)
 
     def _behind_fence(
-        self, sink: str, lock: str, epoch: int, act: Callable[[bool], dict[str, Any]]
+        self,
+        sink: str,
+        lock: str,
+        epoch: int,
+        keys: Sequence[str],
+        act: Callable[[bool], dict[str, Any]],
     ) -> dict[str, Any]:
-        """``act(fenced)`` under the mutex if ``sink`` admits ``epoch`` of ``lock``, else the
-        ``stale-epoch`` refusal; ``fenced`` says whether ``sink`` checks epochs at all."""
+        """``act(fenced)`` under the mutex if ``sink`` admits ``epoch`` of ``lock`` for
+        ``keys``, else the ``stale-epoch`` refusal; ``fenced`` says whether ``sink`` checks epochs
+        at all."""
         if sink not in _SINKS:
             return _unknown_sink(sink)
         fenced = self._checks[sink]
         with self._mutex:
-            mark = self._marks.get(lock, 0)
+            mark = self._mark(lock, keys)
             if fenced and epoch < mark:
                 return {"ok": False, "error": "stale-epoch", "mark": mark}
             return act(fenced)
@@ -226,7 +248,7 @@ class Store:
         """
 
         def read(fenced: bool) -> dict[str, Any]:
-            if fenced and epoch > self._marks.get(lock, 0):
+            if fenced and epoch > self._mark(lock, [key]):
                 record = {
                     "read": True,
                     "sink": sink,
@@ -239,9 +261,9 @@ class Store:
                     self._append(json.dumps(record).encode() + b"\n")
                 self._apply(record, remember_mark=True)
             entries = self._entries_of(sink, key)
-            return {"ok": True, "entries": entries, "mark": self._marks.get(lock, 0)}
+            return {"ok": True, "entries": entries, "mark": self._mark(lock, [key])}
 
-        return self._behind_fence(sink, lock, epoch, read)
+        return self._behind_fence(sink, lock, epoch, [key], read)
 
     def _entries_of(self, sink: str, key: str) -> list[dict[str, Any]]:
         return [dict(entry) for entry in self._entries.get((sink, key), ())]
@@ -295,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> None:
         "--bug",
         action="append",
         default=[],
-        choices=[NO_STORE_CHECK, STORE_FORGETS, LAZY_MARK, UNFENCED_PATH],
+        choices=_SWITCHES,
     )
     args = parser.parse_args(argv)
     store = Store(args.data_dir, frozenset(args.bug))

@@ -174,3 +174,55 @@ def test_without_grant_seq_nothing_is_blamed_and_the_coverage_says_so(service: S
     assert NAME not in result.anomaly_counts
     evidence = any(what == "end" for what, _ in service.order)
     assert any("not judged" in note for note in result.grant_coverage) == evidence
+
+
+# -- a hold of the lock service's replies (the `hold` fault on the lock path) -----------------
+
+TTL_MS = 1000
+MS = 1_000_000
+
+
+@st.composite
+def held_replies(draw: st.DrawFn) -> list[Event]:
+    """A correct service grants L to holders 1..n in turn, each lease beginning ``waited`` after
+    its request and lasting a TTL; a hold on the lock path delays each grant's reply by ``hold``
+    ms. A holder whose reply was held past its lease hears, from its session, that the lease
+    expired, before the grant reaches it, with the service's ``grant_seq`` at or after its own
+    grant (the service ended the lease after granting it; a header may count later grants too).
+    Replies reach the holders in any order, long after later grants completed."""
+    holders = draw(st.integers(1, 5))
+    history = HistoryBuilder()
+    for holder in range(1, holders + 1):
+        history.event(holder, "invoke", "acquire", {"lock": "L"}, node=f"w{holder}")
+    invoked = history.events[-1].time // MS
+    replies: list[tuple[int, int, dict[str, Any]]] = []
+    began = invoked
+    for holder in range(1, holders + 1):
+        began += draw(st.integers(0, 2 * TTL_MS))  # the lease begins (the service grants)
+        hold = draw(st.integers(0, 5 * TTL_MS))
+        value: dict[str, Any] = {
+            "lock": "L",
+            "epoch": holder,
+            "grant_seq": holder,
+            "waited": (began - invoked) * MS,
+        }
+        if hold > TTL_MS:
+            # Its session heard the end a TTL after the lease began, before the reply came.
+            counted = holder + draw(st.integers(0, holders - holder))
+            heard = began + TTL_MS + draw(st.integers(0, hold - TTL_MS))
+            value["lease_ended"] = {
+                "after": (heard - invoked) * MS,
+                "how": draw(st.sampled_from(["expired", "lost"])),
+                "grant_seq": counted,
+            }
+        replies.append((began + hold, holder, value))
+        began += TTL_MS  # the next lease begins once this one ran out
+    for when, holder, value in sorted(replies):
+        history.at(when).event(holder, "ok", "acquire", value, node=f"w{holder}")
+    return history.events
+
+
+@settings(max_examples=300, deadline=None)
+@given(held_replies())
+def test_a_held_reply_is_never_a_grant_after_expiry(events: list[Event]) -> None:
+    assert NAME not in check(events).anomaly_counts

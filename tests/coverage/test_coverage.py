@@ -222,3 +222,43 @@ def test_the_report_has_a_coverage_section_and_a_weak_pass_says_so(tmp_path: Pat
     assert "no stale write was even attempted, so no fence was tested" in section
     verdict = page[page.index('id="verdict"') :]
     assert "But: no stale write was even attempted" in verdict[: verdict.index("</div></div>")]
+
+
+def test_clock_windows_count_those_that_moved_a_held_lease_across_its_expiry() -> None:
+    history = _grant(History(), 0.0, "w1", 1)
+    history.fault(0.5, 3.5, "clock-step", targets=["l1"], by_s=-3.0)  # the lock's, 3 TTL: counts
+    history.fault(4.0, 7.0, "clock-rate", targets=["w1"], rate=0.5)  # loses 1.5 s: counts
+    history.fault(8.0, 8.5, "clock-rate", targets=["w1"], rate=0.5)  # loses 0.25 s: too little
+    history.fault(9.0, 12.0, "clock-step", targets=["s1"], by_s=3.0)  # a store keeps no lease
+    history.fault(13.0, 16.0, "clock-step", targets=["w2"], by_s=3.0)  # w2 holds nothing
+    coverage = history.coverage()
+    assert (coverage.clock_windows, coverage.clock_across_expiry) == (5, 2)
+    assert coverage.stops_past_lease == {}  # a clock fault stops nobody
+    assert not [gap for gap in coverage.gaps() if "clock" in gap]
+    assert coverage.to_json()["clock_across_expiry"] == 2
+
+
+def test_a_run_whose_clock_faults_never_moved_a_lease_across_its_expiry_says_so() -> None:
+    history = _grant(History(), 0.0, "w1", 1)
+    history.op(0.2, "w1", "release", {"lock": "L0"})
+    history.fault(0.5, 3.5, "clock-step", targets=["l1"], by_s=3.0)  # no lease held then
+    history.fault(4.0, 4.5, "clock-step", targets=["l1"], by_s=0.5)
+    assert "no clock fault moved a lease across its expiry (2 clock windows" in " ".join(
+        history.coverage().gaps()
+    )
+
+
+def test_pairs_of_kinds_in_force_together_are_counted_with_their_shared_time() -> None:
+    history = History()
+    history.fault(1.0, 5.0, "pause", targets=["w1"])
+    history.fault(2.0, 3.5, "kill", targets=["s1"])
+    history.fault(4.0, 6.0, "throttle", targets=["l1"])
+    history.fault(8.0, 9.0, "pause", targets=["w2"])
+    coverage = history.coverage()
+    assert set(coverage.overlaps) == {"kill+pause", "pause+throttle"}
+    assert coverage.overlaps["kill+pause"][0] == 1
+    assert abs(coverage.overlaps["kill+pause"][1] - 1.5) < 1e-6
+    assert abs(coverage.overlaps["pause+throttle"][1] - 1.0) < 1e-6
+    shown = coverage.to_json()["overlaps"]
+    assert shown["kill+pause"] == {"count": 1, "seconds": 1.5}
+    assert not History().fault(1.0, 2.0, "pause", targets=["w1"]).coverage().overlaps

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.run.exposure import Need, exposing_faults, need_of, switches_of, unexposed
+from harness.run.exposure import Need, exposure_fields, need_of, switches_of, unexposed
 from harness.run.spec import TestSpec
 from nemeses import Schedule, Window
 from systems import HOLDER_FLAWS, BugSwitch, Exposure
@@ -33,7 +33,6 @@ def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     [
         (["--workload", "rmw", "--bug", "unfenced-path"], "--workload sinks"),
         (["--bug", "epoch-in-memory", "--nemesis", "kill", "--target", "holder"], "--target lock"),
-        (["--bug", "epoch-in-memory", "--nemesis", "kill"], "--target lock"),
         (["--bug", "no-store-check", "--fault-lengths", "0.5"], "--fault-lengths 3"),
         (["--bug", "store-forgets", "--nemesis", "pause"], "--nemesis restart-while-paused"),
         (["--fault-lengths", "100", "--time-limit", "5"], "--time-limit"),
@@ -43,7 +42,6 @@ def _run(tmp_path: Path, *args: str) -> subprocess.CompletedProcess[str]:
     ids=[
         "rmw-unfenced",
         "kill-holder",
-        "kill-default-target",
         "short",
         "wrong-kind",
         "none-fits",
@@ -66,10 +64,16 @@ def test_without_nemesis_run_picks_the_fault_that_exposes_the_switch(tmp_path: P
     done = _run(tmp_path, "--bug", "epoch-in-memory", "--time-limit", "2")
     assert done.returncode == 3
     assert "--nemesis kill" in done.stderr
-    assert exposing_faults(SWITCHES, ["epoch-in-memory"]) == (("kill",), ("lock",))
-    assert exposing_faults(SWITCHES, ["store-forgets"]) == (("restart-while-paused",), ("holder",))
-    assert exposing_faults(SWITCHES, ["epoch-in-memory", "store-forgets"]) is None
-    assert exposing_faults(SWITCHES, []) is None
+    assert exposure_fields(SWITCHES, ["epoch-in-memory"]) == {
+        "nemeses": ("kill",),
+        "targets": ("lock",),
+    }
+    assert exposure_fields(SWITCHES, ["store-forgets"]) == {
+        "nemeses": ("restart-while-paused",),
+        "targets": ("holder",),
+    }
+    assert exposure_fields(SWITCHES, ["epoch-in-memory", "store-forgets"]) == {}
+    assert exposure_fields(SWITCHES, []) == {}
 
 
 def test_the_holder_flaws_are_judged_like_a_systems_switches() -> None:
@@ -119,3 +123,17 @@ def test_a_switch_may_need_a_fault_on_one_named_node() -> None:
     assert unexposed(spec, cut("r2"), roles, {switch.name: switch}) is None
     problem = unexposed(spec, cut("r1"), roles, {switch.name: switch})
     assert problem is not None and "--target r2" in problem
+
+
+def test_a_holder_pause_overlapped_by_a_store_kill_stands_for_restart_while_paused() -> None:
+    roles = {"l1": "lock", "s1": "store", "w1": "worker", "w2": "worker"}
+    spec = TestSpec(bugs=("store-forgets",), nemeses=("pause", "kill"), targets=("holder", "store"))
+    ttl = 1_000_000_000
+    pause = Window(0, ttl, 3 * ttl, "pause", ("holder",), 3.0, "w1", {})
+    kill = Window(1, 2 * ttl, ttl, "kill", ("s1",), 1.0, None, {"overlaps": 0, "anchor": "inside"})
+    apart = replace(kill, start_ns=6 * ttl, params={})
+    assert unexposed(spec, Schedule(1, ttl, 20 * ttl, (pause, kill)), roles, SWITCHES) is None
+    problem = unexposed(spec, Schedule(1, ttl, 20 * ttl, (pause, apart)), roles, SWITCHES)
+    assert problem is not None and "restart-while-paused" in problem
+    alone = unexposed(spec, Schedule(1, ttl, 20 * ttl, (pause,)), roles, SWITCHES)
+    assert alone is not None

@@ -56,9 +56,17 @@ def test_a_bad_min_coverage_names_the_problem(wanted: Any, message: str) -> None
 
 
 def test_a_row_planting_a_bug_without_nemeses_gets_the_exposing_fault() -> None:
-    (entry, named) = entries_from(
-        {"runs": [{"bugs": ["epoch-in-memory"]}, {"bugs": ["epoch-in-memory"], "nemeses": "kill"}]}
+    (entry, named, aimed) = entries_from(
+        {
+            "runs": [
+                {"bugs": ["epoch-in-memory"]},
+                {"bugs": ["epoch-in-memory"], "nemeses": "kill"},
+                {"bugs": ["epoch-in-memory"], "targets": "holder"},
+            ]
+        }
     )
     assert (entry.spec.nemeses, entry.spec.targets) == (("kill",), ("lock",))
-    assert (named.spec.nemeses, named.spec.targets) == (("kill",), ("holder",))
+    # The exposure fills every field the row leaves, the row's own win.
+    assert (named.spec.nemeses, named.spec.targets) == (("kill",), ("lock",))
+    assert (aimed.spec.nemeses, aimed.spec.targets) == (("kill",), ("holder",))
     assert json.dumps(entry.spec.to_json()["nemeses"]) == '["kill"]'

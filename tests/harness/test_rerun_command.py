@@ -11,35 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import harness.cli.run as run_cli
-from harness.cli import main
-from harness.run.runner import RunError, _rerun_command
+from harness.run.runner import _rerun_command
 from harness.run.spec import TestSpec
 from harness.run.store import RunDir
-
-
-class _Parsed(RunError):
-    """Raised by the stand-in for the runner: carries the spec the CLI built."""
-
-    def __init__(self, spec: TestSpec) -> None:
-        super().__init__("parsed")
-        self.spec = spec
-
-
-def _spec_of(argv: list[str], monkeypatch: pytest.MonkeyPatch) -> TestSpec:
-    """The spec ``fencecheck run`` builds from ``argv`` (the runner is replaced by a catcher)."""
-    caught: list[TestSpec] = []
-
-    def catch(spec: TestSpec, **_: object) -> None:
-        caught.append(spec)
-        raise _Parsed(spec)
-
-    monkeypatch.setattr(run_cli, "run_test", catch)
-    with pytest.raises(SystemExit):
-        main(argv[1:])
-    (spec,) = caught
-    return spec
-
+from tests.support.spec_of import spec_of
 
 _specs = st.builds(
     TestSpec,
@@ -58,6 +33,7 @@ _specs = st.builds(
     work_ms=st.integers(0, 500),
     read_ratio=st.sampled_from([0.0, 0.1, 0.25]),
     writes_per_lease=st.integers(1, 100),
+    acquire=st.sampled_from(["wait", "try"]),
     op_timeout=st.sampled_from([0.0, 10.0]),
     seed=st.integers(0, 2**31 - 1),
     name=st.sampled_from(["", "nightly-row-3"]),
@@ -69,7 +45,7 @@ _specs = st.builds(
 @given(spec=_specs)
 def test_the_rerun_command_rebuilds_the_same_spec(spec: TestSpec) -> None:
     with pytest.MonkeyPatch.context() as monkeypatch:
-        again = _spec_of(_rerun_command(spec), monkeypatch)
+        again = spec_of(_rerun_command(spec), monkeypatch)
     assert again == spec
 
 

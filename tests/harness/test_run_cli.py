@@ -9,6 +9,7 @@ from click.testing import CliRunner
 
 from harness.cli import EXIT_ERROR, cli, main
 from harness.run.spec import TestSpec, spec_from_dict
+from tests.support.spec_of import spec_of
 
 
 @pytest.mark.parametrize(
@@ -17,7 +18,7 @@ from harness.run.spec import TestSpec, spec_from_dict
         (["--bug", "nope"], "unknown bug switch(es) nope"),
         (["--nemesis", "bogus"], "unknown fault kind(s) bogus"),
         (["--target", "x9"], "unknown target 'x9'"),
-        (["--workload", "sinks", "--bug", "short-lock-delay"], "--lock-delay"),
+        (["--workload", "sinks", "--bug", "short-lock-delay", "--lock-delay", "0"], "--lock-delay"),
         (["--fault-lengths", "3,x"], "give TTL multiples"),
         (["--system", "etcd-someday"], "etcd-someday"),
         (["--keys-per-write", "4", "--keys", "2"], "--keys-per-write 4 is more than --keys 2"),
@@ -61,19 +62,6 @@ def test_a_spec_with_an_unknown_field_names_it() -> None:
 
 def test_every_time_option_takes_the_same_durations(monkeypatch: pytest.MonkeyPatch) -> None:
     """One parser: ``run --ttl 1s`` as ``check --ttl 1s``; 1500ms, 2m and plain seconds alike."""
-    import harness.cli.run as run_cli
-    from harness.run.runner import RunError
-
-    seen: list[TestSpec] = []
-
-    def catch(spec: TestSpec, **_: object) -> None:
-        seen.append(spec)
-        raise RunError("caught")
-
-    monkeypatch.setattr(run_cli, "run_test", catch)
-    with pytest.raises(SystemExit):
-        main(
-            ["run", "--ttl", "1500ms", "--time-limit", "2m", "--lock-delay", "0.5s", "--seed", "1"]
-        )
-    (spec,) = seen
+    argv = ["run", "--ttl", "1500ms", "--time-limit", "2m", "--lock-delay", "0.5s", "--seed", "1"]
+    spec = spec_of(argv, monkeypatch)
     assert (spec.ttl, spec.time_limit, spec.lock_delay) == (1.5, 120.0, 0.5)

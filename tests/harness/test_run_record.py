@@ -30,6 +30,15 @@ def _record() -> RunRecord:
     )
 
 
+def test_an_unfinished_record_round_trips_and_an_old_one_counts_as_finished() -> None:
+    record = _record()
+    record.finished = False  # as the runner writes it at the start, until it reaches its check
+    assert record.to_json()["finished"] is False
+    assert RunRecord.from_json(record.to_json()).finished is False
+    old = {key: value for key, value in record.to_json().items() if key != "finished"}
+    assert RunRecord.from_json(old).finished is True
+
+
 def test_a_record_round_trips_with_what_happened_to_the_run() -> None:
     record = _record()
     record.error = "RuntimeError: the engine went away"

@@ -11,6 +11,7 @@ import pytest
 
 from harness.nodeside import clock, wire
 from harness.nodeside.clock import ClockState, control_text
+from nemeses.clock import NemesisError, confirmed
 
 
 def test_a_rate_window_starts_and_ends_without_a_jump() -> None:
@@ -64,6 +65,9 @@ def test_preload_settings_are_read_back_from_the_command_line() -> None:
     assert clock.preload_of(["python3", "server.py"]) is None
     assert clock.preload_of(["env", "A=1", "python3"]) is None
     assert clock.preload_in(argv[1:6]) == found  # as /proc/PID/environ lists them
+    wall = clock.preloaded("lock-server", ["python3", "server.py"], "wire:x:1", wall_only=True)
+    assert "FAKETIME_DONT_FAKE_MONOTONIC=1" in wall
+    assert clock.preload_of(wall) == clock.Preload(found.control, "wire:x:1", wall_only=True)
 
 
 @pytest.fixture
@@ -110,3 +114,15 @@ def test_every_wire_server_answers_clock_without_the_secret() -> None:
         line_server.server_close()
         thread.join()
     assert reply["ok"] is True and reply["wall"] > 0 and reply["mono"] > 0
+
+
+def test_a_rate_reading_may_lag_by_the_wait_for_the_first_read_but_never_run_ahead() -> None:
+    after = ClockState(100.0, 100.0, 4.0)  # 4x from the write at real 100
+    done = {"before": ClockState().to_json(), "after": after.to_json(), "written_at": 100.0}
+    done["text"] = control_text(after, 100.0)
+    # Read 0.2 s after the write: the process first read its clock then, held at 100 till then.
+    done["readings"] = [[100.2, 100.0 + 0.005, 0.01]]
+    assert confirmed("w1:agent", done)["scheduled"]["rate"] == 4.0
+    done["readings"] = [[100.2, after.fake_at(100.2) + 0.2, 0.01]]  # ahead: not libfaketime's
+    with pytest.raises(NemesisError, match="off the real one"):
+        confirmed("w1:agent", done)

@@ -63,3 +63,17 @@ def test_cli_help_and_list_and_manual_commands_come_from_the_registry() -> None:
         assert name in listing.output
         if kind.manual is not None:
             assert re.search(rf"^\s+{re.escape(name)}\s", manual.output, re.M), name
+
+
+def test_clock_rates_are_drawn_the_way_that_moves_a_lease_unsafely_for_the_role() -> None:
+    rate = KINDS["clock-rate"]
+    for role, target, allowed in (
+        ("worker", "w1", {0.25, 0.5}),
+        ("lock", "l1", {2.0, 4.0}),
+        ("store", "s1", {0.25, 0.5, 2.0, 4.0}),
+    ):
+        drawn = {
+            rate.draw(Draw(random.Random(seed), target, role, _NODES, {}, 0.02))[1]["rate"]
+            for seed in range(40)
+        }
+        assert drawn == allowed, role

@@ -10,7 +10,7 @@ from nemeses import standard_nemesis
 from nemeses.noop import NoopNemesis
 from nemeses.player import NemesisPlayer
 from nemeses.protocol import NemesisError
-from nemeses.schedule import HOLDER, HOLDER_MEMBER, LOCK_FOLLOWER, Window
+from nemeses.schedule import HOLDER, HOLDER_MEMBER, LOCK_FOLLOWER, WAITER, Window
 from tests.support.nemesis_fakes import FakeNode, Recording, clock, fake_cluster
 
 MS = 1_000_000
@@ -224,3 +224,12 @@ def test_a_holder_member_window_hits_the_member_the_holders_client_talks_to() ->
     assert start["targets"] == ["e3"] and start["member"] == "client" and start["holder"] == "lease"
     unknown = first_start([aimed], resolve_holder=lambda: "w2")
     assert unknown["targets"] == ["e1"] and unknown["member"] == "fallback"
+
+
+def test_a_waiter_window_hits_a_worker_waiting_for_the_lock_else_the_drawn_worker() -> None:
+    aimed = window(0, 1, targets=(WAITER,), fallback="w1")
+    start = first_start([aimed], resolve_holder=lambda: "w1", resolve_waiter=lambda: "w2")
+    assert start["targets"] == ["w2"] and start["waiter"] == "waiting"
+    assert "holder" not in start, "a waiter window does not wait for the holder"
+    nobody = first_start([aimed], resolve_waiter=lambda: None)
+    assert nobody["targets"] == ["w1"] and nobody["waiter"] == "fallback"

@@ -14,6 +14,7 @@ from nemeses.registry import FAULT_KINDS
 from nemeses.schedule import (
     DEFAULT_TTL_MULTIPLES,
     HOLDER,
+    WAITER,
     Schedule,
     Window,
     generate_schedule,
@@ -79,7 +80,23 @@ def test_holder_windows_carry_a_seeded_fallback_worker_and_the_role_process() ->
     for window in windows:
         assert window.targets == (HOLDER,)
         assert window.fallback in ("w1", "w2", "w3")
+        # Besides its process, a holder window says where in a write it lands and how it ends.
+        assert window.params["process"] == "agent"
+        assert set(window.params) <= {"process", "aim", "call_share", "resume"}
+
+
+def test_waiter_windows_carry_a_worker_fallback_and_resolve_to_the_waiter() -> None:
+    windows = schedule(11, targets=(WAITER,), kinds=("pause",)).windows
+    assert windows
+    for window in windows:
+        assert window.targets == (WAITER,) and window.wants_waiter
+        assert window.fallback in ("w1", "w2", "w3")
         assert window.params == {"process": "agent"}
+    first = windows[0]
+    assert resolve(first, list(NODES), "w1", waiter="w2").targets == ("w2",)
+    assert resolve(first, list(NODES), "w1").targets == (first.fallback,)
+    with pytest.raises(NemesisError, match="waiter targets need at least one worker"):
+        generate_schedule(1, {"l1": "lock"}, lease_ttl_ns=TTL, duration_ns=RUN, targets=(WAITER,))
 
 
 def test_role_and_node_targets_draw_nodes_of_that_role() -> None:

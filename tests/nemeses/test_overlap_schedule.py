@@ -281,7 +281,9 @@ def test_a_holder_window_starts_inside_one_of_the_holders_writes() -> None:
 
     threading.Thread(target=send_later, daemon=True).start()
     record = Recording()
-    window = Window(0, 1 * MS, 20 * MS, "pause", (HOLDER,), 0.05, "w3", {"process": "agent"})
+    # A 4 s lease: the player waits up to a quarter of it for the write, far longer than the
+    # sender's 20 ms even on a loaded machine.
+    window = Window(0, 1 * MS, 200 * MS, "pause", (HOLDER,), 0.05, "w3", {"process": "agent"})
     with NemesisPlayer(
         fake_cluster(), nemesis, [window], now, record, lambda: "w1", holder_work=writes
     ) as player:

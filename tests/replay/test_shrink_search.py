@@ -14,14 +14,12 @@ from typing import Any
 
 import pytest
 
-from harness.history import Sink
 from harness.run.matrix import entries_from
-from harness.run.record import NodeEntry, RunRecord
 from harness.run.replay import Finding, load_run
 from harness.run.shrink import Attempt, Runner, shrink
 from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
-from harness.run.store import new_run_dir
 from nemeses import Schedule, generate_schedule
+from tests.support.stored_runs import store_run
 
 _ROLES = {"l1": "lock", "s1": "store", "w1": "worker", "w2": "worker", "w3": "worker"}
 _TTL = 0.5
@@ -45,21 +43,7 @@ def _stored(tmp_path: Path, verdict: bool = False, **options: Any) -> Path:
         kinds=spec.nemeses,
         processes={"worker": "agent"},
     )
-    run = new_run_dir(spec.test_name, spec.store)
-    record = RunRecord(
-        spec=spec,
-        run_id="r",
-        started="2026-01-01T00:00:00+00:00",
-        command="fencecheck run",
-        lease_ttl=_TTL,
-        schedule=schedule.to_json(),
-        inventory=(Sink("store", True, "none", ""),),
-        topology=tuple(NodeEntry(name, role) for name, role in _ROLES.items()),
-    )
-    run.write_json(run.test_json, record.to_json())
-    anomalies = [] if verdict else ["stale-write"]
-    run.write_json(run.results, {"valid": verdict, "anomaly_types": anomalies})
-    return run.path
+    return store_run(spec, schedule, _ROLES, [] if verdict else ["stale-write"])
 
 
 class _Rule:
@@ -177,7 +161,7 @@ def test_a_start_moves_earlier_only_while_the_anomaly_still_shows(tmp_path: Path
 
 
 def test_keys_are_halved_down_to_what_the_anomaly_needs(tmp_path: Path) -> None:
-    stored = load_run(_stored(tmp_path))
+    stored = load_run(_stored(tmp_path, keys=3))
     assert stored.record.spec.keys == 3
     result = shrink(stored, _Rule(tmp_path, keys=2), budget=60)
     assert result.minimal.spec.keys == 2

@@ -25,6 +25,7 @@ from harness.run.runner import RunError, RunOutcome
 from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
 from harness.run.store import new_run_dir
 from harness.run.sweep import QUICK, Grid, cell_specs, render_html, run_sweep, stale_on, variants
+from nemeses import Schedule
 from tests.support.browser import chromium
 from tests.support.cli import fencecheck
 
@@ -34,7 +35,7 @@ def _sink(fenced: bool, stale: bool) -> dict[str, object]:
     return {"fenced": fenced, "anomalies": {}, "expected": counts}
 
 
-def _rule(spec: RunSpec) -> RunOutcome:
+def _rule(spec: RunSpec, schedule: Schedule | None = None) -> RunOutcome:
     (multiple,) = spec.fault_lengths
     stale = multiple > 1 + spec.lock_delay / spec.ttl
     run = new_run_dir(spec.test_name, spec.store)
@@ -68,7 +69,7 @@ def test_each_design_counts_its_own_sinks_and_designs_with_one_lock_delay_share_
 
 
 def test_a_refused_cell_says_why_and_is_kept_in_the_table(tmp_path: Path) -> None:
-    def refuse_short(spec: RunSpec) -> RunOutcome:
+    def refuse_short(spec: RunSpec, schedule: Schedule | None) -> RunOutcome:
         if spec.fault_lengths[0] < 1:
             raise RunError("--nemesis pause schedules no fault at all in this run")
         return _rule(spec)
@@ -91,7 +92,7 @@ def test_a_system_without_an_unfenced_sink_marks_the_unfenced_rows(tmp_path: Pat
     assert stale_on(sinks, fenced=True) is False
     assert stale_on(sinks, fenced=False) is None
 
-    def fenced_only(spec: RunSpec) -> RunOutcome:
+    def fenced_only(spec: RunSpec, schedule: Schedule | None) -> RunOutcome:
         run = new_run_dir(spec.test_name, spec.store)
         run.write_json(run.results, {"valid": True, **results})
         return RunOutcome(run, check_file(run.history), interrupted=False)
@@ -112,6 +113,29 @@ def test_a_cell_pauses_only_the_holder_for_its_length_with_no_bug_one_run_per_se
     assert (spec.bugs, spec.workload, spec.lock_delay) == ((), "sinks", 1.5)
     spec.check()
     assert spec.time_limit >= round(3 * (0.15 + 4.0) * 0.5, 1)  # room for three pauses
+
+
+def test_a_rate_grid_runs_the_holders_clock_at_each_rate_instead_of_pausing_it(
+    tmp_path: Path,
+) -> None:
+    grid = Grid(ttls=(1.0,), seeds=(1,), rates=(0.25, 2.0), variants=variants()[:2])
+    played: list[tuple[tuple[str, ...], set[float]]] = []
+
+    def slow_is_stale(spec: RunSpec, schedule: Schedule | None) -> RunOutcome:
+        assert schedule is not None and schedule.windows
+        rates = {float(w.params["rate"]) for w in schedule.windows}
+        played.append((spec.nemeses, rates))
+        assert {w.kind for w in schedule.windows} == {"clock-rate"}
+        run = new_run_dir(spec.test_name, spec.store)
+        sinks = {"store": _sink(True, False), "audit": _sink(False, rates == {0.25})}
+        run.write_json(run.results, {"valid": True, "anomaly_types": [], "sinks": sinks})
+        return RunOutcome(run, check_file(run.history), interrupted=False)
+
+    cells = run_sweep(grid, slow_is_stale, tmp_path / "store")
+    assert played == [(("clock-rate",), {0.25}), (("clock-rate",), {2.0})]
+    assert [c.shown() for c in cells] == ["0/1", "0/1", "1/1", "0/1"]
+    page = render_html(grid, cells)
+    assert "holder clock at 0.25&times;" in page and "rate &lt; 1" in page
 
 
 @dataclass(frozen=True)
@@ -196,3 +220,30 @@ def _cells(page: str) -> list[tuple[str, str, str]]:
         r'<td[^>]* data-design="([^"]*)" data-pause="([^"]*)"[^>]*>([^<]*)</td>', page
     )
     return [(html.unescape(d), p, shown) for d, p, shown in found]
+
+
+def _paired(spec: RunSpec) -> RunOutcome:
+    outcome = _rule(spec)
+    (multiple,) = spec.fault_lengths
+    stored = outcome.run_dir.read_results()
+    assert stored is not None
+    seconds = round(multiple * spec.ttl / 2, 3)
+    overlaps = {"kill+pause": {"count": 1, "seconds": seconds}}
+    results = {**stored.data, "coverage": {"overlaps": overlaps, "gaps": []}}
+    outcome.run_dir.write_json(outcome.run_dir.results, results)
+    return outcome
+
+
+def test_a_sweep_of_two_kinds_overlaps_them_and_tabulates_their_time_together(
+    tmp_path: Path,
+) -> None:
+    grid = Grid(ttls=(0.5, 1.0), multiples=(0.8, 3.0), seeds=(1, 2), pair=("pause", "kill"))
+    (spec, *_) = cell_specs(grid, 0.0, 1.0, 3.0, tmp_path)
+    assert spec.nemeses == ("pause", "kill") and spec.overlap == 1.0
+    assert spec.targets == ("holder",) and spec.fault_lengths == (3.0,)
+    cells = run_sweep(grid, _paired, tmp_path / "store")
+    fenced = {(c.ttl, c.multiple): c.shown() for c in cells if c.variant.label == "fenced"}
+    assert fenced[1.0, 3.0] == "0/2, together 1.50 s/run"
+    assert fenced[0.5, 0.8] == "0/2, together 0.20 s/run"
+    plain = run_sweep(Grid(ttls=(1.0,), multiples=(3.0,), seeds=(1,)), _rule, tmp_path / "p")
+    assert all("together" not in c.shown() for c in plain)

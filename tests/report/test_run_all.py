@@ -210,6 +210,36 @@ def test_dry_run_lists_the_runs_with_overrides(
     ]
 
 
+def test_dry_run_names_rows_with_unknown_systems_and_exits_3(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    matrix = tmp_path / "m.json"
+    matrix.write_text('{"runs": [{"system": "reference"}, {"system": "nosuch"}]}')
+    argv = ["run-all", "--matrix", str(matrix), "--store", str(tmp_path / "s"), "--dry-run"]
+    assert _main(argv) == EXIT_ERROR
+    out = capsys.readouterr()
+    assert "   cannot run: unknown system 'nosuch'" in out.out
+    assert "1 of 2 rows cannot run (row 2, said above)" in out.err
+    assert not (tmp_path / "s").exists()  # a dry run creates nothing
+    assert _main([*argv, "--json"]) == EXIT_ERROR
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert rows[0]["problem"] is None and "unknown system 'nosuch'" in rows[1]["problem"]
+
+
+@pytest.mark.parametrize("store", ["/proc/fencecheck-store", "{file}/store"])
+def test_dry_run_names_an_unwritable_store_and_exits_3(
+    store: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    a_file = tmp_path / "a-file"
+    a_file.write_text("in the way\n")
+    where = store.format(file=a_file)
+    argv = ["run-all", "--nemesis", "pause", "--store", where, "--dry-run"]
+    assert _main(argv) == EXIT_ERROR
+    out = capsys.readouterr()
+    assert f"cannot run: cannot store runs in {where}" in out.out
+    assert "1 of 1 rows cannot run (row 1" in out.err
+
+
 _NO_STALE = "no stale write was even attempted, so no fence was tested"
 
 

@@ -438,3 +438,49 @@ def test_a_waiter_paused_past_its_session_is_refused_or_granted_with_its_evidenc
     assert ended["how"] == "expired"
     assert ended["grant_seq"] < answer["grant_seq"]  # granted after its session ended
     assert cluster.agent("w2", {"op": "holds"})["holds"] == {}  # it gave the lease back
+
+
+_ENDED_ON_THE_SERVICE = (
+    "from harness.nodeside.client import Accepted, Grant\n"
+    "class Client:\n"
+    "    def __init__(self, config): self.written, self.ended = [], False\n"
+    "    def acquire(self, lock, ttl, wait): return Grant(1)\n"
+    "    def renew(self, lock, epoch): return not self.ended\n"
+    "    def release(self, lock, epoch): return False\n"
+    "    def write(self, lock, sink, key, id, epoch, prev):\n"
+    "        self.written.append((sink, id)); return Accepted()\n"
+    "    def read(self, sink, key, lock=None, epoch=None): pass\n"
+)
+
+
+@pytest.mark.parametrize("flawed", [False, True])
+def test_a_timed_sink_is_written_only_once_the_service_confirms_the_lease(
+    tmp_path: Path, flawed: bool
+) -> None:
+    # The holder's own clock says its lease runs on (a slow clock's view); the service ended
+    # it. Past the first half of the lease, only the flawed holder trusts its clock. (A TTL of
+    # 600 s: no renewal comes; the test moves the lease's start back instead of waiting.)
+    module = tmp_path / "ended.py"
+    module.write_text(_ENDED_ON_THE_SERVICE)
+    client = load_client(str(module), {})
+    flaws = frozenset({"trust-own-timer"}) if flawed else frozenset()
+    config = AgentConfig(ttl=600.0, flaws=flaws, timed_sinks=frozenset({"audit"}))
+    config = AgentConfig.from_json(config.to_json())
+    agent = Agent("w1", client, config)
+    assert agent.handle({"op": "acquire", "lock": "L", "wait": 0.0})["ok"]
+    request = {"op": "write", "lock": "L", "epoch": 1, "key": "k"}
+    early = agent.handle({**request, "sink": "audit", "id": "early"})
+    assert early == {"ok": True}  # the first half: its own clock is trusted
+    client.ended = True  # type: ignore[attr-defined]
+    agent._leases["L"].renewed -= 400.0  # 400 s of the 600 s lease gone by the agent's clock
+    fenced = agent.handle({**request, "sink": "store", "id": "s"})
+    timed = agent.handle({**request, "sink": "audit", "id": "a"})
+    assert fenced == {"ok": True}  # a fence judges it: the holder's own check is enough
+    if flawed:
+        assert timed == {"ok": True}
+        written = [("audit", "early"), ("store", "s"), ("audit", "a")]
+        assert client.written == written  # type: ignore[attr-defined]
+    else:
+        assert timed == {"ok": False, "error": "lease-expired"}
+        assert client.written == [("audit", "early"), ("store", "s")]  # type: ignore[attr-defined]
+        assert agent.handle({"op": "holds"})["holds"] == {}

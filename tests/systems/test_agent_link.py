@@ -78,3 +78,42 @@ def test_a_reply_that_is_not_json_is_unknown_and_drops_the_connection(garbler: _
     assert link.call({"op": "ping"}, 30.0) is None
     link.close()
     assert garbler.connections == 2  # the second call did not reuse the first's connection
+
+
+def test_closing_a_link_while_a_holder_waits_on_it_is_an_unknown_outcome_never_a_crash() -> None:
+    """The teardown closes links from the main thread while holders left behind (a second
+    signal, a join that timed out) wait on them: each such call ends ``None``, never with an
+    exception in the holder's thread (a flaky traceback in the signal matrix's healing cells)."""
+    asked = threading.Semaphore(0)
+
+    class Silent(socketserver.StreamRequestHandler):
+        def handle(self) -> None:
+            while self.rfile.readline():
+                asked.release()  # and never answer: a frozen server
+
+    server = socketserver.ThreadingTCPServer(("127.0.0.1", 0), Silent)
+    server.daemon_threads = True
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    crashes: list[BaseException] = []
+    try:
+        for _ in range(50):
+            link = AgentLink("127.0.0.1", server.server_address[1])
+            outcome: list[object] = []
+
+            def call(link: AgentLink = link, outcome: list[object] = outcome) -> None:
+                try:
+                    outcome.append(link.call({"op": "ping"}, 30.0))
+                except BaseException as problem:  # what the holder's thread would die of
+                    crashes.append(problem)
+
+            holder = threading.Thread(target=call)
+            holder.start()
+            assert asked.acquire(timeout=10)
+            link.close()
+            holder.join(10)
+            assert not holder.is_alive()
+            assert crashes or outcome == [None]
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert crashes == []

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from harness.node import Node
+from harness.node.wait import CommandSucceeds
 from systems import (
     AdapterError,
     BugSwitch,
@@ -19,9 +20,10 @@ from systems import (
     SystemConfig,
     switch_table,
 )
-from systems.kit import SwitchTable, restart_known, setting_up
+from systems.base import ProcessTarget
+from systems.kit import DaemonEntry, DaemonTable, SwitchTable, setting_up
 from tests.support.fake import FakeSystem
-from tests.support.localcluster import LocalNode, local_nodes
+from tests.support.localcluster import LocalNode, local_nodes, wait_dead
 
 _PAUSE = Exposure(faults=("pause",))
 
@@ -87,11 +89,45 @@ def test_setting_up_validates_first_and_tears_down_a_failed_start(
     assert system.calls == [("started",), ("teardown", "l1", "s1", "w1")]
 
 
-def test_restart_known_refuses_a_daemon_the_system_does_not_have(
+def _sleeper_table() -> DaemonTable:
+    """A lock daemon and an untargeted helper on l1, a store daemon on s1: each ready once its
+    process runs."""
+
+    def running(node: Node) -> CommandSucceeds:
+        return CommandSucceeds("true", timeout=5.0)
+
+    return DaemonTable(
+        "fake",
+        DaemonEntry("lockd", "lock", running),
+        DaemonEntry("helper", "lock", running, targeted=False),
+        DaemonEntry("stored", "store", running),
+    )
+
+
+def test_a_daemon_table_derives_targets_from_roles_and_refuses_a_daemon_it_lacks(
     nodes: dict[str, LocalNode],
 ) -> None:
-    with pytest.raises(AdapterError, match="the fake system has no daemon 'ghost' to restart"):
-        restart_known("fake", nodes["l1"], "ghost", {})
+    table = _sleeper_table()
+    assert table.targets(nodes) == (
+        ProcessTarget("lock", "l1", "lockd"),
+        ProcessTarget("store", "s1", "stored"),
+    )
+    with pytest.raises(AdapterError, match="the fake system has no daemon 'ghost'"):
+        table.restart(nodes["l1"], "ghost")
+
+
+def test_a_daemon_table_starts_tears_down_and_restarts_on_the_same_command_line(
+    nodes: dict[str, LocalNode],
+) -> None:
+    table = _sleeper_table()
+    first = table.start(nodes["l1"], "lockd", ["sleep", "300"])
+    assert nodes["l1"].process_state(first) not in (None, "Z", "X")
+    table.tear_down(nodes)
+    wait_dead(nodes["l1"], first)
+    again = table.restart(nodes["l1"], "lockd")
+    assert again.argv == first.argv and again.pid != first.pid
+    table.tear_down(nodes)
+    wait_dead(nodes["l1"], again)
 
 
 def test_packages_beside_reads_the_list_beside_the_adapters_module(tmp_path: Path) -> None:
@@ -113,3 +149,48 @@ def test_packages_beside_reads_the_list_beside_the_adapters_module(tmp_path: Pat
         assert Variant().packages() == ("postgresql-15", "etcd-server")
     finally:
         del sys.modules["my_adapter"]
+
+
+def test_the_systems_package_is_the_one_import_of_an_adapter() -> None:
+    import systems
+    import systems.base
+    import systems.kit
+
+    for name in (*systems.base.__all__, *systems.kit.__all__, "deploy", "Node", "PortOpen"):
+        assert name in systems.__all__ and hasattr(systems, name), name
+    template = Path(systems.__file__).parent / "templates/new_system/adapter.py.tmpl"
+    imports = [
+        line for line in template.read_text().splitlines() if line.startswith(("from ", "import "))
+    ]
+    assert all(
+        line.startswith(
+            (
+                "from systems import",
+                "from ${package}",
+                "from __future__",
+                "from collections",
+                "from pathlib",
+                "from typing",
+            )
+        )
+        for line in imports
+    ), imports
+
+
+def test_a_daemon_table_answers_one_readiness_check_of_a_daemon(
+    nodes: dict[str, LocalNode],
+) -> None:
+    def answers(node: Node) -> CommandSucceeds:
+        return CommandSucceeds("true", timeout=5.0)
+
+    def refuses(node: Node) -> CommandSucceeds:
+        return CommandSucceeds("false", timeout=5.0)
+
+    table = DaemonTable(
+        "fake",
+        DaemonEntry("lockd", "lock", answers),
+        DaemonEntry("stored", "store", answers, ready_again=refuses),
+    )
+    assert table.serves(nodes["l1"], "lockd") is True
+    assert table.serves(nodes["s1"], "stored") is False, "after a restart, ready_again decides"
+    assert table.serves(nodes["l1"], "ghost") is None

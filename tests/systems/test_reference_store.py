@@ -15,6 +15,7 @@ from systems.reference.store_server import (
     BATCH,
     LAZY_MARK,
     MARK_EVERY,
+    MARK_PER_KEY,
     NO_STORE_CHECK,
     STORE,
     STORE_FORGETS,
@@ -253,3 +254,19 @@ def test_seq_numbers_writes_across_keys_and_sinks_and_survives_a_restart(tmp_pat
     reopened = Store(tmp_path)
     assert reopened.write(AUDIT, "L", 1, [Item("a", "x4")])["seqs"] == [4]
     assert reopened.read(STORE, "a") == [{"id": "x1", "epoch": 1, "seq": 1}]
+
+
+def test_mark_per_key_accepts_a_stale_write_to_a_key_the_new_holder_left(tmp_path: Path) -> None:
+    store = Store(tmp_path, frozenset({MARK_PER_KEY}))
+    assert put(store, STORE, "L", 1, key="a")
+    assert put(store, STORE, "L", 2, key="b")  # the new holder writes b only
+    assert not put(store, STORE, "L", 1, key="b")  # b's own mark still fences it
+    assert put(store, STORE, "L", 1, key="a")  # the planted mistake: a never saw epoch 2
+    assert not fenced_read(store, STORE, "L", 1, key="b")
+    # The marks are rebuilt per key from the log on a restart, mistake included.
+    again = Store(tmp_path, frozenset({MARK_PER_KEY}))
+    assert not put(again, STORE, "L", 1, key="b")
+    assert put(again, STORE, "L", 1, key="a")
+    correct = Store(tmp_path / "correct")
+    assert put(correct, STORE, "L", 2, key="b")
+    assert not put(correct, STORE, "L", 1, key="a")

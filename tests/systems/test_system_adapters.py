@@ -10,6 +10,8 @@ import pytest
 
 from checkers import ANOMALY_NAMES
 from harness.history import InventoryError
+from harness.run.runner import collect_logs
+from harness.run.store import new_run_dir
 from systems import (
     HOLDER_FLAWS,
     AdapterError,
@@ -53,6 +55,9 @@ _MISTAKES = {
     "token-before-lease",
     "timestamp-token",
     "grant-to-expired-waiter",
+    "mark-per-key",
+    "wall-clock-expiry",
+    "trust-own-timer",
 }
 
 
@@ -169,7 +174,7 @@ def test_setup_reports_what_it_started_and_teardown_stops_it(make_cluster: MakeC
         ("lock", "l1", "lock-server"),
         ("store", "s1", "store"),
     ]
-    assert deployment.client.module.__name__ == "systems.reference.client"
+    assert deployment.client.module == "systems.reference.client"  # named, never imported
     daemons = [
         (cluster.nodes[t.node], cluster.nodes[t.node].daemon(t.daemon)) for t in deployment.targets
     ]
@@ -188,6 +193,21 @@ def test_collect_keeps_the_epoch_file_and_the_store_log(make_cluster: MakeCluste
     assert set(kept) == {"l1", "s1"}
     assert b'"epoch": 1' in kept["l1"]["epochs.json"]
     assert b'"id": "a"' in kept["s1"]["store.log"]
+
+
+def test_the_store_daemons_log_and_its_data_file_of_the_same_name_are_both_kept(
+    make_cluster: MakeCluster, tmp_path: Path
+) -> None:
+    cluster = make_cluster()
+    assert cluster.agent("w1", {"op": "acquire", "lock": "L"})["epoch"] == 1
+    request = {"op": "write", "lock": "L", "epoch": 1, "sink": "store", "key": "k", "id": "a"}
+    assert cluster.agent("w1", request)["ok"] is True
+    run = new_run_dir("t", tmp_path / "store")
+    collect_logs(cluster.system, cluster.nodes, run)
+    s1 = run.logs / "s1"
+    assert b"listening on" in (s1 / "store.log").read_bytes()  # the daemon's own log
+    assert b'"id": "a"' in (s1 / "data-store.log").read_bytes()  # the data file beside it
+    assert b'"epoch": 1' in (run.logs / "l1" / "data-epochs.json").read_bytes()
 
 
 def test_restarting_a_live_process_is_refused(make_cluster: MakeCluster) -> None:

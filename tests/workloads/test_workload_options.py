@@ -124,8 +124,9 @@ def test_the_new_fields_round_trip_and_are_accepted_in_range() -> None:
 
 def test_the_rerun_command_carries_the_options_that_differ_from_the_defaults() -> None:
     plain = _rerun_command(TestSpec(seed=1))
-    assert "--writes-per-lease" not in plain
-    assert "--keys-per-write" not in plain
+    assert "--keys-per-write" not in plain and "--read-ratio" not in plain
+    # A field a planted bug's exposure may set is named even at its default.
+    assert plain[plain.index("--writes-per-lease") + 1] == "20"
     argv = _rerun_command(TestSpec(keys=1000, writes_per_lease=2, keys_per_write=4, seed=1))
     assert argv[argv.index("--keys") + 1] == "1000"
     assert argv[argv.index("--writes-per-lease") + 1] == "2"

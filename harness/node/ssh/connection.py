@@ -62,7 +62,7 @@ class SshConnection:
         known = hosts.known_hosts or Path("~/.ssh/known_hosts").expanduser()
         self._known = known
         if known.exists():
-            self._client.load_host_keys(str(known))
+            _load_known_hosts(self._client, known)
         self._client.set_missing_host_key_policy(
             _RecordNew(known) if hosts.accept_new else paramiko.RejectPolicy()
         )
@@ -79,6 +79,8 @@ class SshConnection:
                 allow_agent=spec.key is None,
                 look_for_keys=spec.key is None,
             )
+        except paramiko.BadHostKeyException as changed:
+            raise NodeError(_changed_host_key(where, spec, known, changed)) from None
         except paramiko.SSHException as problem:
             if "not found in known_hosts" in str(problem):
                 raise NodeError(
@@ -271,6 +273,54 @@ class _Shell:
         with contextlib.suppress(paramiko.SSHException, OSError):
             self._channel.sendall(f"rm -f {self._errors}; exit\n".encode())
         self._channel.close()
+
+
+def _load_known_hosts(client: paramiko.SSHClient, known: Path) -> None:
+    """Load ``known`` into ``client``; a line paramiko cannot read is a :class:`NodeError` naming
+    the file, the line and the fix (paramiko raises its own exception type, which no caller
+    expects)."""
+    try:
+        client.load_host_keys(str(known))
+    except paramiko.hostkeys.InvalidHostKey as bad:
+        raise NodeError(
+            f"{known} line {_line_of(known, bad.line)}: not a known-hosts entry ({bad.exc}): "
+            "fix or delete that line (`ssh-keygen -R HOST -f FILE` removes a host's entries)"
+        ) from None
+    except (UnicodeDecodeError, OSError) as problem:
+        raise NodeError(
+            f"{known} cannot be read as a known-hosts file ({problem}): point known_hosts under "
+            "[ssh] in the hosts file at a text file of `host keytype key` lines"
+        ) from None
+
+
+def _line_of(known: Path, line: str) -> str:
+    """The number of ``line`` in ``known`` (``?`` when it cannot be found again)."""
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        for number, text in enumerate(known.read_text().splitlines(), 1):
+            if text.strip() == line.strip():
+                return str(number)
+    return "?"
+
+
+def _changed_host_key(
+    where: str, spec: HostSpec, known: Path, changed: paramiko.BadHostKeyException
+) -> str:
+    """Why a host whose key differs from the recorded one is refused, and what to do."""
+    # The host's name as known-hosts files write it (OpenSSH: [address]:port off port 22).
+    name = spec.address if spec.port == 22 else f"[{spec.address}]:{spec.port}"
+    lines = []
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        for number, text in enumerate(known.read_text().splitlines(), 1):
+            if name in text.split(" ", 1)[0].split(","):
+                lines.append(str(number))
+    at = f" line {', '.join(lines)}" if lines else ""
+    return (
+        f"{where}: the host key changed: it offered {changed.key.get_name()} "
+        f"{changed.key.fingerprint}, but {known}{at} records {changed.expected_key.get_name()} "
+        f"{changed.expected_key.fingerprint} for {name}. Someone may be intercepting the "
+        "connection (man-in-the-middle); nothing was sent. If the host was reinstalled, remove "
+        f"its old key with `ssh-keygen -R '{name}' -f {known}` and connect again"
+    )
 
 
 class _RecordNew(paramiko.MissingHostKeyPolicy):

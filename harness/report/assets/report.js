@@ -438,6 +438,20 @@
   const faultNodes = D.fault_nodes;
   const faultsOfNode = new Map(faultNodes.map((node) => [node, D.faults.filter((f) =>
     f.targets.indexOf(node) >= 0)]));
+  // Faults in force together on one node share its row as tracks, one above the other, so that
+  // an overlap reads as two bands, not one painted over the other.
+  const trackOf = new Map();
+  const tracksOfNode = new Map();
+  for (const [node, faults] of faultsOfNode) {
+    const ends = [];
+    for (const f of faults.slice().sort((a, b) => a.s - b.s)) {
+      let track = ends.findIndex((end) => end <= f.s);
+      if (track < 0) { track = ends.length; ends.push(0); }
+      ends[track] = faultEnd(f);
+      trackOf.set(node + "\u0000" + faults.indexOf(f), track);
+    }
+    tracksOfNode.set(node, Math.max(ends.length, 1));
+  }
   const AXIS = 22;
   const FAULT_ROW = 16;
   const LANE = lanes.length <= 24 ? 22 : lanes.length <= 80 ? 13 : 7;
@@ -487,29 +501,31 @@
       // Fault rows: one per node that any fault targeted, the lock service and store included.
       clipPlot(ctx, w, AXIS, lanesTop);
       faultNodes.forEach((node, r) => {
-        const y = AXIS + r * FAULT_ROW + 2;
-        for (const f of faultsOfNode.get(node)) {
+        const tracks = tracksOfNode.get(node);
+        const high = (FAULT_ROW - 4) / tracks;
+        faultsOfNode.get(node).forEach((f, n) => {
+          const y = AXIS + r * FAULT_ROW + 2 + trackOf.get(node + "\u0000" + n) * high;
           const x0 = X(f.s, w);
           const x1 = X(faultEnd(f), w);
-          if (x1 < ML || x0 > w - MR) continue;
+          if (x1 < ML || x0 > w - MR) return;
           const width = Math.max(x1 - x0, 2);
           ctx.fillStyle = faultColor(f.kind);
           ctx.globalAlpha = faultFailed(f) ? 0.3 : 0.85;
-          ctx.fillRect(x0, y, width, FAULT_ROW - 4);
+          ctx.fillRect(x0, y, width, high - (tracks > 1 ? 1 : 0));
           ctx.globalAlpha = 1;
           if (faultFailed(f)) {
             ctx.strokeStyle = STALE;
             ctx.setLineDash([3, 2]);
-            ctx.strokeRect(x0 + 0.5, y + 0.5, width - 1, FAULT_ROW - 5);
+            ctx.strokeRect(x0 + 0.5, y + 0.5, width - 1, high - 1);
             ctx.setLineDash([]);
           }
-          if (width > f.kind.length * 6 + 8) {
+          if (tracks === 1 && width > f.kind.length * 6 + 8) {
             ctx.fillStyle = "#fff";
             ctx.textBaseline = "middle";
             ctx.textAlign = "left";
-            ctx.fillText(f.kind, Math.max(x0, ML) + 4, y + (FAULT_ROW - 4) / 2);
+            ctx.fillText(f.kind, Math.max(x0, ML) + 4, y + high / 2);
           }
-        }
+        });
       });
       ctx.restore();
       // Operations: per lane, only those in view; many in one pixel column draw once.

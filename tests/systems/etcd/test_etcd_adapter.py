@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 import tomllib
 from pathlib import Path
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 from harness.node.docker.cluster import NodeSpec
+from harness.nodeside import client as api
 from harness.run.exposure import expose, need_of, switches_of, unexposed
 from harness.run.matrix import MatrixEntry, load_matrix
 from harness.run.spec import TestSpec
@@ -142,3 +144,46 @@ def test_each_workers_client_starts_with_the_member_faults_call_its_own() -> Non
         first = system._endpoints(nodes, worker)[0]
         assert first == f"http://{nodes[str(member)].ip}:2379"
     assert system.client_member(nodes, "s1") is None
+
+
+class _StoppedWhileFirst:
+    """etcd as a holder that was stopped for a TTL just as it came first in the queue sees it:
+    the range finds its key first, then the keepalive finds its lease gone (``alive`` False)."""
+
+    def __init__(self, alive: bool) -> None:
+        self.alive = alive
+        self.revoked: list[int] = []
+
+    def grant(self, ttl: int, lease: int | None = None) -> int:
+        return 7
+
+    def txn(self, compare: Any, success: Any, failure: Any) -> tuple[bool, dict[str, Any]]:
+        return True, {"header": {"revision": "40"}}
+
+    def range(self, key: str, prefix: bool = False, **options: Any) -> list[dict[str, Any]]:
+        time.sleep(1.05)  # stopped past the lease (1 s) after its last refresh
+        return [{"create_revision": "40"}]
+
+    def keepalive_at(self, lease: int) -> tuple[int, int]:
+        return (1 if self.alive else 0), 52
+
+    def revoke(self, lease: int) -> bool:
+        self.revoked.append(lease)
+        return True
+
+
+@pytest.mark.parametrize("alive", [True, False])
+def test_a_holder_stopped_as_it_came_first_asks_its_lease_and_reports_its_end(
+    alive: bool,
+) -> None:
+    client = holder.Client({"node": "w1", "etcd": {"w1": ["http://127.0.0.1:1"]}})
+    client._etcd = _StoppedWhileFirst(alive)  # type: ignore[assignment]
+    granted = client.acquire("L", 1.0, 5.0)
+    assert isinstance(granted, api.Grant)
+    assert (granted.epoch, granted.grant_seq) == (40, 40)
+    if alive:
+        assert granted.lease_ended is None
+        return
+    ended = granted.lease_ended
+    assert ended is not None and (ended.how, ended.grant_seq) == ("expired", 52)
+    assert ended.after >= 1.0

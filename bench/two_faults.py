@@ -1,0 +1,90 @@
+"""A bug that needs two faults together: caught with both, never with either alone.
+
+``store-forgets`` (the reference store keeps its highest-seen epochs in memory only, its log
+durable: a fencing mark in a cache or an unpersisted key in front of durable data) loses
+nothing to a holder pause alone (the store still knows the mark) or to a store restart alone (no
+holder is stale then); a stale write is accepted only when a restart of the store meets a holder
+paused past its lease. For each setting this runs ``--runs`` seeded runs (seeds 1..N) of
+``--time-limit`` seconds and counts the ones that end invalid with a stale write:
+
+- ``defaults``: ``run --bug store-forgets`` with the faults it picks (its exposed_by);
+- ``overlap``: holder pauses and store kills drawn as overlapping pairs (``--overlap 1``);
+- ``pause alone``, ``kill alone``: either fault by itself (``--overlap 0``).
+
+    PYTHONPATH=. python3 bench/two_faults.py [--runs 20] [--time-limit 60] [--bug store-forgets]
+        [--settings defaults,overlap,pause,kill] [--store /tmp/two-faults]
+
+Prints one line per run and one per setting (caught / runs); exit status 0 whatever the numbers.
+A setting the run refuses before starting (its exposure check: it cannot show the bug, exit 3)
+is counted as refused, not as missed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Final
+
+__all__ = ["SETTINGS", "main"]
+
+SETTINGS: Final[dict[str, tuple[str, ...]]] = {
+    "defaults": (),
+    "overlap": ("--nemesis", "pause,kill", "--target", "holder,store", "--overlap", "1"),
+    "pause": ("--nemesis", "pause", "--target", "holder", "--overlap", "0"),
+    "kill": ("--nemesis", "kill", "--target", "store", "--overlap", "0"),
+}
+"""The options of each setting, after ``run --bug BUG``."""
+
+
+def _caught(bug: str, setting: str, seed: int, time_limit: float, store: Path) -> str:
+    """One run: ``caught``, ``missed`` or why it did not say (its exit code and last words)."""
+    argv = [sys.executable, "-m", "harness", "run", "--system", "reference", "--bug", bug]
+    argv += [*SETTINGS[setting], "--time-limit", f"{time_limit:g}", "--seed", str(seed)]
+    argv += ["--store", str(store), "--no-progress", "--json"]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    if done.returncode == 3 and "cannot show in this run" in done.stderr:
+        return "refused"  # the run's exposure check: this setting cannot show the bug
+    try:
+        result = json.loads(done.stdout)
+    except ValueError:
+        return f"no result (exit {done.returncode}): {done.stderr.strip()[-200:]}"
+    if done.returncode == 1 and "stale-write" in result.get("anomaly_types", ()):
+        return "caught"
+    if done.returncode in (0, 1):
+        return "missed"
+    return f"unknown (exit {done.returncode})"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every setting asked for and print the counts."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=20)
+    parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--bug", default="store-forgets")
+    parser.add_argument("--settings", default=",".join(SETTINGS))
+    parser.add_argument("--store", type=Path, default=Path("/tmp/two-faults"))
+    options = parser.parse_args(argv)
+    totals: dict[str, tuple[int, int, int]] = {}
+    for setting in options.settings.split(","):
+        said_all = []
+        for seed in range(1, options.runs + 1):
+            said = _caught(options.bug, setting, seed, options.time_limit, options.store)
+            said_all.append(said)
+            print(f"{setting} seed {seed}: {said}", flush=True)
+        totals[setting] = (said_all.count("caught"), said_all.count("refused"), options.runs)
+    for setting, (caught, refused, runs) in totals.items():
+        refusals = (
+            f" ({refused} refused before starting: it cannot show the bug)" if refused else ""
+        )
+        print(
+            f"{options.bug} {setting}: caught in {caught}/{runs} runs of "
+            f"{options.time_limit:g} s{refusals}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

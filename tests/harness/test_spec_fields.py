@@ -1,0 +1,78 @@
+"""The one spec-field table: every field of ``TestSpec`` declared once, the ``run`` options, the
+rerun argv and the exposures derived from it, and ``run --bug`` applying a whole exposure to every
+field the command line leaves."""
+
+from __future__ import annotations
+
+from dataclasses import fields
+
+import pytest
+
+import harness.cli.run as run_cli
+from harness.run.exposure import EXPOSABLE, EXPOSURE_NAMES, exposure_values
+from harness.run.runner import _rerun_command
+from harness.run.spec import SPEC_FIELDS, TestSpec
+from systems import Exposure
+from tests.support.spec_of import spec_of
+
+
+def test_every_spec_field_is_in_the_table_with_an_option_and_its_default() -> None:
+    assert list(SPEC_FIELDS) == [f.name for f in fields(TestSpec)]
+    defaults = TestSpec(seed=0)
+    for name, spec_field in SPEC_FIELDS.items():
+        assert spec_field.option.startswith("--"), name
+        if name != "seed":
+            assert spec_field.default == getattr(defaults, name), name
+    options = [spec_field.option for spec_field in SPEC_FIELDS.values()]
+    assert len(set(options)) == len(options)
+
+
+def test_exposure_has_one_field_for_each_exposable_spec_field() -> None:
+    named = {EXPOSURE_NAMES.get(name, name) for name in EXPOSABLE}
+    assert named == {f.name for f in fields(Exposure)}
+    assert {"keys", "locks", "writes_per_lease", "fault_lengths", "workload"} <= set(EXPOSABLE)
+
+
+def test_an_exposure_sets_only_what_it_gives() -> None:
+    how = Exposure(faults=("pause",), ttl_multiples=(3.0,), keys=1000)
+    assert exposure_values(how) == {
+        "nemeses": ("pause",),
+        "targets": ("holder",),
+        "fault_lengths": (3.0,),
+        "keys": 1000,
+    }
+
+
+def test_run_bug_applies_the_whole_exposure_unless_an_option_overrides_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # short-lock-delay: pause, sinks workload, 3 TTL pauses, a lock-delay of 3 s.
+    spec = spec_of(["run", "--bug", "short-lock-delay"], monkeypatch)
+    assert (spec.nemeses, spec.workload, spec.fault_lengths, spec.lock_delay) == (
+        ("pause",),
+        "sinks",
+        (3.0,),
+        3.0,
+    )
+    mine = spec_of(["run", "--bug", "short-lock-delay", "--fault-lengths", "8"], monkeypatch)
+    assert (mine.fault_lengths, mine.lock_delay, mine.workload) == ((8.0,), 3.0, "sinks")
+    flaw = spec_of(["run", "--bug", "reacquire-no-reread"], monkeypatch)
+    assert (flaw.keys, flaw.workload) == (3, "rmw")
+    plain = spec_of(["run", "--seed", "4"], monkeypatch)
+    assert plain == TestSpec(seed=4)
+
+
+def test_the_rerun_of_an_exposed_run_pins_what_the_exposure_set(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    spec = spec_of(["run", "--bug", "reacquire-no-reread", "--keys", "50"], monkeypatch)
+    assert spec.keys == 50
+    again = spec_of(_rerun_command(spec), monkeypatch)
+    assert again == spec
+
+
+def test_a_run_that_attempted_no_stale_write_gets_a_one_line_warning() -> None:
+    warning = run_cli.no_stale_write_warning({"stale_attempts": 0, "gaps": []})
+    assert warning is not None and "no stale write" in warning and "\n" not in warning
+    assert run_cli.no_stale_write_warning({"stale_attempts": 4}) is None
+    assert run_cli.no_stale_write_warning({}) is None  # no coverage: nothing to say
