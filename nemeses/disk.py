@@ -346,6 +346,8 @@ POWER_LOSS_KIND = FaultKind(
     verb="powered off",
     colour="#1f1f1f",
     heal_rank=5,
+    # It kills and restarts the node's daemons, as kill does: a pause there would be undone.
+    restarts=True,
     build=lambda locate, restarter: PowerLossNemesis(locate, restarter),
     draw=_draw_power_loss,
     recover=None,  # the kill kind's recovery restarts what a crashed run left dead
@@ -364,6 +366,9 @@ DISK_FULL_KIND = FaultKind(
     verb="had a full disk",
     colour="#8a5a44",
     heal_rank=6,
+    # The lazy FS sets each of its faults apart (a request changes only the ones it names):
+    # a full disk composes with failing or slow fsyncs.
+    holds="disk space",
     build=lambda locate, restarter: DiskFaultNemesis(DISK_FULL),
     draw=_draw_node,
     recover=_recover_faults,
@@ -378,6 +383,7 @@ FSYNC_ERROR_KIND = FaultKind(
     verb="had failing fsyncs",
     colour="#b03a2e",
     heal_rank=6,
+    holds="fsync",
     build=lambda locate, restarter: DiskFaultNemesis(FSYNC_ERROR),
     draw=_draw_node,
     recover=_recover_faults,
@@ -392,6 +398,7 @@ SLOW_DISK_KIND = FaultKind(
     verb="had a slow disk",
     colour="#6b8e23",
     heal_rank=6,
+    holds="fsync",
     build=lambda locate, restarter: DiskFaultNemesis(SLOW_DISK),
     draw=_draw_slow,
     recover=_recover_faults,

@@ -326,6 +326,9 @@ def _proxy_kind(
         verb=verb,
         colour=colour,
         heal_rank=1,
+        # One proxy per worker, one fault in it at a time: two proxy kinds on a node conflict,
+        # while a proxy fault composes with a pause of the holder's agent or a clock fault.
+        holds="proxy",
         build=lambda locate, restarter: ProxyNemesis(name),
         draw=draw,
         recover=_recover,

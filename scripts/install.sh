@@ -38,6 +38,9 @@ command -v nsenter >/dev/null || missing+=(util-linux)
 # Headless Chromium and its driver open the HTML reports in the browser tests.
 command -v chromium >/dev/null || missing+=(chromium)
 command -v chromedriver >/dev/null || missing+=(chromium-driver)
+# The lazy file system's own tests mount it on this host with Debian's python3 and pyfuse3.
+/usr/bin/python3 -c "import pyfuse3" 2>/dev/null || missing+=(python3-pyfuse3)
+command -v fusermount3 >/dev/null || missing+=(fuse3)
 if [ ${#missing[@]} -gt 0 ]; then
     say "installing ${missing[*]}"
     as_root apt-get update

@@ -60,6 +60,9 @@ _MISTAKES = {
     "trust-own-timer",
     "fence-per-connection",
     "non-idempotent-write",
+    "mark-no-fsync",
+    "ack-before-fsync",
+    "counter-no-fsync",
 }
 
 

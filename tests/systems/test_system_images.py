@@ -8,12 +8,17 @@ import pytest
 
 from harness.node.docker.images import SYSTEM_REPOSITORY, ImageError, node_tag, system_tag
 from systems import AdapterError, read_packages
+from systems.noop import NoopSystem
 from systems.reference import ReferenceSystem
 
 
 def test_a_system_needing_nothing_more_runs_on_the_node_image() -> None:
-    assert ReferenceSystem().packages() == ()
+    assert NoopSystem().packages() == ()
     assert system_tag(()) == node_tag()
+
+
+def test_the_reference_system_adds_only_what_its_lazy_file_system_needs() -> None:
+    assert set(ReferenceSystem().packages()) == {"python3-pyfuse3", "fuse3"}
 
 
 def test_the_tag_follows_the_package_list_and_nothing_else() -> None:
