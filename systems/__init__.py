@@ -15,7 +15,7 @@ node types and wait strategies an adapter handles (:mod:`harness.node`,
 """
 
 from harness.node import Daemon, Node, NodeError
-from harness.node.wait import CommandSucceeds, LogLine, PortOpen, WaitStrategy
+from harness.node.wait import CommandSucceeds, LogLine, PortOpen, WaitStrategy, wait_all, wait_for
 from systems import base, deploy, kit
 
 # The contract's and the kit's names are listed once, in their modules' __all__; the package
@@ -44,5 +44,7 @@ __all__ = [
     "available_systems",
     "deploy",
     "load_system",
+    "wait_all",
+    "wait_for",
 ]
 __all__ += base.__all__ + kit.__all__

@@ -25,25 +25,30 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from harness.node import Daemon, Node
-from harness.node.wait import CommandSucceeds
-from systems import deploy
-from systems.base import (
+from systems import (
     PAUSE_PAST_LEASE,
     AdapterError,
     BugSwitch,
+    CommandSucceeds,
     ConfigError,
+    Daemon,
+    DaemonEntry,
+    DaemonTable,
     Deployment,
     Exposure,
     HolderClientCode,
+    Node,
+    PackagesBeside,
     RoleSpec,
     Sink,
+    SwitchTable,
     SystemConfig,
+    deploy,
     nodes_with_role,
+    setting_up,
     switch_table,
 )
 from systems.etcd import holder
-from systems.kit import DaemonEntry, DaemonTable, PackagesBeside, SwitchTable, setting_up
 
 __all__ = ["BUG_SWITCHES", "ETCD_DAEMON", "POSTGRES_DAEMON", "EtcdSystem", "Ports"]
 

@@ -14,17 +14,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import ClassVar, Final
 
-from harness.node import Daemon, Node
-from systems import deploy
-from systems.base import (
+from systems import (
+    Daemon,
+    DaemonEntry,
+    DaemonTable,
     Deployment,
     HolderClientCode,
+    Node,
+    PackagesBeside,
     RoleSpec,
     Sink,
     SystemConfig,
+    deploy,
     nodes_with_role,
+    setting_up,
 )
-from systems.kit import DaemonEntry, DaemonTable, PackagesBeside, setting_up
 from systems.noop import client, server
 
 __all__ = ["NoopSystem"]

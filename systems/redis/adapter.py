@@ -18,23 +18,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from harness.node import Daemon, Node, NodeError
-from harness.node.wait import CommandSucceeds, wait_for
-from systems import deploy
-from systems.base import (
+from systems import (
     PAUSE_PAST_LEASE,
     AdapterError,
     BugSwitch,
+    CommandSucceeds,
+    Daemon,
+    DaemonEntry,
+    DaemonTable,
     Deployment,
     Exposure,
     HolderClientCode,
+    Node,
+    NodeError,
+    PackagesBeside,
     RoleSpec,
     Sink,
+    SwitchTable,
     SystemConfig,
+    deploy,
     nodes_with_role,
+    setting_up,
     switch_table,
+    wait_for,
 )
-from systems.kit import DaemonEntry, DaemonTable, PackagesBeside, SwitchTable, setting_up
 from systems.redis import client
 
 __all__ = ["BUG_SWITCHES", "PACKAGES", "RedisSystem"]

@@ -13,22 +13,28 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
-from harness.node import Daemon, Node, NodeError
-from systems import deploy
-from systems.base import (
+from systems import (
     PAUSE_PAST_LEASE,
     BugSwitch,
     ConfigError,
+    Daemon,
+    DaemonEntry,
+    DaemonTable,
     Deployment,
     Exposure,
     HolderClientCode,
+    Node,
+    NodeError,
+    PackagesBeside,
     RoleSpec,
     Sink,
+    SwitchTable,
     SystemConfig,
+    deploy,
     nodes_with_role,
+    setting_up,
     switch_table,
 )
-from systems.kit import DaemonEntry, DaemonTable, PackagesBeside, SwitchTable, setting_up
 from systems.reference import lock_server, store_server
 
 __all__ = ["BUG_SWITCHES", "Ports", "ReferenceSystem"]

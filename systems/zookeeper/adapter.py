@@ -20,24 +20,30 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
-from harness.node import Daemon, Node
-from harness.node.wait import CommandSucceeds, wait_all
-from systems import deploy
-from systems.base import (
+from systems import (
     PAUSE_PAST_LEASE,
     AdapterError,
     BugSwitch,
+    CommandSucceeds,
     ConfigError,
+    Daemon,
+    DaemonEntry,
+    DaemonTable,
     Deployment,
     Exposure,
     HolderClientCode,
+    Node,
+    PackagesBeside,
     RoleSpec,
     Sink,
+    SwitchTable,
     SystemConfig,
+    deploy,
     nodes_with_role,
+    setting_up,
     switch_table,
+    wait_all,
 )
-from systems.kit import DaemonEntry, DaemonTable, PackagesBeside, SwitchTable, setting_up
 from systems.reference import store_server
 from systems.zookeeper import client
 
