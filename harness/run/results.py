@@ -18,10 +18,23 @@ from checkers import CheckResult
 from checkers.result import FORMAT
 from harness.run.record import Interruption, RunRecord, check_format
 
-__all__ = ["Outcome", "StoredCoverage", "StoredResults", "StoredSink", "results_json"]
+__all__ = [
+    "Outcome",
+    "StoredCoverage",
+    "StoredResults",
+    "StoredSink",
+    "outcome_of",
+    "results_json",
+]
 
 Outcome = Literal["valid", "invalid", "unknown"]
 _STALE: Final = "stale-write"
+
+
+def outcome_of(valid: object) -> Outcome:
+    """The outcome a ``valid`` field stands for: ``true`` valid, ``false`` invalid, anything else
+    (``"unknown"``, missing) unknown."""
+    return "valid" if valid is True else "invalid" if valid is False else "unknown"
 
 
 def results_json(
@@ -116,7 +129,7 @@ class StoredResults:
         check_format("results.json", data, FORMAT)
         reader = _Reader(data)
         valid = data.get("valid")
-        outcome: Outcome = "valid" if valid is True else "invalid" if valid is False else "unknown"
+        outcome = outcome_of(valid)
         expected = set(reader.names("expected_types"))
         expected.update(name for name, items in reader.mapping("expected").items() if items)
         stopped = reader.mapping("interrupted")
@@ -213,7 +226,7 @@ def _sink(name: str, row: object) -> StoredSink:
     return StoredSink(
         name=name,
         fenced=bool(row.get("fenced")),
-        verdict="valid" if valid is True else "invalid" if valid is False else "unknown",
+        verdict=outcome_of(valid),
         anomalies=_counts(row.get("anomalies")),
         expected=_counts(row.get("expected")),
     )

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from harness.history.io import last_time
-from harness.run.results import StoredResults
+from harness.run.results import StoredResults, outcome_of
 from harness.run.store import RunDir
 
 __all__ = [
@@ -72,14 +72,7 @@ class RunSummary:
 
 def verdict_of(results: Mapping[str, Any] | None) -> Verdict:
     """The verdict of a decoded ``results.json`` (``unchecked`` when there is none)."""
-    if results is None:
-        return "unchecked"
-    valid = results.get("valid")
-    if valid is True:
-        return "valid"
-    if valid is False:
-        return "invalid"
-    return "unknown"
+    return "unchecked" if results is None else outcome_of(results.get("valid"))
 
 
 def as_names(raw: Any) -> tuple[str, ...]:
