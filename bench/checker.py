@@ -39,7 +39,7 @@ from typing import Any
 import orjson
 
 from checkers import check_file
-from harness.history import Sink
+from harness.record import Sink
 from tests.support.shapes import SHAPES
 from tests.support.simulation import MS, FencedSystem, Outcome
 

@@ -38,7 +38,7 @@ from rich.console import Console
 from rich.table import Table
 
 from checkers import CheckResult, check
-from harness.history import Event, read_history
+from harness.record import Event, read_history
 from harness.run.exposure import exposing_faults, switches_of
 from harness.run.record import RunRecord
 from harness.run.runner import run_test

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers import check_file
-from harness.history import Sink
+from harness.record import Sink
 from harness.report import write_report
 from harness.report.data import MAX_TIMELINE_OPS
 from harness.run.store import RunDir

@@ -42,10 +42,10 @@ from typing import Any, Final
 from rich.console import Console
 from rich.table import Table
 
-from harness.history import NEMESIS, HistoryWriter, read_history
 from harness.node import Node
 from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.images import system_image
+from harness.record import NEMESIS, HistoryWriter, read_history
 from harness.run.agent_link import AgentLink
 from harness.run.agents import deploy_system, stop_agents
 from harness.run.holder_ops import HolderBoard, HolderOps

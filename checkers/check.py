@@ -27,9 +27,9 @@ from checkers.service_order import ServiceOrder
 from checkers.staleness import CrossKey
 from checkers.tables import Names
 from checkers.writes import WriteChecker
-from harness.history import NEMESIS, Event, HistoryError, paired, read_history
-from harness.history.inventory import Inventory, Sink, normalize_inventory
-from harness.history.vocabulary import STALE_EPOCH
+from harness.record import NEMESIS, Event, HistoryError, paired, read_history
+from harness.record.inventory import Inventory, Sink, normalize_inventory
+from harness.record.vocabulary import STALE_EPOCH
 
 __all__ = ["FINAL_READ_ADVICE", "check", "check_file"]
 
@@ -60,11 +60,11 @@ def check(
 ) -> CheckResult:
     """Judge ``events`` (in history order) and return the verdict with its evidence.
 
-    ``inventory`` maps sink names to :class:`~harness.history.Sink` (or ``(fenced,
+    ``inventory`` maps sink names to :class:`~harness.record.Sink` (or ``(fenced,
     mitigation)`` pairs); without one every sink counts as fenced, and so does a sink it omits.
     ``lease_ttl`` (seconds) is quoted in explanations. ``max_evidence`` caps the evidence kept
     per anomaly name (every occurrence is still counted). Raises
-    :class:`harness.history.HistoryError` for a malformed history.
+    :class:`harness.record.HistoryError` for a malformed history.
     """
     return _Run(normalize_inventory(inventory), lease_ttl, max_evidence).run(events)
 

@@ -22,8 +22,8 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from harness.history import NEMESIS, Event, Process
-from harness.history.vocabulary import ACQUIRE, RELEASE, STALE_EPOCH, UNREACHABLE, WRITE
+from harness.record import NEMESIS, Event, Process
+from harness.record.vocabulary import ACQUIRE, RELEASE, STALE_EPOCH, UNREACHABLE, WRITE
 
 __all__ = ["MOSTLY_UNREACHABLE", "Coverage", "CoverageTap", "SinkCoverage", "coverage_of"]
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from checkers.registry import ANOMALY_NAMES, sentence
-from harness.history import Event
+from harness.record import Event
 
 __all__ = ["ANOMALY_NAMES", "Anomaly", "FaultWindow", "OpRef"]
 

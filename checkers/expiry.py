@@ -23,7 +23,7 @@ from typing import Any, Final
 
 from checkers.evidence import OpRef
 from checkers.findings import Findings
-from harness.history import Event, HistoryError, optional_natural
+from harness.record import Event, HistoryError, optional_natural
 
 __all__ = ["LEASE_ENDED_FIX", "ExpiryWatch", "LeaseEnded", "lease_ended"]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from checkers.evidence import FaultWindow
 from checkers.explain import RESTARTED
-from harness.history import SAID, Event, HistoryError
+from harness.record import SAID, Event, HistoryError
 
 __all__ = ["FaultIndex", "FaultTimeline"]
 

@@ -2,7 +2,7 @@
 
 Every occurrence is counted; the evidence of the first ``max_evidence`` of each name is kept (a
 broken run can produce hundreds of thousands of the same anomaly). Whether an occurrence counts
-against the run depends on its sink's entry in the inventory (:class:`harness.history.Sink`).
+against the run depends on its sink's entry in the inventory (:class:`harness.record.Sink`).
 Fault windows are attached at the end, when all nemesis events are known.
 """
 
@@ -16,7 +16,7 @@ from typing import Any
 from checkers.evidence import Anomaly, FaultWindow, OpRef
 from checkers.faults import FaultIndex
 from checkers.registry import REGISTRY
-from harness.history.inventory import Sink
+from harness.record.inventory import Sink
 
 __all__ = ["DEFAULT_MAX_EVIDENCE", "FENCED", "Findings"]
 

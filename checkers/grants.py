@@ -34,7 +34,7 @@ from checkers.expiry import ExpiryWatch
 from checkers.findings import Findings
 from checkers.service_order import ServiceOrder, grant_sequence
 from checkers.tables import EpochTable, Names
-from harness.history import Event, HistoryError, Process, optional_natural
+from harness.record import Event, HistoryError, Process, optional_natural
 
 __all__ = ["GrantChecker", "holder_of"]
 

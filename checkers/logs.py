@@ -45,7 +45,7 @@ from checkers.findings import Findings
 from checkers.staleness import CrossKey
 from checkers.tables import Ints, Names, widen
 from checkers.writes import WriteChecker, WriteRecord, sequence_number
-from harness.history import Event, HistoryError, Process
+from harness.record import Event, HistoryError, Process
 
 __all__ = ["KeyLog", "ReadChecker"]
 

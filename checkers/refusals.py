@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from checkers.evidence import OpRef
 from checkers.findings import Findings
-from harness.history import Process
+from harness.record import Process
 
 __all__ = ["FenceWatch"]
 

@@ -33,7 +33,7 @@ from typing import Any
 
 from checkers.evidence import OpRef
 from checkers.findings import Findings
-from harness.history import optional_natural
+from harness.record import optional_natural
 
 __all__ = ["GRANT_SEQ_FIX", "SequencedGrant", "ServiceOrder", "grant_sequence"]
 

@@ -35,8 +35,8 @@ from checkers.grants import holder_of
 from checkers.service_order import SequencedGrant, ServiceOrder
 from checkers.staleness import CrossKey
 from checkers.tables import EpochTable, Names
-from harness.history import Event, HistoryError, Process, optional_natural
-from harness.history.vocabulary import STALE_EPOCH
+from harness.record import Event, HistoryError, Process, optional_natural
+from harness.record.vocabulary import STALE_EPOCH
 
 __all__ = ["WriteChecker", "WriteRecord", "sequence_number"]
 

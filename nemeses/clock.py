@@ -23,10 +23,10 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, ClassVar, Final
 
-from harness.history import SAID
 from harness.node import Daemon, Node, NodeError
 from harness.nodeside import clock
 from harness.nodeside.clock import ClockState, Preload
+from harness.record import SAID
 from nemeses._base import ProcessNemesis
 from nemeses.kinds import Draw, FaultKind, Leftovers, ManualCommand, ManualOption
 from nemeses.pause import process_params

@@ -25,9 +25,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-from harness.history import SAID
 from harness.node import Node
 from harness.nodeside import lazyfs
+from harness.record import SAID
 from nemeses._base import NodeNemesis
 from nemeses.kill import KillNemesis
 from nemeses.kinds import END_AFTER_WRITES, Draw, FaultKind, Leftovers, ManualCommand

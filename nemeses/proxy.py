@@ -32,9 +32,9 @@ import json
 from collections.abc import Callable
 from typing import Any, Final
 
-from harness.history import SAID
 from harness.node import Node, NodeError
 from harness.nodeside import proxy, wire
+from harness.record import SAID
 from nemeses._base import NodeNemesis
 from nemeses.kinds import END_AFTER_WRITES, Draw, FaultKind, Leftovers, ManualCommand, ManualOption
 from nemeses.protocol import Fault, HealReport, NemesisError, fault_fs

@@ -47,9 +47,10 @@ from pathlib import Path
 from types import MappingProxyType, ModuleType
 from typing import Any, Final, Protocol, runtime_checkable
 
-# One mitigation vocabulary for what adapters declare and what the checkers judge.
-from harness.history import MITIGATIONS, Mitigation, Sink
 from harness.node import Daemon, Node
+
+# One mitigation vocabulary for what adapters declare and what the checkers judge.
+from harness.record import MITIGATIONS, Mitigation, Sink
 
 __all__ = [
     "CLOCK_KINDS",

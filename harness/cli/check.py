@@ -30,7 +30,7 @@ from checkers.explain import describe_fault, seconds
 from checkers.registry import REGISTRY
 from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, cli
 from harness.cli.units import Duration
-from harness.history import (
+from harness.record import (
     HistoryError,
     InventoryError,
     Sink,

@@ -19,8 +19,8 @@ from typing import Any, Final
 
 from checkers.evidence import FaultWindow
 from checkers.faults import FaultTimeline
-from harness.history import NEMESIS, Event, HistoryError, Process, paired, read_history
-from harness.history.vocabulary import LEASE_EXPIRED, NOT_HELD, STALE_EPOCH, TIMEOUT
+from harness.record import NEMESIS, Event, HistoryError, Process, paired, read_history
+from harness.record.vocabulary import LEASE_EXPIRED, NOT_HELD, STALE_EPOCH, TIMEOUT
 from harness.run.store import RunDir
 from harness.run.summary import RunSummary, summarize, verdict_of
 from nemeses.registry import KINDS

@@ -13,7 +13,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any, Final
 
-from harness.history import json_bytes
+from harness.record import json_bytes
 from harness.run.store import atomic_write
 
 __all__ = ["DATA_ELEMENT_ID", "asset", "embed_json", "page", "write_file"]

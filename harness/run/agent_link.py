@@ -11,8 +11,8 @@ from __future__ import annotations
 import threading
 from typing import Any
 
-from harness.history.io import json_bytes
 from harness.nodeside.wire import Connection, NotDelivered
+from harness.record.io import json_bytes
 
 __all__ = ["AgentLink", "AgentUnreachable"]
 

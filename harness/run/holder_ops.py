@@ -24,7 +24,7 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any, Final
 
-from harness.history.vocabulary import TIMEOUT, UNAVAILABLE, UNREACHABLE
+from harness.record.vocabulary import TIMEOUT, UNAVAILABLE, UNREACHABLE
 from harness.run.agent_link import AgentLink, AgentUnreachable
 from harness.run.recorder import Recorder
 from workloads.base import Completion

@@ -15,7 +15,7 @@ from typing import Any, Final
 from checkers import CheckResult, check
 from checkers.check import FINAL_READ_ADVICE
 from checkers.coverage import CoverageTap
-from harness.history import read_history
+from harness.record import read_history
 from harness.run.record import RunRecord
 from harness.run.results import results_json
 from harness.run.store import RunDir

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.history import NEMESIS, Event, EventType, HistoryWriter, Process
+from harness.record import NEMESIS, Event, EventType, HistoryWriter, Process
 
 __all__ = ["Recorder", "RunCounters"]
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.history import NEMESIS, HistoryError, read_history
+from harness.record import NEMESIS, HistoryError, read_history
 from harness.run.record import RunRecord
 from harness.run.runner import RunOutcome, run_test
 from harness.run.store import RunDir, open_run_dir

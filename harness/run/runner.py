@@ -25,7 +25,6 @@ from typing import Final
 from rich.console import Console
 
 from checkers import CheckResult
-from harness.history import HistoryWriter
 from harness.node import Daemon, Node, NodeError
 from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.engine import EngineError
@@ -38,6 +37,7 @@ from harness.node.interrupts import (
     shielded,
 )
 from harness.node.ssh import HostsFile, SshCluster
+from harness.record import HistoryWriter
 from harness.run.agent_link import AgentLink
 from harness.run.agents import AGENT_DAEMON, AgentSet, deploy_system, stop_agents
 from harness.run.holder_ops import HolderBoard, HolderOps

@@ -17,7 +17,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from harness.history import HistoryError, read_history
+from harness.record import HistoryError, read_history
 from harness.run.record import RunRecord
 from harness.run.results import StoredResults
 

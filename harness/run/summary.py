@@ -14,7 +14,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any, Final, Literal
 
-from harness.history.io import last_time
+from harness.record.io import last_time
 from harness.run.results import StoredResults, outcome_of
 from harness.run.store import RunDir
 

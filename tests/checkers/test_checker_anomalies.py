@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from checkers import CheckResult, check
-from harness.history import NEMESIS, Event, EventType, Sink
+from harness.record import NEMESIS, Event, EventType, Sink
 from tests.support.simulation import recorded_words
 
 MS = 1_000_000

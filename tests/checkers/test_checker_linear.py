@@ -18,7 +18,7 @@ import pytest
 
 import checkers
 from checkers import check
-from harness.history import event_from_dict
+from harness.record import event_from_dict
 from tests.support.shapes import SHAPES
 
 SMALL, LARGE = 1_000, 4_000

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, assume, find, given, settings
 from hypothesis import strategies as st
 
 from checkers import CheckResult, check
-from harness.history import Sink, event_from_dict
+from harness.record import Sink, event_from_dict
 from tests.support.simulation import MS, FencedSystem
 
 Raw = list[dict[str, Any]]

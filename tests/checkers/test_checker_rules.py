@@ -8,7 +8,7 @@ import pytest
 from checkers import ANOMALY_NAMES, FaultWindow
 from checkers.explain import describe_fault
 from checkers.registry import REGISTRY
-from harness.history import EXPECTED_WHEN_UNGUARDED, Event, Sink
+from harness.record import EXPECTED_WHEN_UNGUARDED, Event, Sink
 from tests.checkers.test_checker_anomalies import MS, HistoryBuilder, judged, only
 
 
@@ -403,7 +403,7 @@ def test_checkers_import_only_the_history_layer_of_the_harness() -> None:
                 top = name.split(".")[0]
                 assert top not in {"nemeses", "systems", "workloads", "tests"}, path
                 if top == "harness":
-                    assert name.startswith("harness.history"), (path, name)
+                    assert name.startswith("harness.record"), (path, name)
 
 
 def test_event_is_unchanged_for_callers() -> None:

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from checkers import check
-from harness.history import Event, HistoryError
+from harness.record import Event, HistoryError
 from tests.checkers.test_checker_anomalies import HistoryBuilder, judged, only
 
 NAME = "grant-after-expiry"

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from checkers import check
-from harness.history import Event, HistoryError
+from harness.record import Event, HistoryError
 from tests.checkers.test_checker_anomalies import HistoryBuilder, judged
 
 _SERVICE_RULES = frozenset(("grant-regression", "stale-holder-accepted", "current-holder-refused"))

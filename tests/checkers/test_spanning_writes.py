@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from harness.history import HistoryError, Sink
+from harness.record import HistoryError, Sink
 from tests.checkers.test_checker_anomalies import HistoryBuilder, judged, only
 from tests.checkers.test_checker_rules import seq_read
 

@@ -7,7 +7,7 @@ import socket
 import threading
 from pathlib import Path
 
-from harness.history import HistoryWriter, read_history
+from harness.record import HistoryWriter, read_history
 from harness.run.agent_link import AgentLink
 from harness.run.holder_ops import BACKOFF_CAP, HolderBoard, HolderOps, backoff_delay
 from harness.run.recorder import Recorder

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from checkers.coverage import Coverage, coverage_of
-from harness.history import Event
+from harness.record import Event
 from harness.report import publish
 from harness.run.judge import check_run
 from harness.run.store import open_run_dir

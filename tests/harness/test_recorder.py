@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from harness.history import Event, HistoryWriter, read_history, validated
+from harness.record import Event, HistoryWriter, read_history, validated
 from harness.run.recorder import Recorder
 
 

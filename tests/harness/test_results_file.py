@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.history import Sink
+from harness.record import Sink
 from harness.run.record import Interruption, NodeEntry, RunRecord
 from harness.run.results import StoredResults, results_json
 from harness.run.spec import TestSpec
@@ -18,7 +18,7 @@ from tests.checkers.test_checker_anomalies import HistoryBuilder, judged
 ROOT = Path(__file__).resolve().parents[2]
 # The record layer: the only modules that open a run's files (history, test.json, results.json,
 # replay.json) and decode them.
-READERS = {"harness/run/store.py", "harness/history/io.py"}
+READERS = {"harness/run/store.py", "harness/record/io.py"}
 _RUN_FILE_READ = re.compile(
     r"\.(?:test_json|results|history|replay)\.(?:read_text|read_bytes|open)\("
     r"|open\([\w.]*\.(?:test_json|results|history|replay)\b"

@@ -10,7 +10,7 @@ import docker.errors
 import pytest
 from rich.console import Console
 
-from harness.history import Sink
+from harness.record import Sink
 from harness.run.record import Interruption, NodeEntry, RunRecord
 from harness.run.spec import TestSpec
 from harness.run.store import new_run_dir

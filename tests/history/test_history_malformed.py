@@ -11,7 +11,7 @@ import orjson
 import pytest
 
 from checkers import check
-from harness.history import MAX_DEPTH, HistoryError, read_history
+from harness.record import MAX_DEPTH, HistoryError, read_history
 
 
 def line(index: int, process: int | str, kind: str, f: str, **fields: Any) -> bytes:

@@ -9,7 +9,7 @@ import orjson
 import pytest
 
 from checkers import check
-from harness.history import HistoryError, paired, read_history, validated
+from harness.record import HistoryError, paired, read_history, validated
 
 
 def jsonl(*events: dict[str, Any] | bytes) -> io.BytesIO:

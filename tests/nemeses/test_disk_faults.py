@@ -8,7 +8,7 @@ import random
 from checkers.coverage import coverage_of
 from checkers.evidence import FaultWindow
 from checkers.explain import describe_fault
-from harness.history import Event
+from harness.record import Event
 from nemeses import END_AFTER_WRITES, generate_schedule
 from nemeses.disk import (
     DISK_FULL,

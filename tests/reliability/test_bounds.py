@@ -7,8 +7,8 @@ import json
 from collections import Counter
 from pathlib import Path
 
-from harness.history import HistoryWriter, read_history
 from harness.node.docker.cluster import default_topology
+from harness.record import HistoryWriter, read_history
 from harness.run.plan import schedule_for
 from harness.run.recorder import Recorder
 from harness.run.runner import _final_readers, _final_reads

@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from harness.history import HistoryWriter, read_history
 from harness.node.interrupts import Interrupted, hurried, interrupts_once, shielded
+from harness.record import HistoryWriter, read_history
 from harness.run.recorder import Recorder
 from harness.run.runner import _join
 

@@ -16,8 +16,8 @@ import pytest
 
 import harness.cli.check as check_cli
 from harness.cli import EXIT_ERROR, EXIT_UNKNOWN, EXIT_VALID, main
-from harness.history import HistoryError, read_history
-from harness.history import io as history_io
+from harness.record import HistoryError, read_history
+from harness.record import io as history_io
 from harness.run.store import RunDir
 from tests.report.conftest import build_run
 

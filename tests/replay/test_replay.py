@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_VALID, main
-from harness.history import NEMESIS, HistoryWriter, Sink
+from harness.record import NEMESIS, HistoryWriter, Sink
 from harness.run.record import NodeEntry, RunRecord
 from harness.run.replay import load_run, pinned
 from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it

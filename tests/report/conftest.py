@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from checkers import CheckResult
-from harness.history import HistoryWriter
+from harness.record import HistoryWriter
 from harness.run.judge import check_run as run_check
 from harness.run.runner import RunError, RunOutcome
 from harness.run.spec import TestSpec

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from harness.history import HistoryWriter
+from harness.record import HistoryWriter
 from harness.report import write_report
 from harness.report.index import write_index
 from harness.run.store import RunDir, new_run_dir

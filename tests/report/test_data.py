@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.history import HistoryWriter
+from harness.record import HistoryWriter
 from harness.report import extract, summarize, write_report
 from harness.report.data import held_requests
 from harness.run.store import RunDir

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from pathlib import Path
 
-from harness.history import Sink
+from harness.record import Sink
 from harness.run.record import NodeEntry, RunRecord
 from harness.run.spec import TestSpec
 from harness.run.store import new_run_dir

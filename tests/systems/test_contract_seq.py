@@ -19,7 +19,7 @@ from rich.console import Console
 
 from checkers.result import UNJUDGED_ACROSS_KEYS
 from harness.cli.adapter import render_report
-from harness.history import Sink
+from harness.record import Sink
 from harness.report.render import _seq_warnings
 from harness.run.contract import ContractReport, _Agents, _Battery
 from systems import SystemConfig

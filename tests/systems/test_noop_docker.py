@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from rich.console import Console
 
-from harness.history import read_history
+from harness.record import read_history
 from harness.run.runner import run_test
 from harness.run.spec import TestSpec
 

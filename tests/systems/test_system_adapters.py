@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from checkers import ANOMALY_NAMES
-from harness.history import InventoryError
+from harness.record import InventoryError
 from harness.run.runner import collect_logs
 from harness.run.store import new_run_dir
 from systems import (

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from harness.history import HistoryWriter, read_history
+from harness.record import HistoryWriter, read_history
 from harness.run.agent_link import AgentLink
 from harness.run.holder_ops import TRY_GAP, HolderBoard, HolderOps
 from harness.run.recorder import Recorder

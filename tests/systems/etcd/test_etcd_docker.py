@@ -30,11 +30,11 @@ from typing import Any
 import pytest
 
 from checkers import check
-from harness.history import Event, EventType
 from harness.node import Node, NodeError
 from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.images import system_image
 from harness.nodeside import wire
+from harness.record import Event, EventType
 from harness.run.agents import AgentSet, deploy_system, start_agents, stop_agents
 from systems import Deployment, SystemConfig
 from systems.base import topology

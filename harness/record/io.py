@@ -14,7 +14,7 @@ from typing import IO, Any, Final
 
 import orjson
 
-from harness.history.events import (
+from harness.record.events import (
     NEMESIS,
     Event,
     EventType,

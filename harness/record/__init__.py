@@ -4,7 +4,7 @@ Everything above it (checkers, runner, report) reads and writes histories throug
 it imports nothing else of fencecheck's.
 """
 
-from harness.history.events import (
+from harness.record.events import (
     EVENT_TYPES,
     NEMESIS,
     SAID,
@@ -16,7 +16,7 @@ from harness.history.events import (
     event_to_dict,
     optional_natural,
 )
-from harness.history.inventory import (
+from harness.record.inventory import (
     EXPECTED_WHEN_UNGUARDED,
     MITIGATIONS,
     Inventory,
@@ -27,7 +27,7 @@ from harness.history.inventory import (
     normalize_inventory,
     parse_inventory,
 )
-from harness.history.io import MAX_DEPTH, HistoryWriter, json_bytes, paired, read_history, validated
+from harness.record.io import MAX_DEPTH, HistoryWriter, json_bytes, paired, read_history, validated
 
 __all__ = [
     "EVENT_TYPES",
