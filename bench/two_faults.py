@@ -4,15 +4,16 @@
 durable: a fencing mark in a cache or an unpersisted key in front of durable data) loses
 nothing to a holder pause alone (the store still knows the mark) or to a store restart alone (no
 holder is stale then); a stale write is accepted only when a restart of the store meets a holder
-paused past its lease. For each setting this runs ``--runs`` seeded runs (seeds 1..N) of
-``--time-limit`` seconds and counts the ones that end invalid with a stale write:
+paused past its lease. For each setting this runs ``--runs`` seeded runs of
+``--time-limit`` seconds (seeds ``--first-seed`` onwards, so two copies can split the seeds) and
+counts the ones that end invalid with a stale write:
 
 - ``defaults``: ``run --bug store-forgets`` with the faults it picks (its exposed_by);
 - ``overlap``: holder pauses and store kills drawn as overlapping pairs (``--overlap 1``);
 - ``pause alone``, ``kill alone``: either fault by itself (``--overlap 0``).
 
     PYTHONPATH=. python3 bench/two_faults.py [--runs 20] [--time-limit 60] [--bug store-forgets]
-        [--settings defaults,overlap,pause,kill] [--store /tmp/two-faults]
+        [--settings defaults,overlap,pause,kill] [--first-seed 1] [--store /tmp/two-faults]
 
 Prints one line per run and one per setting (caught / runs); exit status 0 whatever the numbers.
 A setting the run refuses before starting (its exposure check: it cannot show the bug, exit 3)
@@ -63,6 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--time-limit", type=float, default=60.0)
+    parser.add_argument("--first-seed", type=int, default=1)
     parser.add_argument("--bug", default="store-forgets")
     parser.add_argument("--settings", default=",".join(SETTINGS))
     parser.add_argument("--store", type=Path, default=Path("/tmp/two-faults"))
@@ -70,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     totals: dict[str, tuple[int, int, int]] = {}
     for setting in options.settings.split(","):
         said_all = []
-        for seed in range(1, options.runs + 1):
+        for seed in range(options.first_seed, options.first_seed + options.runs):
             said = _caught(options.bug, setting, seed, options.time_limit, options.store)
             said_all.append(said)
             print(f"{setting} seed {seed}: {said}", flush=True)

@@ -11,19 +11,24 @@ to 2) to recover, the first starts after 1-2 TTL (someone must hold the lease), 
 a TTL before the run does.
 
 Overlaps. With a seeded rate (``overlap``, :data:`DEFAULT_OVERLAP`), a base window gets one
-overlapping window of another kind among those asked for (an *overlay*, drawn from a random
-stream of its own, so that the base windows of a seed are the same at every rate). Its parameter
+overlapping window of another kind among those asked for (an *overlay*, drawn from a random stream
+of its own, so that the base windows of a seed are the same at every rate). Its parameter
 :data:`OVERLAPS` names the base window; :data:`ANCHOR` says which moment of it the overlay is aimed
 at (:data:`ANCHORS`): ``inside`` (a drawn offset, 10-90 % of the base), ``grant`` and ``takeover``
 (for a base aimed at the holder: once another node holds the lease, having had
 :data:`START_AFTER_WRITES` writes accepted since its grant, 0 or 1; at the overlay's scheduled
-start at the latest) and ``restart`` (for a base whose stop restarts a daemon, as that stop
-begins, so the restart happens inside the overlay). An overlay ends its duration after it
-actually started, at most half a TTL after its base's scheduled end. Two kinds overlapping on one
-node compose unless :func:`nemeses.kinds.conflict` says why not; then, if their nodes could be the
-same, the overlay is refused at draw time and the reason kept in :attr:`Schedule.refused` (a
-symbolic target steers clear of a node a conflicting fault holds when the window starts, so
-refusal is needed only when no node could be left).
+start at the latest) and ``restart`` (for a base whose stop restarts a daemon, as that stop begins,
+so the restart happens inside the overlay). An overlay of a kind that restarts a daemon, aimed at a
+holder base's ``grant`` or ``takeover``, is aimed at the daemon that holds the state (a store or
+the lock leader among the targets asked for, else one of each the cluster has) and resumes its base
+(:data:`RESUMES_BASE`): the restart then meets a stale holder, the shape a daemon that forgets on
+restart needs (``store-forgets``); drawn from the targets like any other overlay, it hit a worker
+half the time and let the other holders re-teach the store half the rest. An overlay ends its
+duration after it actually started, at most half a TTL after its base's scheduled end. Two kinds
+overlapping on one node compose unless :func:`nemeses.kinds.conflict` says why not; then, if their
+nodes could be the same, the overlay is refused at draw time and the reason kept in
+:attr:`Schedule.refused` (a symbolic target steers clear of a node a conflicting fault holds when
+the window starts, so refusal is needed only when no node could be left).
 
 A compound kind places a second fault inside one window by its parameters
 (``restart-while-paused``: a store or lock-service restart inside a holder's pause). Two
@@ -412,6 +417,10 @@ class _Overlays:
             anchors += ["grant", "takeover"]
         if fault_kind(base.kind).restarts:
             anchors.append("restart")
+        if base.wants_holder and kind.restarts and not kind.parts:
+            # A restart overlay on a holder window is aimed at the takeover three times in four:
+            # the moment a forgetful daemon loses the new mark (module docs).
+            anchors += ["takeover", "takeover"]
         anchor = rng.choice(anchors)
         params: dict[str, Any] = {OVERLAPS: base.index, ANCHOR: anchor}
         if anchor == "inside":
@@ -429,7 +438,16 @@ class _Overlays:
             fitting = longer
         multiple = rng.choice(fitting) if fitting else room / ttl
         duration = round(multiple * ttl)
-        target, role, fallback = _draw_target(rng, rng.choice(list(self.targets)), self.nodes)
+        selector = rng.choice(list(self.targets))
+        # A restart aimed at a holder's takeover is the shape a forgetful daemon needs (module
+        # docs): it must hit the daemon that holds the state, never another worker, and the stale
+        # holder must be continued once it serves again, or the other holders re-teach it.
+        # (A compound places its own restart: its target is the holder it pauses.)
+        at_restart = anchor in ("grant", "takeover") and kind.restarts
+        stateful = self._stateful() if at_restart and not kind.parts else []
+        if stateful:
+            selector = rng.choice(stateful)
+        target, role, fallback = _draw_target(rng, selector, self.nodes)
         draw = Draw(rng, target, role, self.nodes, self.processes, self.cpu, duration, ttl, 0)
         chosen, drawn = kind.draw(draw)
         if (
@@ -438,7 +456,7 @@ class _Overlays:
             and rng.random() < _RELEASE_TOGETHER
         ):
             params[RELEASE_WITH] = base.index
-        if anchor in ("grant", "takeover") and kind.restarts and rng.random() < _RESUME_ON_RESTART:
+        if stateful or (at_restart and rng.random() < _RESUME_ON_RESTART):
             # Killed and restarted at once: an outage the other holders notice would have them
             # retry and re-teach a forgetful store its mark before the stale holder resumes.
             params[RESUMES_BASE] = True
@@ -451,6 +469,19 @@ class _Overlays:
         if reason is not None:
             return Refusal(base.index, kind.name, chosen, reason)
         return overlay
+
+    def _stateful(self) -> list[str]:
+        """The selectors that aim at a daemon holding state (a store, the lock leader): those
+        asked for, else one per such role the cluster has (empty for a workers-only cluster)."""
+        asked = [
+            t
+            for t in dict.fromkeys(self.targets)
+            if t in ("store", "lock", LOCK_LEADER) or self.nodes.get(t) in ("store", "lock")
+        ]
+        if asked:
+            return asked
+        roles = set(self.nodes.values())
+        return [s for s, role in ((LOCK_LEADER, "lock"), ("store", "store")) if role in roles]
 
 
 def _aimed(
