@@ -18,17 +18,18 @@ at (:data:`ANCHORS`): ``inside`` (a drawn offset, 10-90 % of the base), ``grant`
 (for a base aimed at the holder: once another node holds the lease, having had
 :data:`START_AFTER_WRITES` writes accepted since its grant, 0 or 1; at the overlay's scheduled
 start at the latest) and ``restart`` (for a base whose stop restarts a daemon, as that stop begins,
-so the restart happens inside the overlay). An overlay of a kind that restarts a daemon, aimed at a
-holder base's ``grant`` or ``takeover``, is aimed at the daemon that holds the state (a store or
-the lock leader among the targets asked for, else one of each the cluster has) and resumes its base
-(:data:`RESUMES_BASE`): the restart then meets a stale holder, the shape a daemon that forgets on
-restart needs (``store-forgets``); drawn from the targets like any other overlay, it hit a worker
-half the time and let the other holders re-teach the store half the rest. An overlay ends its
-duration after it actually started, at most half a TTL after its base's scheduled end. Two kinds
-overlapping on one node compose unless :func:`nemeses.kinds.conflict` says why not; then, if their
-nodes could be the same, the overlay is refused at draw time and the reason kept in
-:attr:`Schedule.refused` (a symbolic target steers clear of a node a conflicting fault holds when
-the window starts, so refusal is needed only when no node could be left).
+so the restart happens inside the overlay). An overlay of a kind that restarts a daemon on a holder
+base is aimed at the ``takeover`` three times in four (else ``inside``), and there at the daemon
+that holds the state (a store or the lock leader among the targets asked for, else one of each the
+cluster has) and resumes its base (:data:`RESUMES_BASE`): the restart then meets a stale holder,
+the shape a daemon that forgets on restart needs (``store-forgets``); drawn from the targets like
+any other overlay, it hit a worker half the time and let the other holders re-teach the store half
+the rest. An overlay ends its duration after it actually started, at most half a TTL after its
+base's scheduled end. Two kinds overlapping on one node compose unless
+:func:`nemeses.kinds.conflict` says why not; then, if their nodes could be the same, the overlay is
+refused at draw time and the reason kept in :attr:`Schedule.refused` (a symbolic target steers
+clear of a node a conflicting fault holds when the window starts, so refusal is needed only when no
+node could be left).
 
 A compound kind places a second fault inside one window by its parameters
 (``restart-while-paused``: a store or lock-service restart inside a holder's pause). Two
@@ -419,8 +420,9 @@ class _Overlays:
             anchors.append("restart")
         if base.wants_holder and kind.restarts and not kind.parts:
             # A restart overlay on a holder window is aimed at the takeover three times in four:
-            # the moment a forgetful daemon loses the new mark (module docs).
-            anchors += ["takeover", "takeover"]
+            # the moment a forgetful daemon loses the new mark (module docs). Never at the grant:
+            # no newer write has reached the daemon then, so forgetting loses nothing.
+            anchors = ["inside", "takeover", "takeover", "takeover"]
         anchor = rng.choice(anchors)
         params: dict[str, Any] = {OVERLAPS: base.index, ANCHOR: anchor}
         if anchor == "inside":
