@@ -17,9 +17,9 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from checkers.evidence import FaultWindow
 from checkers.faults import FaultTimeline
 from harness.record import NEMESIS, Event, HistoryError, Process, paired, read_history
+from harness.record.verdict import FaultWindow
 from harness.record.vocabulary import LEASE_EXPIRED, NOT_HELD, STALE_EPOCH, TIMEOUT
 from harness.run.store import RunDir
 from harness.run.summary import RunSummary, summarize, verdict_of

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any, Final, Literal
 
 from harness.record.io import last_time
-from harness.run.results import StoredResults, outcome_of
+from harness.record.results import StoredResults, outcome_of
 from harness.run.store import RunDir
 
 __all__ = [
