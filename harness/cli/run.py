@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.table import Column, Table
 from rich.text import Text
 
+from checkers import Verdict
 from harness.cli import EXIT_ERROR, EXIT_UNKNOWN, EXIT_VALID, cli
 from harness.cli.check import exit_code, render_result
 from harness.cli.hosts import load_hosts_option
@@ -25,7 +26,6 @@ from harness.run.judge import check_run
 from harness.run.runner import RunError, RunOutcome, note_late_signal, run_test
 from harness.run.spec import SPEC_FIELDS, SpecError, SpecField, TestSpec, split_names, store_path
 from harness.run.store import (
-    RunDir,
     StoreError,
     check_output_file,
     open_run_dir,
@@ -208,9 +208,9 @@ def _conclude(
 ) -> int:
     """Print a published run's verdict and return the exit code (``written``: its report and
     files are; ``strict``: a valid run with coverage gaps exits 2, saying so)."""
-    coverage, gaps = _coverage(outcome.run_dir)
+    coverage, gaps = _coverage(outcome.result)
     if as_json:
-        data = {**outcome.result.to_json(), "coverage": coverage}
+        data = outcome.result.to_json()
         extra = {"interrupted": outcome.interrupted, "run_dir": str(outcome.run_dir.path)}
         if outcome.error is not None:
             extra["run_error"] = outcome.error
@@ -290,24 +290,21 @@ def analyze_command(run_dir: Path, as_json: bool) -> None:
         run = open_run_dir(run_dir)
         result = check_run(run)
         publish(run)
-        coverage, gaps = _coverage(run)
+        gaps = tuple(result.coverage.gaps())
         stored = run.read_results()
     except (OSError, ValueError, KeyError) as problem:
         raise click.ClickException(str(problem)) from None
     notes = list(stored.notes) if stored is not None else []
     if as_json:
-        click.echo(json.dumps({**result.to_json(), "coverage": coverage, "notes": notes}, indent=2))
+        click.echo(json.dumps({**result.to_json(), "notes": notes}, indent=2))
     else:
         render_result(Console(highlight=False), result, run.history, gaps, notes)
     raise click.exceptions.Exit(exit_code(result))
 
 
-def _coverage(run: RunDir) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """The ``coverage`` section ``check_run`` just wrote into ``results.json``, and its gaps."""
-    stored = run.read_results()
-    if stored is None or stored.coverage is None:
-        return {}, ()
-    return dict(stored.coverage.numbers), stored.coverage.gaps
+def _coverage(result: Verdict) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The verdict's coverage (counted in the check's one pass) as JSON data, and its gaps."""
+    return result.coverage.to_json(), tuple(result.coverage.gaps())
 
 
 @cli.command("list")
