@@ -16,7 +16,7 @@ from checkers import CheckResult, check
 from checkers.check import FINAL_READ_ADVICE
 from checkers.coverage import CoverageTap
 from harness.record import read_history
-from harness.run.record import RunRecord
+from harness.record.run_record import RunRecord
 from harness.run.results import results_json
 from harness.run.store import RunDir
 

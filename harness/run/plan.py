@@ -14,8 +14,8 @@ from dataclasses import dataclass
 
 from harness.node.docker.cluster import ClusterError, NodeSpec
 from harness.node.ssh import HostsFile
+from harness.record.spec import SpecError, TestSpec
 from harness.run.exposure import switches_of, unexposed
-from harness.run.spec import SpecError, TestSpec
 from harness.run.store import StoreError, check_store, store_problem
 from nemeses import (
     DEFAULT_TTL_MULTIPLES,

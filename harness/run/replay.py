@@ -17,11 +17,11 @@ from pathlib import Path
 from rich.console import Console
 
 from harness.record import NEMESIS, HistoryError, read_history
-from harness.run.record import RunRecord
+from harness.record.run_record import RunRecord
+from harness.record.schedule import Schedule, ScheduleError
 from harness.run.runner import RunOutcome, run_test
 from harness.run.store import RunDir, open_run_dir
 from harness.run.summary import Verdict, summarize
-from nemeses import NemesisError, Schedule
 
 __all__ = [
     "Finding",
@@ -192,7 +192,7 @@ def load_run(path: str | Path) -> StoredRun:
         )
     try:
         schedule = Schedule.from_json(record.schedule)
-    except NemesisError as problem:
+    except ScheduleError as problem:
         raise ReplayError(f"{run.test_json}: {problem}") from None
     finding = finding_of(run)
     if finding.verdict == "unchecked":

@@ -38,6 +38,8 @@ from harness.node.interrupts import (
 )
 from harness.node.ssh import HostsFile, SshCluster
 from harness.record import HistoryWriter
+from harness.record.run_record import Interruption, NodeEntry, RunRecord
+from harness.record.spec import SPEC_FIELDS, TestSpec
 from harness.run.agent_link import AgentLink
 from harness.run.agents import AGENT_DAEMON, AgentSet, deploy_system, stop_agents
 from harness.run.holder_ops import HolderBoard, HolderOps
@@ -45,9 +47,7 @@ from harness.run.judge import Judged, conclude_run, judge_run
 from harness.run.plan import RunError, plan_run, schedule_for, workload_options
 from harness.run.progress import RunProgress
 from harness.run.proxies import proxied, stop_proxies
-from harness.run.record import Interruption, NodeEntry, RunRecord
 from harness.run.recorder import Recorder
-from harness.run.spec import SPEC_FIELDS, TestSpec
 from harness.run.store import (
     RunDir,
     new_run_dir,

@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.record.spec import TestSpec
 from harness.run.runner import _rerun_command
-from harness.run.spec import TestSpec
 from harness.run.store import RunDir
 from tests.support.spec_of import spec_of
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from harness.record import Sink
-from harness.run.record import Interruption, NodeEntry, RunRecord
+from harness.record.run_record import Interruption, NodeEntry, RunRecord
+from harness.record.spec import TestSpec
 from harness.run.results import StoredResults, results_json
-from harness.run.spec import TestSpec
 from harness.run.store import RunDir
 from tests.checkers.test_checker_anomalies import HistoryBuilder, judged
 

@@ -11,8 +11,8 @@ import pytest
 from rich.console import Console
 
 from harness.record import Sink
-from harness.run.record import Interruption, NodeEntry, RunRecord
-from harness.run.spec import TestSpec
+from harness.record.run_record import Interruption, NodeEntry, RunRecord
+from harness.record.spec import TestSpec
 from harness.run.store import new_run_dir
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
+from harness.record.run_record import RunRecord
 from harness.report import extract
 from harness.run.judge import check_run
-from harness.run.record import RunRecord
 from harness.run.store import RunDir
 from harness.run.summary import summarize
 

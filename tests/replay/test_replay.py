@@ -10,9 +10,9 @@ import pytest
 
 from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_VALID, main
 from harness.record import NEMESIS, HistoryWriter, Sink
-from harness.run.record import NodeEntry, RunRecord
+from harness.record.run_record import NodeEntry, RunRecord
+from harness.record.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
 from harness.run.replay import load_run, pinned
-from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
 from harness.run.store import new_run_dir
 from tests.support.cli import fencecheck
 

@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from harness.record import Sink
-from harness.run.record import NodeEntry, RunRecord
-from harness.run.spec import TestSpec
+from harness.record.run_record import NodeEntry, RunRecord
+from harness.record.spec import TestSpec
 from harness.run.store import new_run_dir
 from nemeses import Schedule
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from harness.record import HistoryWriter, read_history
+from harness.record.spec import SpecError, TestSpec
 from harness.run.agent_link import AgentLink
 from harness.run.holder_ops import TRY_GAP, HolderBoard, HolderOps
 from harness.run.recorder import Recorder
 from harness.run.runner import _rerun_command
-from harness.run.spec import SpecError, TestSpec
 from tests.support.localcluster import MakeCluster
 
 TTL = 1.0

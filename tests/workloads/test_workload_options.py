@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
+from harness.record.spec import SpecError, TestSpec, spec_from_dict
 from harness.run.runner import _rerun_command
-from harness.run.spec import SpecError, TestSpec, spec_from_dict
 from tests.workloads.test_workloads import FakeOps
 from workloads import WorkloadOptions, get_workload
 from workloads.base import Completion

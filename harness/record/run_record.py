@@ -13,8 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
-from harness.record import Mitigation, Sink
-from harness.run.spec import TestSpec, spec_from_dict
+from harness.record.inventory import Mitigation, Sink
+from harness.record.spec import TestSpec, spec_from_dict
 
 __all__ = ["FORMAT", "Interruption", "NodeEntry", "RunRecord", "check_format"]
 
