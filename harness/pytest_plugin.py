@@ -30,8 +30,8 @@ import pytest
 
 if TYPE_CHECKING:
     from harness.record.spec import TestSpec
+    from harness.run.judge import RunOutcome
     from harness.run.matrix import MatrixEntry
-    from harness.run.runner import RunOutcome
     from harness.run.summary import RunSummary
 
 __all__ = ["FencedRun", "RunSpec", "matrix_rows"]
@@ -144,7 +144,8 @@ class RunSpec:
         from rich.console import Console
 
         from harness.report import publish
-        from harness.run.runner import RunError, run_test
+        from harness.run.plan import RunError
+        from harness.run.runner import run_test
         from harness.run.summary import summarize
 
         try:

@@ -22,8 +22,9 @@ from harness.record.spec import SPEC_FIELDS, SpecError, SpecField, TestSpec, spl
 from harness.report import publish
 from harness.run.exposure import ExposureError, exposure_fields, switches_of
 from harness.run.exposure import expose as exposed_spec
-from harness.run.judge import check_run
-from harness.run.runner import RunError, RunOutcome, note_late_signal, run_test
+from harness.run.judge import RunOutcome, check_run, note_late_signal
+from harness.run.plan import RunError
+from harness.run.runner import run_test
 from harness.run.spec import option_help
 from harness.run.store import (
     RunDir,

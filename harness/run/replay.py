@@ -19,7 +19,8 @@ from rich.console import Console
 from harness.record import NEMESIS, HistoryError, read_history
 from harness.record.run_record import RunRecord
 from harness.record.schedule import Schedule, ScheduleError
-from harness.run.runner import RunOutcome, run_test
+from harness.run.judge import RunOutcome
+from harness.run.runner import run_test
 from harness.run.store import RunDir, open_run_dir
 from harness.run.summary import Verdict, summarize
 
@@ -240,7 +241,7 @@ def replay(
 ) -> Replay:
     """Run ``stored``'s spec again with its seed and recorded schedule (into ``store``, by
     default the original's store; with ``pin``, each window on the nodes it landed on, see
-    :func:`pinned`) and compare the findings. Raises :class:`harness.run.runner.RunError` when
+    :func:`pinned`) and compare the findings. Raises :class:`harness.run.plan.RunError` when
     the run cannot start."""
     spec = replace(stored.record.spec, store=store or stored.store)
     outcome = run_test(

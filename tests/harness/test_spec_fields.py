@@ -11,7 +11,7 @@ import pytest
 import harness.cli.run as run_cli
 from harness.record.spec import SPEC_FIELDS, TestSpec
 from harness.run.exposure import EXPOSABLE, EXPOSURE_NAMES, exposure_values
-from harness.run.runner import _rerun_command
+from harness.run.plan import rerun_command
 from systems import Exposure
 from tests.support.spec_of import spec_of
 
@@ -67,7 +67,7 @@ def test_the_rerun_of_an_exposed_run_pins_what_the_exposure_set(
 ) -> None:
     spec = spec_of(["run", "--bug", "reacquire-no-reread", "--keys", "50"], monkeypatch)
     assert spec.keys == 50
-    again = spec_of(_rerun_command(spec), monkeypatch)
+    again = spec_of(rerun_command(spec), monkeypatch)
     assert again == spec
 
 
