@@ -499,7 +499,12 @@ class TestSpec:
 
     def to_json(self) -> dict[str, Any]:
         """The spec as plain JSON data (tuples become lists, paths strings)."""
-        data = asdict(self)
+        # Lists, as test.json holds them once read back: the report compares a stored spec's
+        # values with the defaults' JSON, and ("holder",) never equals ["holder"].
+        data = {
+            name: list(value) if isinstance(value, tuple) else value
+            for name, value in asdict(self).items()
+        }
         data["store"] = str(self.store)
         data["test_name"] = self.test_name
         return data

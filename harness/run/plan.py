@@ -104,7 +104,7 @@ class Plan:
             started=datetime.now(UTC).isoformat(),
             command=shlex.join(rerun),
             lease_ttl=self.ttl,
-            schedule=self.schedule.to_json(),
+            schedule=self.schedule,
             inventory=self.inventory,
             topology=tuple(NodeEntry(node.name, node.role) for node in self.nodes),
             versions=_versions(),

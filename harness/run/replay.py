@@ -18,7 +18,7 @@ from rich.console import Console
 
 from harness.record import NEMESIS, HistoryError, read_history
 from harness.record.run_record import RunRecord
-from harness.record.schedule import Schedule, ScheduleError
+from harness.record.schedule import Schedule
 from harness.run.judge import RunOutcome
 from harness.run.runner import run_test
 from harness.run.store import RunDir, open_run_dir
@@ -186,15 +186,12 @@ def load_run(path: str | Path) -> StoredRun:
         record = run.read_record()
     except (OSError, ValueError) as problem:
         raise ReplayError(f"cannot read the run {path}: {problem}") from None
-    if not record.schedule:
+    schedule = record.schedule
+    if schedule is None:
         raise ReplayError(
             f"{run.test_json} records no fault schedule (the run broke off before it was drawn); "
             "rerun its command instead: " + record.command
         )
-    try:
-        schedule = Schedule.from_json(record.schedule)
-    except ScheduleError as problem:
-        raise ReplayError(f"{run.test_json}: {problem}") from None
     finding = finding_of(run)
     if finding.verdict == "unchecked":
         raise ReplayError(

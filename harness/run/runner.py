@@ -297,7 +297,7 @@ def _exercise(plan: Plan, nodes: Mapping[str, Node], state: _RunState, progress:
             processes["worker"] = AGENT_DAEMON
             roles = {n.name: n.role for n in nodes.values()}
             schedule = plan.final_schedule(roles, lease_ttl, processes)
-            state.record.schedule = schedule.to_json()
+            state.record.schedule = schedule
             state.save()
             options = workload_options(spec, plan.inventory)
             nemesis: Nemesis = (

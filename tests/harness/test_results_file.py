@@ -33,7 +33,7 @@ def _record(**facts: object) -> RunRecord:
         started="2026-12-02T01:00:00+00:00",
         command="fencecheck run --seed 3",
         lease_ttl=1.0,
-        schedule={},
+        schedule=None,
         inventory=(Sink("store", True, seq=True), Sink("log", False)),
         topology=(NodeEntry("w1", "worker"),),
     )

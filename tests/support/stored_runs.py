@@ -27,7 +27,7 @@ def store_run(
         started="2026-01-01T00:00:00+00:00",
         command="fencecheck run",
         lease_ttl=spec.ttl,
-        schedule=schedule.to_json(),
+        schedule=schedule,
         inventory=(Sink("store", True, "none", ""),),
         topology=tuple(NodeEntry(name, role) for name, role in roles.items()),
     )
