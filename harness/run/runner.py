@@ -1,5 +1,10 @@
-"""One whole fencing test: spec → images → cluster → system → workload under faults → heal →
-final reads → check → store directory.
+"""Carrying out one fencing test: plan → images → cluster → system → workload under faults →
+heal → final reads → logs → judge → store directory.
+
+This is the execute part of a run. Everything checked before a container starts (and the first
+``test.json``, and the rerun command) is :mod:`harness.run.plan`'s; checking the history and
+concluding the verdict is :mod:`harness.run.judge`'s. What stays here starts things, runs them
+and takes them down again.
 
 The history is streamed to the run directory from the first event, so whatever happens later (an
 exception, Ctrl-C, SIGTERM) what was recorded is kept and still checked. Faults are always healed
