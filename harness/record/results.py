@@ -15,51 +15,20 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final, Literal
 
+from harness.record.run_record import Interruption, check_format
 from harness.record.verdict import FORMAT, Verdict
 
 __all__ = [
-    "Interruption",
     "Outcome",
     "StoredCoverage",
     "StoredResults",
     "StoredSink",
-    "check_format",
     "outcome_of",
     "results_json",
 ]
 
 Outcome = Literal["valid", "invalid", "unknown"]
 _STALE: Final = "stale-write"
-
-
-@dataclass(frozen=True, slots=True)
-class Interruption:
-    """Which signal stopped a run, when (ISO 8601), and during which phase."""
-
-    signal: str
-    at: str
-    phase: str
-
-    def to_json(self) -> dict[str, str]:
-        """The interruption as JSON data."""
-        return {"signal": self.signal, "at": self.at, "phase": self.phase}
-
-    def describe(self) -> str:
-        """``"interrupted by SIGINT at … during the workload"``."""
-        return f"interrupted by {self.signal} at {self.at} during {self.phase}"
-
-
-def check_format(name: str, data: Mapping[str, Any], newest: int) -> None:
-    """Refuse run file ``name`` when its ``format`` is newer than ``newest`` (this fencecheck
-    would misread it), naming both and the fix; a file without one is of format 1."""
-    found = data.get("format", 1)
-    if not isinstance(found, int) or isinstance(found, bool) or found < 1:
-        raise ValueError(f"{name}: format must be a whole number >= 1, got {found!r}")
-    if found > newest:
-        raise ValueError(
-            f"{name} has format {found}, newer than this fencecheck reads ({newest}): "
-            "upgrade fencecheck to read it"
-        )
 
 
 def outcome_of(valid: object) -> Outcome:

@@ -16,10 +16,10 @@ from importlib import metadata
 from typing import Any, Final
 
 from checkers.registry import REGISTRY
+from harness.record.spec import SPEC_FIELDS, SpecField, TestSpec
 from harness.record.verdict import seq_warning
 from harness.report.data import OUTCOMES, Anomaly, ReportData, SinkRow, natural_key
 from harness.report.page import page
-from harness.run.spec import SPEC_FIELDS, SpecField, TestSpec
 
 __all__ = ["render_report"]
 

@@ -19,7 +19,7 @@ from typing import Any
 
 from harness.record import HistoryError, read_history
 from harness.record.results import StoredResults
-from harness.run.record import RunRecord
+from harness.record.run_record import RunRecord
 
 __all__ = [
     "DEFAULT_STORE",
