@@ -74,6 +74,10 @@ class RunRecord:
     """False from the run's start until the runner reaches its check: a record still false
     afterwards belongs to a run whose process died (SIGKILL, a crash, a power loss) before it
     could write its end. Records from before this field existed count as finished."""
+    defaulted: frozenset[str] = frozenset()
+    """What the file read lacked and took its default (``format``, ``spec.overlap``...): the
+    report shows a run as its file recorded it, not with fields it never knew of. Never
+    written."""
 
     @property
     def sinks(self) -> dict[str, Sink]:
@@ -120,7 +124,7 @@ class RunRecord:
         check_format("test.json", data, FORMAT)
         try:
             stopped = data.get("interrupted")
-            return cls(
+            record = cls(
                 spec=spec_from_dict(dict(data["spec"])),
                 run_id=str(data.get("run_id", "")),
                 started=str(data.get("started", "")),
@@ -147,6 +151,11 @@ class RunRecord:
             raise ValueError(f"test.json lacks {missing.args[0]!r}") from None
         except (TypeError, AttributeError) as problem:
             raise ValueError(f"test.json is malformed: {problem}") from None
+        written = record.to_json()
+        record.defaulted = frozenset(key for key in written if key not in data) | frozenset(
+            f"spec.{key}" for key in written["spec"] if key not in data["spec"]
+        )
+        return record
 
 
 def _sink_json(sink: Sink) -> dict[str, Any]:

@@ -11,7 +11,7 @@ report also keeps the whole mapping (:attr:`StoredResults.data`) for the evidenc
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from checkers import CheckResult
@@ -21,8 +21,11 @@ from harness.run.record import Interruption, RunRecord, check_format
 __all__ = [
     "Outcome",
     "StoredCoverage",
+    "StoredEvidence",
+    "StoredOverlap",
     "StoredResults",
     "StoredSink",
+    "StoredSinkCoverage",
     "outcome_of",
     "results_json",
 ]
@@ -69,6 +72,15 @@ class StoredSink:
     verdict: Outcome
     anomalies: Mapping[str, int]
     expected: Mapping[str, int]
+    mitigation: str | None = None
+    """What protects it when it is not fenced (the checker's reading of the inventory)."""
+    accepted_writes: int | None = None
+    seq_observable: bool = False
+    """The sink reports the order it applied writes in (``seq``)."""
+    reasons: tuple[str, ...] = ()
+    """Why its verdict is unknown, when it is."""
+    declared: bool = True
+    """False for a sink the checker saw that the inventory does not declare."""
 
     @property
     def stale_accepted(self) -> bool:
@@ -77,11 +89,61 @@ class StoredSink:
 
 
 @dataclass(frozen=True, slots=True)
+class StoredEvidence:
+    """One kept piece of evidence of an anomaly: its words, the operations and the faults behind
+    it (each as the checker wrote it: ``role``, ``node``, ``index``, ``id``, ...; ``start``,
+    ``end``, ``kind``, ``targets``) and the sink it is about."""
+
+    name: str
+    expected: bool
+    """Found on a sink that cannot check epochs: not counted against the verdict."""
+    explanation: str
+    ops: tuple[Mapping[str, Any], ...]
+    faults: tuple[Mapping[str, Any], ...]
+    sink: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredOverlap:
+    """A pair of fault kinds in force together: how often and for how long in all."""
+
+    count: int | None
+    seconds: float | None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredSinkCoverage:
+    """What one sink saw: writes sent, accepted, keys written, stale writes attempted."""
+
+    writes: int | None
+    accepted: int | None
+    keys: int | None
+    stale_attempts: int | None
+
+
+@dataclass(frozen=True, slots=True)
 class StoredCoverage:
-    """The ``coverage`` section: its numbers by name and the gaps that weaken a valid verdict."""
+    """The ``coverage`` section: its numbers by name and the gaps that weaken a valid verdict.
+
+    The typed fields are the ones the report shows; :attr:`numbers` keeps every number for
+    ``--json`` and :meth:`count` (the matrix's ``min_coverage``).
+    """
 
     numbers: Mapping[str, Any]
     gaps: tuple[str, ...]
+    stale_attempts: int = 0
+    epochs_granted: int = 0
+    keys_written: int = 0
+    clock_windows: int = 0
+    clock_across_expiry: int = 0
+    stops_past_lease: Mapping[str, object] = field(default_factory=dict)
+    """Per fault kind: holders stopped past their lease."""
+    restarts: Mapping[str, object] = field(default_factory=dict)
+    power_losses: Mapping[str, object] = field(default_factory=dict)
+    unreachable_nodes: Mapping[str, object] = field(default_factory=dict)
+    overlaps: Mapping[str, StoredOverlap] = field(default_factory=dict)
+    """Per pair of kinds (``kill+pause``): how often and how long they were in force together."""
+    sinks: Mapping[str, StoredSinkCoverage] = field(default_factory=dict)
 
     def count(self, name: str) -> int | None:
         """The headline number ``name`` (a per-kind or per-role count summed); ``None`` when the
@@ -112,6 +174,11 @@ class StoredResults:
     """What reading the history found beside its events (a torn last line)."""
     never_finished: bool = False
     """The run's record was never finished: its process died before its check."""
+    evidence: tuple[StoredEvidence, ...] = ()
+    """Every kept piece of evidence, the counted anomalies' first, then the expected ones."""
+    anomaly_counts: Mapping[str, int] = field(default_factory=dict)
+    """How many of each anomaly were found (more than the evidence kept, sometimes)."""
+    expected_counts: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def gaps(self) -> tuple[str, ...]:
@@ -133,11 +200,12 @@ class StoredResults:
         expected = set(reader.names("expected_types"))
         expected.update(name for name, items in reader.mapping("expected").items() if items)
         stopped = reader.mapping("interrupted")
+        anomalies, expected_evidence = reader.mapping("anomalies"), reader.mapping("expected")
         return cls(
             valid=outcome,
             anomaly_types=reader.names("anomaly_types"),
             expected_types=tuple(sorted(expected)),
-            explanations=_explanations(reader.mapping("anomalies")),
+            explanations=_explanations(anomalies),
             unknown_reasons=reader.names("unknown_reasons"),
             operations=_operations(reader.mapping("counts")),
             sinks=tuple(_sink(str(name), row) for name, row in reader.mapping("sinks").items()),
@@ -158,6 +226,9 @@ class StoredResults:
             data=data,
             notes=reader.names("notes"),
             never_finished=data.get("never_finished") is True,
+            evidence=_evidence(anomalies, False) + _evidence(expected_evidence, True),
+            anomaly_counts=_counts(reader.mapping("anomaly_counts")),
+            expected_counts=_counts(reader.mapping("expected_counts")),
         )
 
 
@@ -219,18 +290,104 @@ def _counts(raw: object) -> Mapping[str, int]:
     return {str(name): count for name, count in raw.items() if _is_int(count)}
 
 
+def _natural(raw: Mapping[str, Any], key: str, where: str) -> int | None:
+    """A whole number field (``None`` when absent); anything else is named."""
+    value = raw.get(key)
+    if value is None:
+        return None
+    if not _is_int(value):
+        raise ValueError(f"{where}.{key} must be a whole number, got {value!r}")
+    return int(value)
+
+
+def _number(raw: Mapping[str, Any], key: str, where: str) -> float | None:
+    value = raw.get(key)
+    if value is None:
+        return None
+    if not isinstance(value, int | float) or isinstance(value, bool):
+        raise ValueError(f"{where}.{key} must be a number, got {value!r}")
+    return value  # as written: 3 stays 3 in the report, not 3.0
+
+
 def _sink(name: str, row: object) -> StoredSink:
+    where = f"results.json: sinks.{name}"
     if not isinstance(row, Mapping):
-        raise ValueError(f"results.json: sinks.{name} must be an object")
+        raise ValueError(f"{where} must be an object")
     valid = row.get("valid")
+    mitigation = row.get("mitigation")
     return StoredSink(
         name=name,
         fenced=bool(row.get("fenced")),
         verdict=outcome_of(valid),
         anomalies=_counts(row.get("anomalies")),
         expected=_counts(row.get("expected")),
+        mitigation=str(mitigation) if mitigation else None,
+        accepted_writes=_natural(row, "accepted_writes", where),
+        seq_observable=row.get("seq_observable") is True,
+        reasons=_Reader(row, where).names("reasons"),
+        declared=row.get("declared") is not False,
     )
 
 
+def _evidence(by_name: Mapping[str, Any], expected: bool) -> tuple[StoredEvidence, ...]:
+    found: list[StoredEvidence] = []
+    for name, items in by_name.items():
+        for item in items if isinstance(items, list) else ():
+            if not isinstance(item, Mapping):
+                continue
+            sink = item.get("sink")
+            found.append(
+                StoredEvidence(
+                    name=str(name),
+                    expected=expected,
+                    explanation=str(item.get("explanation") or name),
+                    ops=_objects(item.get("ops")),
+                    faults=_objects(item.get("faults")),
+                    sink=str(sink) if sink is not None else None,
+                )
+            )
+    return tuple(found)
+
+
+def _objects(raw: object) -> tuple[Mapping[str, Any], ...]:
+    if not isinstance(raw, list):
+        return ()
+    return tuple(item for item in raw if isinstance(item, Mapping))
+
+
 def _coverage(raw: Mapping[str, Any]) -> StoredCoverage:
-    return StoredCoverage(numbers=raw, gaps=_Reader(raw, "results.json coverage").names("gaps"))
+    where = "results.json: coverage"
+    reader = _Reader(raw, where)
+    overlaps = {
+        str(pair): StoredOverlap(
+            _natural(row, "count", f"{where}.overlaps.{pair}"),
+            _number(row, "seconds", f"{where}.overlaps.{pair}"),
+        )
+        for pair, row in reader.mapping("overlaps").items()
+        if isinstance(row, Mapping)
+    }
+    sinks = {
+        str(name): StoredSinkCoverage(
+            *(
+                _natural(row, key, f"{where}.sinks.{name}")
+                for key in ("writes", "accepted", "keys", "stale_attempts")
+            )
+        )
+        for name, row in reader.mapping("sinks").items()
+        if isinstance(row, Mapping)
+    }
+    return StoredCoverage(
+        numbers=raw,
+        gaps=reader.names("gaps"),
+        stale_attempts=_natural(raw, "stale_attempts", where) or 0,
+        epochs_granted=_natural(raw, "epochs_granted", where) or 0,
+        keys_written=_natural(raw, "keys_written", where) or 0,
+        clock_windows=_natural(raw, "clock_windows", where) or 0,
+        clock_across_expiry=_natural(raw, "clock_across_expiry", where) or 0,
+        stops_past_lease=reader.mapping("stops_past_lease"),
+        restarts=reader.mapping("restarts"),
+        power_losses=reader.mapping("power_losses"),
+        unreachable_nodes=reader.mapping("unreachable_nodes"),
+        overlaps=overlaps,
+        sinks=sinks,
+    )

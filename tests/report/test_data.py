@@ -14,7 +14,6 @@ from harness.record import HistoryWriter
 from harness.report import extract, summarize, write_report
 from harness.report.data import held_requests
 from harness.run.store import RunDir
-from harness.run.summary import as_names
 
 RunFactory = Callable[..., RunDir]
 
@@ -67,12 +66,25 @@ def test_summary_survives_a_missing_spec(make_run: RunFactory) -> None:
     assert summary.verdict == "valid"
 
 
-def test_as_names_reads_lists_switch_maps_and_objects() -> None:
-    assert as_names(["a", "b"]) == ("a", "b")
-    assert as_names({"a": True, "b": False}) == ("a",)
-    assert as_names([{"kind": "pause"}, {"name": "partition"}]) == ("pause", "partition")
-    assert as_names("x") == ("x",)
-    assert as_names(None) == ()
+def test_a_record_lacking_a_field_is_listed_with_the_field_named(make_run: RunFactory) -> None:
+    run = make_run(stale=False)
+    test = json.loads(run.test_json.read_text())
+    del test["lease_ttl"]
+    run.test_json.write_text(json.dumps(test))
+    summary = summarize(run)
+    assert summary.record is None and summary.system == "?" and summary.verdict == "valid"
+    assert summary.problem is not None and "'lease_ttl'" in summary.problem
+
+
+def test_a_summary_takes_the_files_already_read(make_run: RunFactory) -> None:
+    run = make_run(stale=True)
+    record, results = run.read_record(), run.read_results()
+    run.test_json.unlink()
+    run.results.unlink()
+    summary = summarize(run, record, results)
+    assert summary.record is record and summary.results is results
+    assert summary.verdict == "invalid" and summary.bugs == ("store-skips-check",)
+    assert extract(run, summary=summary).inventory  # the report too reads neither file again
 
 
 def test_operations_are_paired_and_laid_out_one_lane_per_node(make_run: RunFactory) -> None:
