@@ -3,16 +3,16 @@
 The run browser, the JUnit writer, ``run-all``'s table and the report's header all need the same
 reading of ``test.json`` and ``results.json``, through their typed readers
 (:class:`~harness.run.record.RunRecord`, :class:`~harness.run.results.StoredResults`); a caller
-that already read them passes them in. Of the history it reads only the tail (the run's length),
-so summarising a store of many large runs stays fast. It tolerates missing and damaged files: a
-run that crashed before it was checked is still listed, as ``unchecked``, with the problem.
+that already read them passes them in. It never opens the history (the run's length is read
+from its tail only when asked), so summarising a store of many large runs stays fast. It
+tolerates missing and damaged files: a run that crashed before it was checked is still listed,
+as ``unchecked``, with the problem.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Final, Literal
 
 from harness.record.io import last_time
@@ -52,11 +52,17 @@ class RunSummary:
     unknown_reasons: tuple[str, ...]
     problem: str | None
     operations: int | None
-    duration_s: float | None
     results: StoredResults | None = None
     """``results.json`` as read (``None``: never checked, or unreadable: see ``problem``)."""
     record: RunRecord | None = None
     """``test.json`` as read (``None``: missing, or unreadable: see ``problem``)."""
+
+    @property
+    def duration_s(self) -> float | None:
+        """Seconds the run lasted: the last history event's time, read from the history's tail
+        when asked (only JUnit asks: the report and the index never open the history here)."""
+        last = last_time(self.run.history)
+        return last / 1e9 if last is not None else None
 
     @property
     def title(self) -> str:
@@ -115,12 +121,6 @@ def _started(stamp: str, record: RunRecord | None) -> datetime | None:
         return None
 
 
-def _duration(history: Path) -> float | None:
-    """Seconds the run lasted: the last history event's time (read from the history's tail)."""
-    last = last_time(history)
-    return last / 1e9 if last is not None else None
-
-
 _UNREAD: Final = "read it"
 
 
@@ -166,7 +166,6 @@ def summarize(
         or (record.error if record is not None else None)
         or (stored.run_error if stored else None),
         operations=stored.operations if stored else None,
-        duration_s=_duration(run.history),
         results=stored,
         record=record,
     )
