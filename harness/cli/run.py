@@ -18,11 +18,11 @@ from harness.cli.check import exit_code, render_result
 from harness.cli.hosts import load_hosts_option
 from harness.cli.units import Duration
 from harness.node.interrupts import interrupts_once, shielded
+from harness.record.results import StoredResults
 from harness.report import publish
 from harness.run.exposure import ExposureError, exposure_fields, switches_of
 from harness.run.exposure import expose as exposed_spec
 from harness.run.judge import check_run
-from harness.run.results import StoredResults
 from harness.run.runner import RunError, RunOutcome, note_late_signal, run_test
 from harness.run.spec import SPEC_FIELDS, SpecError, SpecField, TestSpec, split_names, store_path
 from harness.run.store import (

@@ -17,12 +17,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from checkers.evidence import FaultWindow
 from checkers.faults import FaultTimeline
 from harness.record import NEMESIS, Event, HistoryError, Process, Sink, paired, read_history
+from harness.record.results import StoredEvidence, StoredResults, StoredSink
+from harness.record.verdict import FaultWindow
 from harness.record.vocabulary import LEASE_EXPIRED, NOT_HELD, STALE_EPOCH, TIMEOUT
 from harness.run.record import RunRecord
-from harness.run.results import StoredEvidence, StoredResults, StoredSink
 from harness.run.store import RunDir
 from harness.run.summary import RunSummary, flat_test, summarize
 from nemeses.registry import KINDS

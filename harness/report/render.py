@@ -16,10 +16,10 @@ from importlib import metadata
 from typing import Any, Final
 
 from checkers.registry import REGISTRY
-from checkers.result import seq_warning
+from harness.record.results import StoredOverlap, StoredResults
+from harness.record.verdict import seq_warning
 from harness.report.data import OUTCOMES, Anomaly, ReportData, SinkRow, natural_key
 from harness.report.page import page
-from harness.run.results import StoredOverlap, StoredResults
 from harness.run.spec import SPEC_FIELDS, SpecField, TestSpec
 
 __all__ = ["render_report"]

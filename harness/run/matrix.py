@@ -50,8 +50,8 @@ from typing import Any, Final, Literal, cast
 
 from checkers import ANOMALY_NAMES
 from checkers.exit_codes import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
+from harness.record.results import StoredCoverage
 from harness.run.exposure import exposure_fields, switches_of
-from harness.run.results import StoredCoverage
 from harness.run.spec import (
     SPEC_FIELDS,
     SpecError,

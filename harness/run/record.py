@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
 from harness.record import Mitigation, Sink
+from harness.record.results import Interruption, check_format
 from harness.run.spec import TestSpec, spec_from_dict
 
 __all__ = ["FORMAT", "Interruption", "NodeEntry", "RunRecord", "check_format"]
@@ -21,23 +22,6 @@ __all__ = ["FORMAT", "Interruption", "NodeEntry", "RunRecord", "check_format"]
 FORMAT: Final = 1
 """The format of ``test.json`` this fencecheck writes; a record without one is of format 1
 (written before the field existed)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Interruption:
-    """Which signal stopped a run, when (ISO 8601), and during which phase."""
-
-    signal: str
-    at: str
-    phase: str
-
-    def to_json(self) -> dict[str, str]:
-        """The interruption as JSON data."""
-        return {"signal": self.signal, "at": self.at, "phase": self.phase}
-
-    def describe(self) -> str:
-        """``"interrupted by SIGINT at … during the workload"``."""
-        return f"interrupted by {self.signal} at {self.at} during {self.phase}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -176,16 +160,3 @@ def _sink(row: Mapping[str, Any]) -> Sink:
         str(row.get("description", "")),
         seq=bool(row.get("seq", False)),
     )
-
-
-def check_format(name: str, data: Mapping[str, Any], newest: int) -> None:
-    """Refuse run file ``name`` when its ``format`` is newer than ``newest`` (this fencecheck
-    would misread it), naming both and the fix; a file without one is of format 1."""
-    found = data.get("format", 1)
-    if not isinstance(found, int) or isinstance(found, bool) or found < 1:
-        raise ValueError(f"{name}: format must be a whole number >= 1, got {found!r}")
-    if found > newest:
-        raise ValueError(
-            f"{name} has format {found}, newer than this fencecheck reads ({newest}): "
-            "upgrade fencecheck to read it"
-        )

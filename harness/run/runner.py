@@ -41,7 +41,7 @@ from harness.record import HistoryWriter
 from harness.run.agent_link import AgentLink
 from harness.run.agents import AGENT_DAEMON, AgentSet, deploy_system, stop_agents
 from harness.run.holder_ops import HolderBoard, HolderOps
-from harness.run.judge import Judged, conclude_run, judge_run
+from harness.run.judge import Judged, conclude_run, judge_run, write_results
 from harness.run.plan import RunError, plan_run, schedule_for, workload_options
 from harness.run.progress import RunProgress
 from harness.run.proxies import proxied, stop_proxies
@@ -49,9 +49,9 @@ from harness.run.record import Interruption, NodeEntry, RunRecord
 from harness.run.recorder import Recorder
 from harness.run.spec import SPEC_FIELDS, TestSpec
 from harness.run.store import (
+    LatestLink,
     RunDir,
     new_run_dir,
-    point_latest,
     why_unwritable,
 )
 from nemeses import (
@@ -265,9 +265,11 @@ class _RunState:
         )
 
     def check(self) -> tuple[Judged, CheckResult]:
-        """Check what was recorded and write the results, with the interruption if a signal
-        came (before or during the check); then point the store's ``latest`` at the run. A
-        results file that cannot be written is a run error (and ``latest`` stays where it was).
+        """Check what was recorded and write the results once, with the interruption if a
+        signal came (before or during the check); then point the store's ``latest`` at the run.
+        A results file that cannot be written, or a store that cannot take the ``latest`` link,
+        is a run error (and ``latest`` stays where it was). Only a signal that arrives while the
+        results are being written makes them be written again, to say so.
         """
         self.record.finished = True
         self.save()
@@ -284,21 +286,33 @@ class _RunState:
                 f"cannot read the run's history {self.run_dir.history}: {why_unwritable(problem)}"
                 "; fix the store's permissions, then `fencecheck analyze` the run folder"
             ) from None
+        # The link for ``latest`` is made first, so that a store that cannot take it is a run
+        # error the results already say: results.json is then written once.
+        try:
+            latest: LatestLink | None = LatestLink(self.run_dir)
+        except OSError as problem:
+            self.fail(problem)
+            latest = None
         while True:
             if self.interruption and self.record.interrupted is None:
                 self.interrupted(self.interruption[0])
+            result = conclude_run(self.run_dir, self.record, judged, write=False)
             try:
-                result = conclude_run(self.run_dir, self.record, judged)
+                write_results(self.run_dir, self.record, judged, result)
             except OSError as problem:
+                if latest is not None:
+                    latest.discard()
                 self.fail(problem)
                 return judged, conclude_run(self.run_dir, self.record, judged, write=False)
             if not self.interruption or self.record.interrupted is not None:
-                break  # else a signal came while the results were written: write them again
-        try:
-            point_latest(self.run_dir)
-        except OSError as problem:
-            self.fail(problem)
-            result = conclude_run(self.run_dir, self.record, judged)
+                break  # else a signal came while the results were written: they must say so
+        if latest is not None:
+            try:
+                latest.move()
+            except OSError as problem:
+                # Renaming the link made beside it failed: ``latest`` stays where it was; the
+                # results are written and sound, test.json and the screen name the problem.
+                self.fail(problem)
         return judged, result
 
 

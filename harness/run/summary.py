@@ -2,7 +2,7 @@
 
 The run browser, the JUnit writer, ``run-all``'s table and the report's header all need the same
 reading of ``test.json`` and ``results.json``, through their typed readers
-(:class:`~harness.run.record.RunRecord`, :class:`~harness.run.results.StoredResults`); a caller
+(:class:`~harness.run.record.RunRecord`, :class:`~harness.record.results.StoredResults`); a caller
 that already read them passes them in. It never opens the history (the run's length is read
 from its tail only when asked), so summarising a store of many large runs stays fast. It
 tolerates missing and damaged files: a run that crashed before it was checked is still listed,
@@ -16,8 +16,8 @@ from datetime import UTC, datetime
 from typing import Any, Final, Literal
 
 from harness.record.io import last_time
+from harness.record.results import StoredResults
 from harness.run.record import RunRecord
-from harness.run.results import StoredResults
 from harness.run.store import RunDir
 
 __all__ = ["VERDICTS", "RunSummary", "Verdict", "flat_test", "summarize"]

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
-from harness.run.results import StoredResults, StoredSink
+from harness.record.results import StoredResults, StoredSink
 from harness.run.runner import RunError, RunOutcome
 from harness.run.spec import TestSpec
 from nemeses import Schedule, generate_schedule

@@ -5,13 +5,15 @@ from __future__ import annotations
 import ast
 import json
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from harness.record import Sink
+from harness.record.results import StoredResults, results_json
+from harness.record.verdict import Coverage, SinkCoverage
 from harness.run.record import Interruption, NodeEntry, RunRecord
-from harness.run.results import StoredResults, results_json
 from harness.run.spec import TestSpec
 from harness.run.store import RunDir
 from tests.checkers.test_checker_anomalies import HistoryBuilder, judged
@@ -51,10 +53,16 @@ def _stale_history() -> HistoryBuilder:
 
 
 def test_what_the_writer_writes_the_reader_reads_back() -> None:
-    result = judged(_stale_history())
-    coverage = {"stale_attempts": 1, "stops_past_lease": {"pause": 2}, "gaps": ["no pause"]}
+    coverage = Coverage(
+        stops_past_lease={"pause": 2},
+        sinks={"store": SinkCoverage(writes=2, accepted=2, keys=2, stale_attempts=1)},
+        lease_ttl=1.0,
+        power_losses={"total": 1, "dropped_data": 0, "writes_dropped": 0, "bytes_dropped": 0},
+    )
+    result = replace(judged(_stale_history()), coverage=coverage)
     stopped = Interruption("SIGINT", "2026-12-02T01:00:09+00:00", "the final reads")
-    data = results_json(result, coverage, _record(interrupted=stopped, lost=("w1: gone",)))
+    record = _record(interrupted=stopped, lost=("w1: gone",))
+    data = results_json(result, interrupted=record.interrupted, lost=record.lost)
     stored = StoredResults.from_json(json.loads(json.dumps(data)))
     assert stored.valid == "invalid" and stored.anomaly_types == tuple(result.anomaly_types)
     assert "stale-write" in stored.anomaly_types
@@ -63,7 +71,8 @@ def test_what_the_writer_writes_the_reader_reads_back() -> None:
     assert stored.operations == sum(n.get("invoke", 0) for n in result.counts.ops.values())
     (store,) = stored.sinks
     assert store.name == "store" and store.fenced and store.stale_accepted
-    assert stored.coverage is not None and stored.gaps == ("no pause",)
+    assert stored.coverage is not None and stored.gaps == tuple(coverage.gaps())
+    assert "power losses dropped anything" in stored.gaps[0]
     assert stored.coverage.count("stops_past_lease") == 2
     assert stored.coverage.count("stale_attempts") == 1
     assert stored.coverage.count("not_a_number") is None

@@ -20,7 +20,7 @@ import pytest
 
 from checkers import check_file
 from harness.cli import EXIT_VALID
-from harness.run.results import StoredResults
+from harness.record.results import StoredResults
 from harness.run.runner import RunError, RunOutcome
 from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
 from harness.run.store import new_run_dir

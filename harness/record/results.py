@@ -1,10 +1,11 @@
 """What ``results.json`` holds, typed: its one writer and its one reader.
 
-The checker's verdict (:class:`checkers.CheckResult`), the coverage counted in the same pass, and
-how the run ended (interrupted, broken off, parts lost) are written together, once, by
-:func:`results_json`. Everything that reads a verdict back (the run browser, JUnit, ``run-all``,
-the matrix's expectations, the pytest plugin, ``analyze``) reads it through
-:meth:`StoredResults.from_json`, which checks the fields it types and names the one at fault. The
+The checker's one :class:`~harness.record.verdict.Verdict` (with the coverage counted in the
+same pass) and how the run ended (interrupted, broken off, parts lost) are written together,
+once per run, by :func:`results_json`. Everything that reads a verdict back (the run browser,
+JUnit, ``run-all``, the matrix's expectations, the pytest plugin, ``analyze``, the report) reads it
+through :meth:`StoredResults.from_json`, which checks the fields it types and names the one at
+fault, and refuses a ``format`` newer than this fencecheck writes (:func:`check_format`). The
 report also keeps the whole mapping (:attr:`StoredResults.data`) for the evidence it draws.
 """
 
@@ -14,11 +15,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from checkers import CheckResult
-from checkers.result import FORMAT
-from harness.run.record import Interruption, RunRecord, check_format
+from harness.record.verdict import FORMAT, Verdict
 
 __all__ = [
+    "Interruption",
     "Outcome",
     "StoredCoverage",
     "StoredEvidence",
@@ -26,12 +26,43 @@ __all__ = [
     "StoredResults",
     "StoredSink",
     "StoredSinkCoverage",
+    "check_format",
     "outcome_of",
     "results_json",
 ]
 
 Outcome = Literal["valid", "invalid", "unknown"]
 _STALE: Final = "stale-write"
+
+
+@dataclass(frozen=True, slots=True)
+class Interruption:
+    """Which signal stopped a run, when (ISO 8601), and during which phase."""
+
+    signal: str
+    at: str
+    phase: str
+
+    def to_json(self) -> dict[str, str]:
+        """The interruption as JSON data."""
+        return {"signal": self.signal, "at": self.at, "phase": self.phase}
+
+    def describe(self) -> str:
+        """``"interrupted by SIGINT at … during the workload"``."""
+        return f"interrupted by {self.signal} at {self.at} during {self.phase}"
+
+
+def check_format(name: str, data: Mapping[str, Any], newest: int) -> None:
+    """Refuse run file ``name`` when its ``format`` is newer than ``newest`` (this fencecheck
+    would misread it), naming both and the fix; a file without one is of format 1."""
+    found = data.get("format", 1)
+    if not isinstance(found, int) or isinstance(found, bool) or found < 1:
+        raise ValueError(f"{name}: format must be a whole number >= 1, got {found!r}")
+    if found > newest:
+        raise ValueError(
+            f"{name} has format {found}, newer than this fencecheck reads ({newest}): "
+            "upgrade fencecheck to read it"
+        )
 
 
 def outcome_of(valid: object) -> Outcome:
@@ -41,25 +72,29 @@ def outcome_of(valid: object) -> Outcome:
 
 
 def results_json(
-    result: CheckResult,
-    coverage: Mapping[str, Any],
-    record: RunRecord,
+    verdict: Verdict,
+    *,
     notes: Sequence[str] = (),
+    finished: bool = True,
+    interrupted: Interruption | None = None,
+    run_error: str | None = None,
+    lost: Sequence[str] = (),
 ) -> dict[str, Any]:
-    """``results.json``'s content: ``result``, its ``coverage``, what reading the history found
-    (``notes``: a torn last line) and how ``record``'s run ended."""
-    data = result.to_json()
-    data["coverage"] = dict(coverage)
+    """``results.json``'s content: ``verdict`` (its coverage inside), what reading the history
+    found (``notes``: a torn last line) and how the run ended (``finished`` false for a run whose
+    process died before its check, the signal that ``interrupted`` it, the error it broke off
+    with, the parts ``lost`` in its final reads)."""
+    data = verdict.to_json()
     if notes:
         data["notes"] = list(notes)
-    if not record.finished:
+    if not finished:
         data["never_finished"] = True
-    if record.interrupted is not None:
-        data["interrupted"] = record.interrupted.to_json()
-    if record.error:
-        data["run_error"] = record.error
-    if record.lost:
-        data["lost"] = list(record.lost)
+    if interrupted is not None:
+        data["interrupted"] = interrupted.to_json()
+    if run_error:
+        data["run_error"] = run_error
+    if lost:
+        data["lost"] = list(lost)
     return data
 
 
