@@ -15,7 +15,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
-from harness.record.verdict import FORMAT, Verdict
+from harness.record.verdict import FORMAT, FaultWindow, OpRef, Verdict
 
 __all__ = [
     "Interruption",
@@ -126,15 +126,14 @@ class StoredSink:
 @dataclass(frozen=True, slots=True)
 class StoredEvidence:
     """One kept piece of evidence of an anomaly: its words, the operations and the faults behind
-    it (each as the checker wrote it: ``role``, ``node``, ``index``, ``id``, ...; ``start``,
-    ``end``, ``kind``, ``targets``) and the sink it is about."""
+    it (read back into the checker's own types) and the sink it is about."""
 
     name: str
     expected: bool
     """Found on a sink that cannot check epochs: not counted against the verdict."""
     explanation: str
-    ops: tuple[Mapping[str, Any], ...]
-    faults: tuple[Mapping[str, Any], ...]
+    ops: tuple[OpRef, ...]
+    faults: tuple[FaultWindow, ...]
     sink: str | None
 
 
@@ -366,18 +365,26 @@ def _sink(name: str, row: object) -> StoredSink:
 
 def _evidence(by_name: Mapping[str, Any], expected: bool) -> tuple[StoredEvidence, ...]:
     found: list[StoredEvidence] = []
+    section = "expected" if expected else "anomalies"
     for name, items in by_name.items():
-        for item in items if isinstance(items, list) else ():
+        for number, item in enumerate(items if isinstance(items, list) else ()):
             if not isinstance(item, Mapping):
                 continue
+            where = f"results.json: {section}.{name}[{number}]"
             sink = item.get("sink")
             found.append(
                 StoredEvidence(
                     name=str(name),
                     expected=expected,
                     explanation=str(item.get("explanation") or name),
-                    ops=_objects(item.get("ops")),
-                    faults=_objects(item.get("faults")),
+                    ops=tuple(
+                        _op_ref(op, f"{where}.ops[{n}]")
+                        for n, op in enumerate(_objects(item.get("ops")))
+                    ),
+                    faults=tuple(
+                        _fault_window(fault, f"{where}.faults[{n}]")
+                        for n, fault in enumerate(_objects(item.get("faults")))
+                    ),
                     sink=str(sink) if sink is not None else None,
                 )
             )
@@ -388,6 +395,59 @@ def _objects(raw: object) -> tuple[Mapping[str, Any], ...]:
     if not isinstance(raw, list):
         return ()
     return tuple(item for item in raw if isinstance(item, Mapping))
+
+
+def _optional_text(raw: Mapping[str, Any], key: str) -> str | None:
+    value = raw.get(key)
+    return str(value) if value is not None else None
+
+
+def _op_ref(raw: Mapping[str, Any], where: str) -> OpRef:
+    """An evidence operation (:meth:`OpRef.to_json`'s form) read back; a field of the wrong type
+    is named. Evidence written before a field existed still loads: it takes ``None``."""
+    process = raw.get("process")
+    if process is not None and not isinstance(process, int | str):
+        raise ValueError(f"{where}.process must be a number or a name, got {process!r}")
+    return OpRef(
+        role=str(raw.get("role") or ""),
+        f=str(raw.get("f") or ""),
+        type=str(raw.get("type") or ""),
+        index=_natural(raw, "index", where),
+        time=_natural(raw, "time", where),
+        invoke_index=_natural(raw, "invoke_index", where),
+        invoke_time=_natural(raw, "invoke_time", where),
+        process=process,
+        node=_optional_text(raw, "node"),
+        lock=_optional_text(raw, "lock"),
+        epoch=_natural(raw, "epoch", where),
+        id=_optional_text(raw, "id"),
+        sink=_optional_text(raw, "sink"),
+        key=_optional_text(raw, "key"),
+        error=_optional_text(raw, "error"),
+        position=_natural(raw, "position", where),
+    )
+
+
+def _fault_window(raw: Mapping[str, Any], where: str) -> FaultWindow:
+    """An evidence fault (:meth:`FaultWindow.to_json`'s form) read back, its parts too."""
+    start = _natural(raw, "start", where)
+    if start is None:
+        raise ValueError(f"{where} lacks its start")
+    return FaultWindow(
+        kind=str(raw.get("kind") or "fault"),
+        targets=_Reader(raw, where).names("targets"),
+        start=start,
+        end=_natural(raw, "end", where),
+        start_index=_natural(raw, "start_index", where) or 0,
+        end_index=_natural(raw, "end_index", where),
+        applied=raw.get("applied") is not False,
+        error=_optional_text(raw, "error"),
+        parts=tuple(
+            _fault_window(part, f"{where}.parts[{n}]")
+            for n, part in enumerate(_objects(raw.get("parts")))
+        ),
+        verb=_optional_text(raw, "verb"),
+    )
 
 
 def _coverage(raw: Mapping[str, Any]) -> StoredCoverage:

@@ -20,7 +20,7 @@ from typing import Any, Final
 from checkers.faults import FaultTimeline
 from harness.record import NEMESIS, Event, HistoryError, Process, Sink, paired, read_history
 from harness.record.results import StoredEvidence, StoredResults, StoredSink
-from harness.record.verdict import FaultWindow
+from harness.record.verdict import FaultWindow, OpRef
 from harness.record.vocabulary import LEASE_EXPIRED, NOT_HELD, STALE_EPOCH, TIMEOUT
 from harness.run.record import RunRecord
 from harness.run.store import RunDir
@@ -123,8 +123,8 @@ class Anomaly:
     name: str
     expected: bool
     explanation: str
-    ops: tuple[Mapping[str, Any], ...]
-    faults: tuple[Mapping[str, Any], ...]
+    ops: tuple[OpRef, ...]
+    faults: tuple[FaultWindow, ...]
     op_rows: tuple[int | None, ...]
     stale_rows: tuple[int, ...]
     sink: str | None
@@ -248,12 +248,6 @@ def held_requests(stop: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
     return tuple(held)
 
 
-def _mappings(raw: Any) -> tuple[Mapping[str, Any], ...]:
-    if not isinstance(raw, list):
-        return ()
-    return tuple(item for item in raw if isinstance(item, Mapping))
-
-
 @dataclass
 class _Lookups:
     """Event indexes and write ids that anomalies name, mapped to operation numbers."""
@@ -266,13 +260,11 @@ class _Lookups:
         found = cls()
         for item in evidence:
             for op in item.ops:
-                for key in ("index", "invoke_index"):
-                    index = _int(op.get(key))
+                for index in (op.index, op.invoke_index):
                     if index is not None:
                         found.indexes[index] = None
-                op_id = op.get("id")
-                if isinstance(op_id, str):
-                    found.ids[op_id] = None
+                if op.id is not None:
+                    found.ids[op.id] = None
         return found
 
     def note(self, op: Operation, row: int) -> None:
@@ -283,13 +275,12 @@ class _Lookups:
         if isinstance(op_id, str) and op_id in self.ids and self.ids[op_id] is None:
             self.ids[op_id] = row
 
-    def row_of(self, op: Mapping[str, Any]) -> int | None:
-        for key in ("index", "invoke_index"):
-            index = _int(op.get(key))
+    def row_of(self, op: OpRef) -> int | None:
+        for index in (op.index, op.invoke_index):
             row = self.indexes.get(index) if index is not None else None
             if row is not None:
                 return row
-        return self.ids.get(op["id"]) if isinstance(op.get("id"), str) else None
+        return self.ids.get(op.id) if op.id is not None else None
 
 
 def _anomalies(evidence: Iterable[StoredEvidence], lookups: _Lookups) -> list[Anomaly]:
@@ -297,9 +288,7 @@ def _anomalies(evidence: Iterable[StoredEvidence], lookups: _Lookups) -> list[An
     for item in evidence:
         rows = tuple(lookups.row_of(op) for op in item.ops)
         stale = tuple(
-            r
-            for op, r in zip(item.ops, rows, strict=True)
-            if op.get("role") == "stale" and r is not None
+            r for op, r in zip(item.ops, rows, strict=True) if op.role == "stale" and r is not None
         )
         out.append(
             Anomaly(
@@ -592,17 +581,15 @@ def _focus(anomaly: Anomaly, ops: Sequence[Operation], end_time: int) -> list[in
     spans: list[tuple[int, int]] = []
     nodes: set[str] = set()
     for evidence, row in zip(anomaly.ops, anomaly.op_rows, strict=True):
-        if row is None or (evidence.get("role") == "read" and len(anomaly.rows) > 1):
+        if row is None or (evidence.role == "read" and len(anomaly.rows) > 1):
             continue
         op = ops[row]
         spans.append((op.start, op.end if op.end is not None else end_time))
         if op.node is not None:
             nodes.add(op.node)
     for fault in anomaly.faults:
-        start, end = _int(fault.get("start")), _int(fault.get("end"))
-        targets = fault.get("targets")
-        if start is not None and isinstance(targets, list) and nodes.intersection(targets):
-            spans.append((start, end if end is not None else end_time))
+        if nodes.intersection(fault.targets):
+            spans.append((fault.start, fault.end if fault.end is not None else end_time))
     if not spans:
         return None
     return [min(s for s, _ in spans) // 1000, max(e for _, e in spans) // 1000]

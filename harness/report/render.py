@@ -303,9 +303,9 @@ def _anomaly_card(number: int, anomaly: Anomaly) -> str:
     meaning = kind.meaning if kind is not None else ""
     stale = set(anomaly.stale_rows)
     rows: list[str] = []
-    shown_fields = [f for f in _OP_FIELDS if any(op.get(f) is not None for op in anomaly.ops)]
+    shown_fields = [f for f in _OP_FIELDS if any(getattr(op, f) is not None for op in anomaly.ops)]
     for op, row in zip(anomaly.ops, anomaly.op_rows, strict=True):
-        cells = "".join(f"<td>{_op_cell(key, op.get(key))}</td>" for key in shown_fields)
+        cells = "".join(f"<td>{_op_cell(key, getattr(op, key))}</td>" for key in shown_fields)
         attrs = ""
         if row is not None:
             mark = " stale" if row in stale else ""
@@ -322,18 +322,12 @@ def _anomaly_card(number: int, anomaly: Anomaly) -> str:
     if anomaly.faults:
         items = []
         for fault in anomaly.faults:
-            start, end = fault.get("start"), fault.get("end")
-            targets = fault.get("targets")
-            target_text = ", ".join(str(t) for t in targets) if isinstance(targets, list) else ""
-            span = f"{_seconds(start if isinstance(start, int) else None)} to " + (
-                _seconds(end) if isinstance(end, int) else "the end"
-            )
-            attrs = ""
-            if isinstance(start, int):
-                stop = end if isinstance(end, int) else start
-                attrs = f' class="fault-link" data-t0="{start // 1000}" data-t1="{stop // 1000}"'
+            start, end = fault.start, fault.end
+            span = f"{_seconds(start)} to " + (_seconds(end) if end is not None else "the end")
+            stop = end if end is not None else start
+            attrs = f' class="fault-link" data-t0="{start // 1000}" data-t1="{stop // 1000}"'
             items.append(
-                f"<li{attrs}><b>{_e(fault.get('kind', 'fault'))}</b> {_e(target_text)}: {span}</li>"
+                f"<li{attrs}><b>{_e(fault.kind)}</b> {_e(', '.join(fault.targets))}: {span}</li>"
             )
         faults = (
             '<div class="faults-near"><span>Faults around it:</span>'

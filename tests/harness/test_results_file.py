@@ -230,3 +230,35 @@ def test_the_scan_finds_a_stray_reader() -> None:
     assert _RUN_FILE_READ.search("data = json.loads(run.results.read_text())")
     assert _RUN_FILE_READ.search("with open(outcome.run_dir.history) as lines:")
     assert not _RUN_FILE_READ.search("path = run.results")
+
+
+def test_evidence_reads_back_into_the_checkers_own_types() -> None:
+    result = judged(_stale_history())
+    data = results_json(result)
+    stored = StoredResults.from_json(json.loads(json.dumps(data)))
+    kept = [item for item in stored.evidence if item.name == "stale-write"]
+    assert kept and not kept[0].expected
+    found = result.anomalies["stale-write"][0]
+    assert kept[0].ops == found.ops and kept[0].faults == found.faults
+    assert kept[0].explanation == found.explanation and kept[0].sink == found.sink
+    assert stored.anomaly_counts == result.anomaly_counts
+
+
+@pytest.mark.parametrize(
+    ("data", "field"),
+    [
+        (
+            {"anomalies": {"stale-write": [{"ops": [{"index": "7"}]}]}},
+            "stale-write[0].ops[0].index",
+        ),
+        ({"sinks": {"store": {"accepted_writes": "3"}}}, "sinks.store.accepted_writes"),
+        ({"coverage": {"stale_attempts": 1.5}}, "coverage.stale_attempts"),
+        (
+            {"coverage": {"overlaps": {"kill+pause": {"seconds": "2"}}}},
+            "overlaps.kill+pause.seconds",
+        ),
+    ],
+)
+def test_a_malformed_report_field_is_named(data: dict[str, object], field: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(field)):
+        StoredResults.from_json({"valid": True, **data})

@@ -107,9 +107,9 @@ def test_the_stale_write_is_found_on_the_timeline(make_run: RunFactory) -> None:
     assert len(stale.stale_rows) == 1
     row = stale.stale_rows[0]
     cols = data.payload["ops"]["cols"]
-    stale_op = next(op for op in stale.ops if op.get("role") == "stale")
-    assert cols["id"][row] == stale_op["id"]
-    assert cols["ep"][row] == stale_op["epoch"]
+    stale_op = next(op for op in stale.ops if op.role == "stale")
+    assert cols["id"][row] == stale_op.id
+    assert cols["ep"][row] == stale_op.epoch
     assert cols["a"][row] == 1  # accepted (acknowledged ok)
     payload = data.payload["anomalies"][data.anomalies.index(stale)]
     assert payload["stale"] == [row]
@@ -234,7 +234,7 @@ def test_the_timeline_keeps_anomaly_operations_beyond_its_limit(make_run: RunFac
     (stale,) = [a for a in data.anomalies if not a.expected]
     cols = data.payload["ops"]["cols"]
     row = stale.stale_rows[0]
-    assert row >= 10 and cols["id"][row] == next(o["id"] for o in stale.ops if o["role"] == "stale")
+    assert row >= 10 and cols["id"][row] == next(o.id for o in stale.ops if o.role == "stale")
     assert data.payload["total_ops"] == data.operations
     # Throughput still counts every completion, not only the operations on the timeline.
     throughput = data.payload["throughput"]
