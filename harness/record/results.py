@@ -6,7 +6,8 @@ once per run, by :func:`results_json`. Everything that reads a verdict back (the
 JUnit, ``run-all``, the matrix's expectations, the pytest plugin, ``analyze``, the report) reads it
 through :meth:`StoredResults.from_json`, which checks the fields it types and names the one at
 fault, and refuses a ``format`` newer than this fencecheck writes (:func:`check_format`). The
-report also keeps the whole mapping (:attr:`StoredResults.data`) for the evidence it draws.
+report too draws only typed fields (the evidence, the sinks, the coverage); the whole mapping
+(:attr:`StoredResults.data`) is kept for tools that rewrite the file (tests, benches).
 """
 
 from __future__ import annotations
@@ -204,6 +205,7 @@ class StoredResults:
     run_error: str | None
     lost: tuple[str, ...]
     data: Mapping[str, Any]
+    """The file's whole mapping: no product module reads it (each field above is typed)."""
     notes: tuple[str, ...] = ()
     """What reading the history found beside its events (a torn last line)."""
     never_finished: bool = False
