@@ -81,9 +81,11 @@ class _Tally:
         self.last = 0
 
     def event(self, event: Event) -> None:
+        time = event.time
         if self.first is None:
-            self.first = event.time
-        self.last = max(self.last, event.time)
+            self.first = time
+        if time > self.last:
+            self.last = time
         if event.process == NEMESIS:
             self.nemesis(event)
         elif event.type == "invoke":
@@ -182,16 +184,20 @@ class _Tally:
     def complete(self, event: Event) -> None:
         value = event.value
         node = event.node
+        error = event.error
         began = self.invoked.pop(event.process, event.time)
         if node is not None:
             self.seen.add(node)
-            self.outage(node, event, began)
-        if event.f == WRITE and event.process in self.stale_open:
-            self.stale_open.discard(event.process)
-        elif event.f == WRITE and (event.error == STALE_EPOCH or self._overtaken(event)):
-            # Sent before the newer grant was seen here, but the fence proves it arrived after,
-            # or a newer epoch was granted while it was in flight and it was accepted anyway.
-            self.writes.setdefault(str(value.get("sink")), [0, 0, 0])[2] += 1
+            if error == UNREACHABLE or node in self.outage_since:  # else outage() does nothing
+                self.outage(node, event, began)
+        if event.f == WRITE:
+            if event.process in self.stale_open:
+                self.stale_open.discard(event.process)
+            elif error == STALE_EPOCH or self._overtaken(event):
+                # Sent before the newer grant was seen here, but the fence proves it arrived
+                # after, or a newer epoch was granted while it was in flight and it was accepted
+                # anyway.
+                self.writes.setdefault(str(value.get("sink")), [0, 0, 0])[2] += 1
         if event.type != "ok":
             if event.error == STALE_EPOCH and node is not None:
                 self.leases.get(node, set()).discard(str(value.get("lock")))

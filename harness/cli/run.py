@@ -13,12 +13,12 @@ from rich.console import Console
 from rich.table import Column, Table
 from rich.text import Text
 
+from checkers import Verdict
 from harness.cli import EXIT_ERROR, EXIT_UNKNOWN, EXIT_VALID, cli
 from harness.cli.check import exit_code, render_result
 from harness.cli.hosts import load_hosts_option
 from harness.cli.units import Duration
 from harness.node.interrupts import interrupts_once, shielded
-from harness.record.results import StoredResults
 from harness.report import publish
 from harness.run.exposure import ExposureError, exposure_fields, switches_of
 from harness.run.exposure import expose as exposed_spec
@@ -211,9 +211,9 @@ def _conclude(
     run's, ``None`` when its report or files could not be written; ``strict``: a valid run with
     coverage gaps exits 2, saying so)."""
     written = summary is not None
-    coverage, gaps = _coverage(summary.results if summary is not None else None)
+    coverage, gaps = _coverage(outcome.result)
     if as_json:
-        data = {**outcome.result.to_json(), "coverage": coverage}
+        data = outcome.result.to_json()
         extra = {"interrupted": outcome.interrupted, "run_dir": str(outcome.run_dir.path)}
         if outcome.error is not None:
             extra["run_error"] = outcome.error
@@ -294,24 +294,22 @@ def analyze_command(run_dir: Path, as_json: bool) -> None:
         run = open_run_dir(run_dir)
         record = run.read_record()
         result = check_run(run, record)
-        # What check_run wrote, read back once for the report, the index and the lines below.
+        # What check_run wrote, read back once for the report, the index and the notes below.
         stored = publish(run, summarize(run, record)).results
-        coverage, gaps = _coverage(stored)
+        gaps = tuple(result.coverage.gaps())
     except (OSError, ValueError, KeyError) as problem:
         raise click.ClickException(str(problem)) from None
     notes = list(stored.notes) if stored is not None else []
     if as_json:
-        click.echo(json.dumps({**result.to_json(), "coverage": coverage, "notes": notes}, indent=2))
+        click.echo(json.dumps({**result.to_json(), "notes": notes}, indent=2))
     else:
         render_result(Console(highlight=False), result, run.history, gaps, notes)
     raise click.exceptions.Exit(exit_code(result))
 
 
-def _coverage(stored: StoredResults | None) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """The ``coverage`` section ``check_run`` just wrote into ``results.json``, and its gaps."""
-    if stored is None or stored.coverage is None:
-        return {}, ()
-    return dict(stored.coverage.numbers), stored.coverage.gaps
+def _coverage(result: Verdict) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The verdict's coverage (counted in the check's one pass) as JSON data, and its gaps."""
+    return result.coverage.to_json(), tuple(result.coverage.gaps())
 
 
 @cli.command("list")

@@ -24,7 +24,7 @@ from typing import Final
 
 from rich.console import Console
 
-from checkers import CheckResult
+from checkers import Verdict
 from harness.node import Daemon, Node, NodeError
 from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.engine import EngineError
@@ -110,7 +110,7 @@ class RunOutcome:
     """How a run ended: where it is stored and what the checker decided."""
 
     run_dir: RunDir
-    result: CheckResult
+    result: Verdict
     interrupted: bool
     error: str | None = None
     """Why the run broke off (setup failed, the engine went away…); its history is still checked."""
@@ -264,7 +264,7 @@ class _RunState:
             "checking what was recorded[/]"
         )
 
-    def check(self) -> tuple[Judged, CheckResult]:
+    def check(self) -> tuple[Judged, Verdict]:
         """Check what was recorded and write the results once, with the interruption if a
         signal came (before or during the check); then point the store's ``latest`` at the run.
         A results file that cannot be written, or a store that cannot take the ``latest`` link,
