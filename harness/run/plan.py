@@ -23,6 +23,7 @@ from nemeses import (
     LOCK_FOLLOWER,
     LOCK_LEADER,
     Schedule,
+    fault_kind,
     generate_schedule,
 )
 from systems import (
@@ -170,7 +171,9 @@ def _load(spec: TestSpec) -> System:
             f"talks to, so faults cannot target {HOLDER_MEMBER}; target lock or a node name instead"
         )
     for refusal in (
-        durability_problem(system, spec.nemeses, spec.targets),
+        durability_problem(
+            system, {kind: fault_kind(kind).kills for kind in spec.nemeses}, spec.targets
+        ),
         clock_problem(system, spec.nemeses, spec.targets),
         replay_problem(system, spec.nemeses),
         disk_problem(system, spec.nemeses),
