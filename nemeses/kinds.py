@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from harness.node import Node
+from harness.record import NemesisFacts
 from nemeses.processes import Locator, ProcessImage, Restarter
 from nemeses.protocol import Fault, Nemesis, NemesisError
 
@@ -170,15 +171,15 @@ class FaultKind:
     """A replay may aim a window at the very nodes it landed on; false for a kind whose fault
     is worked out from the symbolic targets (a partition's drops)."""
 
-    def facts(self) -> dict[str, Any]:
-        """What readers below the nemeses (checkers, the report) need to know of this kind,
-        recorded on each of its events (``facts``; :class:`harness.record.NemesisFacts`)."""
-        return {
-            "stops_holder": self.stops_holder,
-            "moves_clock": self.moves_clock,
-            "restarts": self.restarts,
-            "parts": list(self.parts),
-        }
+    def facts(self) -> NemesisFacts:
+        """What readers below the nemeses (checkers, the report) need to know of this kind: the
+        player records it on each of its events (``facts``)."""
+        return NemesisFacts(
+            stops_holder=self.stops_holder,
+            moves_clock=self.moves_clock,
+            restarts=self.restarts,
+            parts=self.parts,
+        )
 
 
 def conflict(first: FaultKind, second: FaultKind) -> str | None:

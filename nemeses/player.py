@@ -61,7 +61,7 @@ from types import TracebackType
 from typing import Any, Final, Protocol
 
 from harness.node import Node
-from harness.record import SAID, NemesisEvent, NemesisFacts, PowerLoss
+from harness.record import SAID, NemesisEvent, PowerLoss
 from nemeses.kinds import conflict
 from nemeses.protocol import Fault, HealReport, Nemesis, NemesisError, start_f, step_f, stop_f
 from nemeses.registry import fault_kind, fault_words
@@ -741,7 +741,7 @@ class NemesisPlayer:
             targets=targets,
             applied=not errors,
             error="; ".join(errors) or None,
-            facts=NemesisFacts(**kind.facts()),
+            facts=kind.facts(),
             verb=rest.pop("verb", None),
             part_verbs=tuple(rest.pop("part_verbs", ())),
             scheduled=scheduled,
