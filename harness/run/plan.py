@@ -20,10 +20,10 @@ from harness.run.store import StoreError, check_store, store_problem
 from nemeses import (
     DEFAULT_TTL_MULTIPLES,
     HOLDER_MEMBER,
+    KINDS,
     LOCK_FOLLOWER,
     LOCK_LEADER,
     Schedule,
-    fault_kind,
     generate_schedule,
 )
 from systems import (
@@ -171,8 +171,9 @@ def _load(spec: TestSpec) -> System:
             f"talks to, so faults cannot target {HOLDER_MEMBER}; target lock or a node name instead"
         )
     for refusal in (
+        # An unknown kind is refused with the kinds listed when the schedule is drawn.
         durability_problem(
-            system, {kind: fault_kind(kind).kills for kind in spec.nemeses}, spec.targets
+            system, {k: KINDS[k].kills for k in spec.nemeses if k in KINDS}, spec.targets
         ),
         clock_problem(system, spec.nemeses, spec.targets),
         replay_problem(system, spec.nemeses),
