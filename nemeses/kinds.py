@@ -1,10 +1,13 @@
 """What a fault kind is, as one registry entry (see :mod:`nemeses.registry`).
 
-An entry holds everything the rest of fencecheck needs to know about one kind of fault: how to
-build its nemesis, how a schedule draws a window's targets and parameters, how a heal that
-remembers nothing undoes it, the verb its sentences use, its colour in the report, and its manual
-command. The CLI help, ``fencecheck list``, the history's fault events, the explanations and the
-report's colours are all derived from the entries, so a new kind is one module and one entry.
+An entry holds everything the rest of fencecheck needs to know about one kind of fault: how to build
+its nemesis, how a schedule draws a window's targets and parameters and how they become its fault,
+how a heal that remembers nothing undoes it, the verb its sentences use, its colour in the report,
+its manual command and what that leaves behind, and its facts: whether it stops a holder, moves a
+clock, whose daemons it kills and which nodes its stop restarted, its parts. The CLI help,
+``fencecheck list``, the history's fault events (which carry the facts, :meth:`FaultKind.facts`),
+the exposure and durability checks, coverage, the explanations, replay and the report's colours are
+all derived from the entries, so a new kind is one module and one entry (docs/design.md §7).
 """
 
 from __future__ import annotations

@@ -149,3 +149,14 @@ def test_what_the_writer_writes_the_reader_reads_back(
     )
     value = json.loads(json.dumps(event.to_json()))
     assert NemesisEvent.from_json(event.f, value) == event
+
+
+def test_each_entrys_facts_agree_with_each_other() -> None:
+    for kind in KINDS.values():
+        # A kind that kills a daemon starts it again at its stop, and says which nodes.
+        assert (kind.kills is not None) == kind.restarts, kind.name
+        assert not (kind.moves_clock and kind.stops_holder), kind.name
+        assert all(part in KINDS for part in kind.parts), kind.name
+        if kind.parts:
+            # A compound's facts are its parts': it stops a holder if its first part does.
+            assert kind.stops_holder == KINDS[kind.parts[0]].stops_holder, kind.name
