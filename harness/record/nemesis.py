@@ -252,8 +252,8 @@ class NemesisEvent:
         restarted = value.get(RESTARTED)
         if restarted is not None:
             named = _flatten(restarted, line, RESTARTED)
-        elif not facts.restarts or action != "stop":
-            named = ()
+        elif raw_facts is not None or not facts.restarts or action != "stop":
+            named = ()  # a player that records facts names what it restarted
         else:
             # Written before stops recorded ``restarted``: a compound (or a power loss at the
             # holder) named its restarted node ``restart``; any other kind restarted its targets.
