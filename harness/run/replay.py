@@ -214,7 +214,7 @@ def pinned(stored: StoredRun) -> Schedule:
             if event.process != NEMESIS:
                 continue
             fault = NemesisEvent.of(event)
-            if fault.applied is False and "applied" in event.value:
+            if not fault.applied:
                 continue
             if isinstance(fault.window, int) and fault.targets:
                 landed.setdefault(fault.window, fault.targets)
