@@ -18,9 +18,9 @@ from bisect import bisect_right
 from collections.abc import Collection, Iterable
 from dataclasses import replace
 
-from checkers.evidence import FaultWindow
 from checkers.explain import RESTARTED
 from harness.record import Event, NemesisEvent
+from harness.record.verdict import FaultWindow
 
 __all__ = ["FaultIndex", "FaultTimeline"]
 
