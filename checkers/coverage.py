@@ -3,17 +3,18 @@
 A ``valid`` verdict is only as strong as the situations the run produced. This module reads the
 history once, in order, and counts them: holders stopped past their lease while holding it (per
 fault kind), stale writes attempted per sink (sent with an epoch lower than one already granted for
-the lock, or refused by a fence as stale, which proves the same, or accepted after a newer epoch
-was granted while it was in flight), restarts per role, epochs granted, sinks and keys written,
-power losses (and how many dropped unsynced data, by the lazy file system's own count on the
-fault's event), holder nodes whose agent was unreachable for most of the run, which pairs of fault
-kinds were in force together (how often and for how long), and clock windows (``clock-step``,
-``clock-rate``): how many, and how many moved a lease across its expiry (a lease was held when the
-window opened, by the faulted holder or from the faulted lock service, and the faulted clock moved
-by at least a TTL against the real one in the window: a step of that size, or a rate whose gain or
-loss over the window reached it). It is a pure function of the history, the inventory's sink names,
-the lease TTL and (optionally) the node roles, linear in the history's length (times the few faults
-in force at once), and keeps state per node, lock, sink and key only.
+the lock, or refused by a fence as stale, which proves the same, or accepted after a newer epoch was
+granted while it was in flight), restarts per role, epochs granted, sinks and keys written, power
+losses (and how many dropped unsynced data, by the lazy file system's own count on the fault's
+event), holder nodes whose agent was unreachable for most of the run, which pairs of fault kinds
+were in force together (how often and for how long), and clock windows (faults whose recorded facts
+say they move a clock: ``clock-step``, ``clock-rate``): how many, and how many moved a lease across
+its expiry (a lease was held when the window opened, by the faulted holder or from the faulted lock
+service, and the faulted clock moved by at least a TTL against the real one in the window: a step of
+that size, or a rate whose gain or loss over the window reached it). It is a pure function of the
+history, the inventory's sink names, the lease TTL and (optionally) the node roles, linear in the
+history's length (times the few faults in force at once), and keeps state per node, lock, sink and
+key only.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
-from harness.record import NEMESIS, Event, Process
+from harness.record import NEMESIS, Event, NemesisEvent, PowerLoss, Process
 from harness.record.verdict import Coverage, SinkCoverage
 from harness.record.vocabulary import ACQUIRE, RELEASE, STALE_EPOCH, UNREACHABLE, WRITE
 
@@ -31,17 +32,6 @@ __all__ = ["MOSTLY_UNREACHABLE", "Coverage", "CoverageTap", "SinkCoverage", "cov
 MOSTLY_UNREACHABLE: Final = 0.5
 """A holder node unreachable for more than this share of the run is named in the coverage."""
 
-_START: Final = "start-"
-_STOP: Final = "stop-"
-# Faults after whose stop a restarted process serves again; the value's key names the node.
-_RESTARTS: Final[Mapping[str, str | None]] = {
-    "kill": None,
-    "restart-while-paused": "restart",
-    "power-loss": "restart",  # at the holder; at a store or lock node it names its targets
-}
-_POWER_LOSS: Final = "power-loss"
-_DROPPED: Final = "lost"  # a power loss's totals of what it dropped (nemeses.disk)
-_CLOCKS: Final = frozenset(("clock-step", "clock-rate"))
 _WORKER: Final = "worker"
 _STORE: Final = "store"  # a store keeps no lease: its clock moves none
 
@@ -53,6 +43,7 @@ class _Window:
     expiry: int | None  # by when that lease had certainly lapsed (unknown without a TTL)
     started: int = 0
     stopped: int | None = None
+    clock: bool = False  # the fault moves a clock (its kind's facts say), stopping nobody
     shift_s: float = 0.0  # a clock window's step (signed seconds); 0 for a rate or no clock
     rate: float = 1.0  # a clock window's rate
 
@@ -94,50 +85,44 @@ class _Tally:
             self.complete(event)
 
     def nemesis(self, event: Event) -> None:
-        value = event.value
-        key = value.get("id")
-        if isinstance(key, bool) or not isinstance(key, int | str):
-            key = event.f.partition("-")[2]  # no usable window id: pair by kind
-        lost = value.get(_DROPPED)
-        if event.f.partition("-")[2] == _POWER_LOSS and isinstance(lost, dict):
-            self.power_loss(lost)
-        if event.f.startswith(_START):
-            if value.get("applied") is False:
+        fault = NemesisEvent.of(event)
+        # No usable window id: pair by kind.
+        key: Any = fault.window if fault.window is not None else fault.kind
+        if fault.lost is not None:
+            self.power_loss(fault.lost)
+        if fault.action == "start":
+            if not fault.applied:
                 return
-            kind = event.f[len(_START) :]
-            targets = _names(value.get("targets"))
+            targets = list(fault.targets)
             holding = any(self.leases.get(target) for target in targets)
-            if kind in _CLOCKS:
+            if fault.facts.moves_clock:
                 holding = self._clock_holds(targets)
             # The agent renews while it runs, so a lease held at the stop's start lapses at the
             # latest one TTL later: a stop that lasts longer certainly outlived it.
             expiry = event.time + self.ttl_ns if self.ttl_ns is not None else None
-            window = _Window(kind, holding, expiry, event.time)
-            window.shift_s = _number(value.get("by_s"), 0.0) if kind == "clock-step" else 0.0
-            window.rate = _number(value.get("rate"), 1.0) if kind == "clock-rate" else 1.0
+            window = _Window(fault.kind, holding, expiry, event.time, clock=fault.facts.moves_clock)
+            if fault.facts.moves_clock:
+                window.shift_s = fault.by_s or 0.0
+                window.rate = fault.rate if fault.rate is not None else 1.0
             self.windows[key] = window
-        elif event.f.startswith(_STOP) and key in self.windows:
+        elif fault.action == "stop" and key in self.windows:
             window = self.windows[key]
             window.stopped = event.time
             self._overlapped(key, window)
-            if value.get("applied") is not False and window.kind in _RESTARTS:
-                field_name = _RESTARTS[window.kind]
-                named = value.get(field_name) if field_name is not None else None
-                nodes = _names(named if named is not None else value.get("targets"))
-                for node in nodes:
+            if fault.applied:
+                for node in fault.restarted:
                     role = self.roles.get(node, node)
                     self.restarts[role] = self.restarts.get(role, 0) + 1
 
-    def power_loss(self, lost: Mapping[str, Any]) -> None:
+    def power_loss(self, lost: PowerLoss) -> None:
         """One power loss, with what it dropped (``writes``, ``bytes``, ``entry_changes``)."""
         counts = self.power_losses
         for name in ("total", "dropped_data", "writes_dropped", "bytes_dropped"):
             counts.setdefault(name, 0)
         counts["total"] += 1
-        writes, size, entries = (_count(lost.get(k)) for k in ("writes", "bytes", "entry_changes"))
-        counts["dropped_data"] += 1 if writes or entries else 0
-        counts["writes_dropped"] += writes
-        counts["bytes_dropped"] += size
+        counts["dropped_data"] += 1 if lost.writes or lost.entry_changes else 0
+        counts["writes_dropped"] += lost.writes
+        counts["bytes_dropped"] += lost.bytes
 
     def _clock_holds(self, targets: list[str]) -> bool:
         """Whether a clock fault on ``targets`` moves a live lease: a holder's own, or any from
@@ -241,7 +226,7 @@ class _Tally:
         clocks = across = 0
         for window in self.windows.values():
             stopped = window.stopped if window.stopped is not None else self.last
-            if window.kind in _CLOCKS:
+            if window.clock:
                 # A clock fault stops nobody; it moves the clock a lease is measured by.
                 clocks += 1
                 moved = (
@@ -321,22 +306,3 @@ def coverage_of(
     for _ in tap.events(events):
         pass
     return tap.coverage()
-
-
-def _count(raw: Any) -> int:
-    return raw if isinstance(raw, int) and not isinstance(raw, bool) and raw > 0 else 0
-
-
-def _names(raw: Any) -> list[str]:
-    if isinstance(raw, str):
-        return [raw]
-    if isinstance(raw, list | tuple):
-        return [str(name) for name in raw]
-    return []
-
-
-def _number(raw: Any, default: float) -> float:
-    """A fault parameter that should be a number (``default`` when it is not one)."""
-    if isinstance(raw, bool) or not isinstance(raw, int | float):
-        return default
-    return float(raw)

@@ -4,30 +4,25 @@
 targets it names (all of them when it names none); a window never stopped lasts to the end of the
 history. Any other nemesis event is an instant. Nemesis events are few, so all are kept.
 
-``restart-while-paused`` is recorded as one window (``targets`` paused; the node named ``restart``
-is killed and started again at ``step_scheduled`` inside the pause, else at the stop's
-``scheduled``, and the targets continue at the stop) and is read into those two parts, so that a
-sentence can say each.
+A compound that stops a holder and restarts a daemon (its recorded facts: ``parts``,
+``stops_holder``, ``restarts``; ``restart-while-paused`` is one) is recorded as one window
+(``targets`` stopped; the stop's ``restarted`` node is killed and started again at
+``step_scheduled`` inside the window, else at the stop's ``scheduled``, and the targets continue
+at the stop) and is read into those two parts, so that a sentence can say each. Events are read
+through :class:`harness.record.NemesisEvent`, the nemesis event's one reader.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_right
-from collections.abc import Collection, Iterable, Mapping
+from collections.abc import Collection, Iterable
 from dataclasses import replace
-from typing import Any
 
 from checkers.explain import RESTARTED
-from harness.record import SAID, Event, HistoryError
+from harness.record import Event, NemesisEvent
 from harness.record.verdict import FaultWindow
 
 __all__ = ["FaultIndex", "FaultTimeline"]
-
-_TARGET_FIELDS = ("targets", "nodes", "target", "node")
-_TARGETS_FIX = (
-    'targets are node names: "w1", ["w1", "w2"], or groups of a partition [["w1"], ["w2", "l1"]]'
-)
-_RESTART_WHILE_PAUSED = "restart-while-paused"
 
 
 class FaultTimeline:
@@ -42,59 +37,53 @@ class FaultTimeline:
     def add(self, event: Event) -> None:
         """Take one nemesis event (in history order)."""
         self.events += 1
-        value = event.value
-        error = value.get("error")
-        applied = value.get("applied") is not False and not error
-        if not applied:
+        fault = NemesisEvent.of(event)
+        error = fault.error
+        if not fault.applied:
             because = f": {error}" if error else ""
             self.failures.append(
                 f"nemesis {event.f} at line {event.line} (index {event.index}) failed to "
                 f"apply{because}"
             )
-        targets = _targets(value, event.line)
-        action, _, kind = event.f.partition("-")
-        if action == "start" and kind:
+        if fault.action == "start":
             self._open.append(
                 FaultWindow(
-                    kind,
-                    targets,
+                    fault.kind,
+                    fault.targets,
                     event.time,
                     None,
                     event.index,
                     None,
-                    applied,
-                    str(error) if error else None,
-                    verb=_words(value.get("verb"))[0] if _words(value.get("verb")) else None,
-                    part_verbs=_words(value.get("part_verbs")),
-                    opened=_said(value),
+                    fault.applied,
+                    error,
+                    verb=fault.verb,
+                    part_verbs=fault.part_verbs,
+                    opened=fault.said,
                 )
             )
-        elif action == "stop" and kind:
-            self._close(kind, targets, event)
+        elif fault.action == "stop":
+            self._close(fault, event)
         else:
             self._closed.append(
                 FaultWindow(
                     event.f,
-                    targets,
+                    fault.targets,
                     event.time,
                     event.time,
                     event.index,
                     event.index,
-                    applied,
-                    str(error) if error else None,
+                    fault.applied,
+                    error,
                 )
             )
 
-    def _close(self, kind: str, targets: tuple[str, ...], event: Event) -> None:
+    def _close(self, stop: NemesisEvent, event: Event) -> None:
         still_open = []
+        targets = stop.targets
         for window in self._open:
-            if window.kind == kind and (not targets or set(targets) & set(window.targets)):
-                closed = replace(
-                    window, end=event.time, end_index=event.index, closed=_said(event.value)
-                )
-                if kind == _RESTART_WHILE_PAUSED:
-                    closed = _with_parts(closed, event)
-                self._closed.append(closed)
+            if window.kind == stop.kind and (not targets or set(targets) & set(window.targets)):
+                closed = replace(window, end=event.time, end_index=event.index, closed=stop.said)
+                self._closed.append(_with_parts(closed, stop))
             else:
                 still_open.append(window)
         self._open = still_open
@@ -102,12 +91,6 @@ class FaultTimeline:
     def windows(self) -> tuple[FaultWindow, ...]:
         """Every window so far, open ones with ``end=None``, in order of their start."""
         return tuple(sorted((*self._closed, *self._open), key=lambda w: w.start_index))
-
-
-def _said(value: Mapping[str, Any]) -> str | None:
-    """The sentence a fault event says about what happened (``said``), if it says one."""
-    said = value.get(SAID)
-    return said if isinstance(said, str) and said else None
 
 
 class FaultIndex:
@@ -148,54 +131,24 @@ def _aims_at(window: FaultWindow, holders: Collection[str]) -> bool:
     return any(target in holders for target in window.targets)
 
 
-def _with_parts(window: FaultWindow, stop: Event) -> FaultWindow:
-    restarted = stop.value.get("restart")
-    if not isinstance(restarted, str) or window.end is None:
+def _with_parts(window: FaultWindow, stop: NemesisEvent) -> FaultWindow:
+    """A compound that stops a holder and restarts another node (its facts say so: its first
+    part stops, its stop names the node it restarted) read into those two parts."""
+    facts = stop.facts
+    if not (facts.parts and facts.stops_holder and facts.restarts) or window.end is None:
         return window
-    killed = stop.value.get("step_scheduled", stop.value.get("scheduled"))
-    if not (type(killed) is int and window.start <= killed <= window.end):
+    restarted = stop.restarted
+    if not restarted:
+        return window
+    killed = stop.step_scheduled if stop.step_scheduled is not None else stop.scheduled
+    if not (killed is not None and window.start <= killed <= window.end):
         killed = window.end
-    serving = stop.value.get("step_confirmed")  # an inside restart serves before the pause ends
-    if not (type(serving) is int and killed <= serving <= window.end):
+    serving = stop.step_confirmed  # an inside restart serves before the pause ends
+    if not (serving is not None and killed <= serving <= window.end):
         serving = window.end
     verbs = (*window.part_verbs, None)
-    pause = replace(window, kind="pause", verb=verbs[0], part_verbs=())
+    stopped = replace(window, kind=facts.parts[0], verb=verbs[0], part_verbs=())
     restart = replace(
-        window, kind=RESTARTED, targets=(restarted,), start=killed, end=serving, part_verbs=()
+        window, kind=RESTARTED, targets=restarted, start=killed, end=serving, part_verbs=()
     )
-    return replace(window, parts=(pause, restart))
-
-
-def _words(raw: object) -> tuple[str, ...]:
-    """A string or a list of strings from an event's value; anything else is no words."""
-    if isinstance(raw, str):
-        return (raw,)
-    if isinstance(raw, list) and all(isinstance(item, str) for item in raw):
-        return tuple(raw)
-    return ()
-
-
-def _targets(value: Mapping[str, Any], line: int) -> tuple[str, ...]:
-    for name in _TARGET_FIELDS:
-        raw = value.get(name)
-        if raw is not None:
-            return _flatten(raw, line)
-    return ()
-
-
-def _flatten(raw: object, line: int) -> tuple[str, ...]:
-    # Partitions name groups ("halves": [["w1"], ["w2", "l1"]]); every node in them is a target.
-    # Two levels at most: anything deeper is not a target list, and must not recurse.
-    if isinstance(raw, str):
-        return (raw,)
-    if isinstance(raw, list):
-        out: list[str] = []
-        for item in raw:
-            if isinstance(item, str):
-                out.append(item)
-            elif isinstance(item, list) and all(isinstance(node, str) for node in item):
-                out.extend(item)
-            else:
-                raise HistoryError(line, "a nemesis event's targets are malformed", _TARGETS_FIX)
-        return tuple(out)
-    raise HistoryError(line, "a nemesis event's targets are malformed", _TARGETS_FIX)
+    return replace(window, parts=(stopped, restart))

@@ -348,6 +348,9 @@ POWER_LOSS_KIND = FaultKind(
     heal_rank=5,
     # It kills and restarts the node's daemons, as kill does: a pause there would be undone.
     restarts=True,
+    kills="targets",
+    # At the holder it restarts the store or lock node it names (``restart``), else its targets.
+    restarted=lambda targets, params: (str(params["restart"]),) if "restart" in params else targets,
     build=lambda locate, restarter: PowerLossNemesis(locate, restarter),
     draw=_draw_power_loss,
     recover=None,  # the kill kind's recovery restarts what a crashed run left dead

@@ -56,12 +56,14 @@ KIND = FaultKind(
     colour="#22a6b3",
     heal_rank=1,
     blocks_commands=True,
+    stops_holder=True,
     build=lambda locate, restarter: FreezeNemesis(),
     draw=draw_node,
     recover=_recover,
     manual=ManualCommand(
         help="Freeze every process of NODES with the cgroup freezer; thaw them after --for.",
         fault=lambda nodes, values, roles: Fault("freeze", nodes),
+        leaves_frozen=True,
     ),
 )
 """The freeze fault kind's registry entry."""

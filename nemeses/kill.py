@@ -179,6 +179,7 @@ KIND = FaultKind(
     colour="#555b66",
     heal_rank=5,
     restarts=True,
+    kills="targets",
     build=lambda locate, restarter: KillNemesis(locate, restarter=restarter),
     draw=draw_process,
     recover=_recover,

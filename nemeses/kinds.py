@@ -1,10 +1,13 @@
 """What a fault kind is, as one registry entry (see :mod:`nemeses.registry`).
 
-An entry holds everything the rest of fencecheck needs to know about one kind of fault: how to
-build its nemesis, how a schedule draws a window's targets and parameters, how a heal that
-remembers nothing undoes it, the verb its sentences use, its colour in the report, and its manual
-command. The CLI help, ``fencecheck list``, the history's fault events, the explanations and the
-report's colours are all derived from the entries, so a new kind is one module and one entry.
+An entry holds everything the rest of fencecheck needs to know about one kind of fault: how to build
+its nemesis, how a schedule draws a window's targets and parameters and how they become its fault,
+how a heal that remembers nothing undoes it, the verb its sentences use, its colour in the report,
+its manual command and what that leaves behind, and its facts: whether it stops a holder, moves a
+clock, whose daemons it kills and which nodes its stop restarted, its parts. The CLI help,
+``fencecheck list``, the history's fault events (which carry the facts, :meth:`FaultKind.facts`),
+the exposure and durability checks, coverage, the explanations, replay and the report's colours are
+all derived from the entries, so a new kind is one module and one entry (docs/design.md §7).
 """
 
 from __future__ import annotations
@@ -15,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from harness.node import Node
+from harness.record import NemesisFacts
 from harness.record.schedule import LOCK_FOLLOWER
 from nemeses.processes import Locator, ProcessImage, Restarter
 from nemeses.protocol import Fault, Nemesis, NemesisError
@@ -103,6 +107,9 @@ class ManualCommand:
     options: tuple[ManualOption, ...] = ()
     takes_nodes: bool = True
     examples: tuple[str, ...] = ()
+    leaves_frozen: bool = False
+    """Run without ``--for``, the command leaves its nodes frozen: the ledger remembers them so
+    that a later ``heal`` thaws them (what it kills the nemesis reports itself)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,6 +150,38 @@ class FaultKind:
     """The fault's stop starts a daemon again: an overlap can be aimed at that restart."""
     touched: Callable[[Mapping[str, Any]], tuple[str, ...]] = field(default=lambda params: ())
     """The nodes a window's parameters name besides its targets (a compound's restarted node)."""
+    stops_holder: bool = False
+    """A fault on a holder keeps it from renewing its lease while it still means to write (a
+    pause, a frozen cgroup, a starved CPU, a cut network; a compound made of a pause). A plain
+    one (no :attr:`parts`) can stand in for another in a switch's exposure."""
+    moves_clock: bool = False
+    """The fault moves a clock (``by_s`` steps it, ``rate`` runs it fast or slow), stopping
+    nobody: coverage asks whether it moved a held lease across its expiry."""
+    kills: Literal["targets", "service"] | None = None
+    """Whose daemons the fault kills and starts again: its ``targets``' or, whatever they are, a
+    lock or store daemon's (``service``, a compound's restart). A system keeping that state in
+    memory only is refused such faults."""
+    restarted: Callable[[tuple[str, ...], Mapping[str, Any]], tuple[str, ...]] = field(
+        default=lambda targets, params: targets
+    )
+    """For a kind that :attr:`restarts`: the nodes a window's stop started again, from its
+    resolved targets and parameters (the player records them as ``restarted``)."""
+    fault: Callable[[tuple[str, ...], Mapping[str, Any], Sequence[str]], Fault] | None = None
+    """How a window's resolved targets and parameters become its fault, given every node's
+    name (``None``: ``Fault(name, targets, params)``); a partition works out its drops here."""
+    pinnable: bool = True
+    """A replay may aim a window at the very nodes it landed on; false for a kind whose fault
+    is worked out from the symbolic targets (a partition's drops)."""
+
+    def facts(self) -> NemesisFacts:
+        """What readers below the nemeses (checkers, the report) need to know of this kind: the
+        player records it on each of its events (``facts``)."""
+        return NemesisFacts(
+            stops_holder=self.stops_holder,
+            moves_clock=self.moves_clock,
+            restarts=self.restarts,
+            parts=self.parts,
+        )
 
 
 def conflict(first: FaultKind, second: FaultKind) -> str | None:

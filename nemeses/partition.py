@@ -230,6 +230,18 @@ def _manual(nodes: tuple[str, ...], values: Mapping[str, Any], roles: Mapping[st
     return partition_fault(topology, node_names(targets, roles), list(roles), given or None)
 
 
+def _fault(targets: tuple[str, ...], params: Mapping[str, Any], nodes: Sequence[str]) -> Fault:
+    """A window's partition: its drops worked out from its topology, targets and peers."""
+    peers = [peer for peer in params.get("peers") or () if peer not in targets]
+    return partition_fault(
+        str(params.get("topology", "isolate")),
+        targets,
+        nodes,
+        peers or None,
+        inbound=params.get("direction") == "in",
+    )
+
+
 KIND = FaultKind(
     name="partition",
     summary="drop packets with iptables in our own chain: isolate, halves, bridge, one-way, "
@@ -239,6 +251,9 @@ KIND = FaultKind(
     heal_rank=3,
     holds="network",
     cluster_wide=True,
+    stops_holder=True,
+    fault=lambda targets, params, nodes: _fault(targets, params, nodes),
+    pinnable=False,
     build=lambda locate, restarter: PartitionNemesis(),
     draw=_draw,
     recover=lambda node, leftovers: remove_rules(node),

@@ -137,6 +137,7 @@ KIND = FaultKind(
     verb="paused",
     colour="#5b8def",
     heal_rank=4,
+    stops_holder=True,
     build=lambda locate, restarter: PauseNemesis(locate),
     draw=draw_process,
     recover=_recover,

@@ -25,7 +25,11 @@ a correct and a buggy sink look alike), false when none came within a quarter TT
 ``"client"`` or ``"fallback"`` for one aimed at the holder's member, ``waiter`` ``"waiting"`` or
 ``"fallback"`` for one aimed at a worker waiting for a lock (``resolve_waiter``).
 A window cut short by :meth:`NemesisPlayer.stop` or :meth:`NemesisPlayer.heal` gets
-``"interrupted": true`` on its stop event.
+``"interrupted": true`` on its stop event. Every event carries its kind's ``facts`` (from the
+registry entry: ``stops_holder``, ``moves_clock``, ``restarts``, ``parts``), and the stop of a
+kind that restarts a daemon names the nodes it restarted (``restarted``), so that readers below
+the nemeses never test a kind's name. The player is the one writer of this value: each event is
+built as a :class:`harness.record.NemesisEvent` (its schema) and recorded as its JSON.
 
 A compound window places its second fault by two parameters (see :mod:`nemeses.schedule`): with
 ``step_at_ns`` the player performs ``step-<kind>`` that long after the window started and adds
@@ -57,6 +61,7 @@ from types import TracebackType
 from typing import Any, Final, Protocol
 
 from harness.node import Node
+from harness.record import SAID, NemesisEvent, PowerLoss
 from nemeses.kinds import conflict
 from nemeses.protocol import Fault, HealReport, Nemesis, NemesisError, start_f, step_f, stop_f
 from nemeses.registry import fault_kind, fault_words
@@ -249,7 +254,9 @@ class NemesisPlayer:
                 errors = [*_step_errors(value), *report.errors]
                 self._record_safely(
                     stop_f(window.kind),
-                    self._outcome(value, window.end_ns, errors, interrupted=True),
+                    self._outcome(
+                        stop_f(window.kind), value, window.end_ns, errors, interrupted=True
+                    ),
                     report,
                 )
         self.report = report
@@ -486,7 +493,7 @@ class NemesisPlayer:
             with self._kind_locks[window.kind]:
                 if self._healed:
                     return False
-                self._record(f, self._outcome(value, started, [str(problem)]))
+                self._record(f, self._outcome(f, value, started, [str(problem)]))
             return True
         with self._kind_locks[window.kind]:
             with self._lock:
@@ -498,9 +505,9 @@ class NemesisPlayer:
             try:
                 facts = self._nemesis.invoke(f, fault)
             except Exception as problem:  # recorded: an unapplied fault makes the run unknown
-                self._record(f, self._outcome(value, started, [str(problem)]))
+                self._record(f, self._outcome(f, value, started, [str(problem)]))
                 return True
-            self._record(f, self._outcome({**value, **facts}, started, []))
+            self._record(f, self._outcome(f, {**value, **facts}, started, []))
         return True
 
     def _resolve(self, window: Window, value: dict[str, Any]) -> Fault:
@@ -587,7 +594,7 @@ class NemesisPlayer:
             with self._lock:
                 del self._in_force[window.index]
             interrupted = self._stopping.is_set() and self._clock() < scheduled
-            self._record(f, self._outcome(value, scheduled, errors, interrupted=interrupted))
+            self._record(f, self._outcome(f, value, scheduled, errors, interrupted=interrupted))
         self._stopped[window.index].set()
 
     def _holder(self, window: Window, value: dict[str, Any], apart: set[str]) -> str | None:
@@ -710,20 +717,49 @@ class NemesisPlayer:
 
     def _outcome(
         self,
+        f: str,
         value: dict[str, Any],
         scheduled: int,
         errors: list[str],
         *,
         interrupted: bool = False,
     ) -> dict[str, Any]:
-        outcome = {**value, "scheduled": scheduled}
-        if errors:
-            outcome.update(applied=False, error="; ".join(errors))
-        else:
-            outcome.update(confirmed=self._clock(), applied=True)
-        if interrupted:
-            outcome["interrupted"] = True
-        return outcome
+        """The typed event (:class:`harness.record.NemesisEvent`) of what ``value`` gathered
+        about one window, with the kind's facts, as the history's JSON."""
+        kind = fault_kind(f.partition("-")[2])
+        rest = dict(value)
+        for derived in ("applied", "error", "confirmed", "scheduled", "interrupted"):
+            rest.pop(derived, None)
+        targets = tuple(str(target) for target in rest.pop("targets", ()))
+        lost = rest.pop("lost", None)
+        restarted: tuple[str, ...] = ()
+        if kind.restarts and f == stop_f(kind.name) and not errors:
+            restarted = kind.restarted(targets, value)
+        event = NemesisEvent(
+            f=f,
+            window=rest.pop("id", None),
+            targets=targets,
+            applied=not errors,
+            error="; ".join(errors) or None,
+            facts=kind.facts(),
+            verb=rest.pop("verb", None),
+            part_verbs=tuple(rest.pop("part_verbs", ())),
+            scheduled=scheduled,
+            confirmed=None if errors else self._clock(),
+            interrupted=interrupted,
+            ttl_multiple=rest.pop("ttl_multiple", None),
+            holder=rest.pop("holder", None),
+            mid_write=rest.pop("mid_write", None),
+            said=rest.pop(SAID, None),
+            restarted=restarted,
+            step_scheduled=rest.pop("step_scheduled", None),
+            step_confirmed=rest.pop("step_confirmed", None),
+            by_s=rest.pop("by_s", None),
+            rate=rest.pop("rate", None),
+            lost=PowerLoss.from_json(lost, 0) if isinstance(lost, dict) else None,
+            params=rest,
+        )
+        return event.to_json()
 
     def _record_safely(self, f: str, value: dict[str, Any], report: HealReport) -> None:
         try:

@@ -1,8 +1,10 @@
 """The fault-kind registry: one entry per kind (:class:`nemeses.kinds.FaultKind`).
 
 Adding a fault kind is one module that defines its nemesis and its ``KIND`` entry, plus one line
-here. Everything that lists kinds (``--nemesis`` help, ``fencecheck list``, manual commands,
-schedules, healing, the report's colours, the verbs of explanations) reads this table.
+here. Everything that lists kinds or needs a fact of one (``--nemesis`` help, ``fencecheck
+list``, manual commands, schedules, healing, the exposure and durability checks, replay's
+pinning, the report's colours, the verbs of explanations) reads this table; readers below the
+nemeses read the facts the player records from it in each event.
 """
 
 from __future__ import annotations

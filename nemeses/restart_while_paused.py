@@ -266,6 +266,9 @@ KIND = FaultKind(
     parts=("pause", "kill"),
     restarts=True,
     touched=lambda params: (str(params["restart"]),) if "restart" in params else (),
+    stops_holder=True,
+    kills="service",
+    restarted=lambda targets, params: (str(params["restart"]),) if "restart" in params else (),
 )
 """The restart-while-paused fault kind's registry entry (a compound: no manual command; its
 parts are the pause and kill commands)."""

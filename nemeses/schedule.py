@@ -75,7 +75,6 @@ from nemeses.kinds import END_AFTER_WRITES, STEP_AT_NS, Draw, FaultKind, conflic
 from nemeses.protocol import Fault, NemesisError
 from nemeses.registry import FAULT_KINDS, fault_kind
 from nemeses.throttle import DEFAULT_CPU
-from nemeses.topology import partition_fault
 
 __all__ = [
     "AIM",
@@ -434,17 +433,10 @@ def resolve(
                 "window has no fallback node"
             )
         targets = tuple(dict.fromkeys(stand_in if t == symbol else t for t in targets))
-    if window.kind != "partition":
+    make = fault_kind(window.kind).fault
+    if make is None:
         return Fault(window.kind, targets, dict(window.params))
-    params = window.params
-    peers = [peer for peer in params.get("peers") or () if peer not in targets]
-    return partition_fault(
-        str(params.get("topology", "isolate")),
-        targets,
-        nodes,
-        peers or None,
-        inbound=params.get("direction") == "in",
-    )
+    return make(targets, window.params, nodes)
 
 
 def _check_inputs(

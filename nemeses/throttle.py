@@ -82,6 +82,7 @@ KIND = FaultKind(
     colour="#f08c2e",
     heal_rank=2,
     holds="cpu",
+    stops_holder=True,
     build=lambda locate, restarter: ThrottleNemesis(),
     draw=_draw,
     recover=_recover,

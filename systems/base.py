@@ -542,23 +542,27 @@ def disk_problem(system: System, kinds: Sequence[str]) -> str | None:
     )
 
 
-_KILLS: Final = "kill"
-_RESTARTS: Final = "restart-while-paused"  # kills and restarts a lock or store daemon
+def durability_problem(
+    system: System, kills: Mapping[str, str | None], targets: Sequence[str]
+) -> str | None:
+    """Why faults aimed at ``targets`` cannot run on ``system`` (``None`` if they can): a kill
+    that may hit a :class:`Volatile` role's node tests nothing but its lack of a disk.
 
-
-def durability_problem(system: System, kinds: Sequence[str], targets: Sequence[str]) -> str | None:
-    """Why faults ``kinds`` aimed at ``targets`` cannot run on ``system`` (``None`` if they can):
-    a kill that may hit a :class:`Volatile` role's node tests nothing but its lack of a disk."""
+    ``kills`` maps each fault kind of the run to whose daemons it kills and restarts, as its
+    registry entry says (``nemeses.FaultKind.kills``): ``"targets"`` (its targets'), ``"service"``
+    (a lock or store daemon's whatever its targets) or ``None`` (nobody's)."""
     if not isinstance(system, Volatile) or not system.volatile_roles():
         return None
     volatile = set(system.volatile_roles())
     names = {name for name, role in topology(system.roles(), 1) if role in volatile}
     symbolic = {"lock-leader"} if "lock" in volatile else set()
     hit = sorted(set(targets) & (volatile | names | symbolic))
-    if _RESTARTS in kinds or (_KILLS in kinds and hit):
+    service = [kind for kind, whose in kills.items() if whose == "service"]
+    aimed = [kind for kind, whose in kills.items() if whose == "targets"]
+    if service or (aimed and hit):
         return (
             f"system {system.name!r} keeps its {'/'.join(sorted(volatile))} state in memory only, "
-            f"so killing it ({_RESTARTS if _RESTARTS in kinds else _KILLS} of "
+            f"so killing it ({service[0] if service else aimed[0]} of "
             f"{', '.join(hit) or 'a lock or store daemon'}) proves nothing; use pause, freeze, "
             "throttle or partition, kill only holders (--target holder), or a durable system"
         )

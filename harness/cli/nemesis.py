@@ -231,7 +231,8 @@ class _Ledger:
 
     def remember(self, fault: Fault, newly_killed: Mapping[str, list[ProcessImage]]) -> None:
         frozen, killed = self.load()
-        if fault.kind == "freeze":
+        manual = fault_kind(fault.kind).manual
+        if manual is not None and manual.leaves_frozen:
             frozen = sorted({*frozen, *fault.targets})
         for node, images in newly_killed.items():
             killed.setdefault(node, []).extend(images)

@@ -1,4 +1,5 @@
-"""Layer 0: history format v1 (docs/design.md §4), its vocabulary, and the write-path inventory.
+"""Layer 0: history format v1 (docs/design.md §4) with its typed nemesis event, its vocabulary,
+and the write-path inventory.
 
 Everything above it (checkers, runner, report) reads and writes histories through this package;
 it imports nothing else of fencecheck's.
@@ -28,13 +29,16 @@ from harness.record.inventory import (
     parse_inventory,
 )
 from harness.record.io import MAX_DEPTH, HistoryWriter, json_bytes, paired, read_history, validated
+from harness.record.nemesis import FACTS, RESTARTED, NemesisEvent, NemesisFacts, PowerLoss
 
 __all__ = [
     "EVENT_TYPES",
     "EXPECTED_WHEN_UNGUARDED",
+    "FACTS",
     "MAX_DEPTH",
     "MITIGATIONS",
     "NEMESIS",
+    "RESTARTED",
     "SAID",
     "Event",
     "EventType",
@@ -43,6 +47,9 @@ __all__ = [
     "Inventory",
     "InventoryError",
     "Mitigation",
+    "NemesisEvent",
+    "NemesisFacts",
+    "PowerLoss",
     "Process",
     "Sink",
     "event_from_dict",

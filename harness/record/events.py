@@ -2,7 +2,8 @@
 
 The history is the contract between the runner and the checkers (docs/design.md §4). It is JSON
 Lines, one event per line, written as the run goes so that a crash never loses what already
-happened.
+happened. A nemesis event's ``value`` has its own type and its one reader and writer:
+:class:`harness.record.nemesis.NemesisEvent`.
 """
 
 from __future__ import annotations

@@ -11,8 +11,9 @@ options given (:func:`expose`). Which spec fields an exposure may set is the spe
 (:data:`harness.record.spec.SPEC_FIELDS`, ``exposable``); :class:`~systems.Exposure` has one
 field for each (:data:`EXPOSURE_NAMES` maps the two named differently).
 
-How an :class:`~systems.Exposure` is read: a plain stop (pause, freeze, throttle, partition) can
-stand in for another, since any of them keeps a holder from renewing, and a stop must outlast the
+How an :class:`~systems.Exposure` is read: a plain stop (a kind whose entry says it
+``stops_holder`` and is not a compound: pause, freeze, throttle, partition) can stand in for
+another, since any of them keeps a holder from renewing, and a stop must outlast the
 lease; a kill need not. Its ``workload`` is required unless it is ``append``, the path every
 workload shares.
 """
@@ -50,9 +51,11 @@ __all__ = [
     "unexposed",
 ]
 
-_PLAIN_STOPS: Final = frozenset(("pause", "freeze", "throttle", "partition"))
-_STOPS: Final = _PLAIN_STOPS | {"restart-while-paused"}
-"""Faults that keep a holder from renewing past its lease while it still means to write."""
+_STOPS: Final = frozenset(name for name, kind in KINDS.items() if kind.stops_holder)
+"""Faults that keep a holder from renewing past its lease while it still means to write (each
+kind's entry says: :attr:`nemeses.FaultKind.stops_holder`)."""
+_PLAIN_STOPS: Final = frozenset(name for name in _STOPS if not KINDS[name].parts)
+"""The stops that are one fault, not a compound: any of them can stand in for another."""
 _ANY_WORKLOAD: Final = "append"
 _WORKER: Final = "worker"
 EXPOSABLE: Final = tuple(name for name, field in SPEC_FIELDS.items() if field.exposable)

@@ -27,6 +27,7 @@ from harness.run.store import RunDir, StoreError, check_store, store_problem
 from nemeses import (
     DEFAULT_TTL_MULTIPLES,
     HOLDER_MEMBER,
+    KINDS,
     LOCK_FOLLOWER,
     LOCK_LEADER,
     Schedule,
@@ -221,7 +222,10 @@ def _load(spec: TestSpec) -> System:
             f"talks to, so faults cannot target {HOLDER_MEMBER}; target lock or a node name instead"
         )
     for refusal in (
-        durability_problem(system, spec.nemeses, spec.targets),
+        # An unknown kind is refused with the kinds listed when the schedule is drawn.
+        durability_problem(
+            system, {k: KINDS[k].kills for k in spec.nemeses if k in KINDS}, spec.targets
+        ),
         clock_problem(system, spec.nemeses, spec.targets),
         replay_problem(system, spec.nemeses),
         disk_problem(system, spec.nemeses),

@@ -16,13 +16,14 @@ from pathlib import Path
 
 from rich.console import Console
 
-from harness.record import NEMESIS, HistoryError, read_history
+from harness.record import NEMESIS, HistoryError, NemesisEvent, read_history
 from harness.record.run_record import RunRecord
 from harness.record.schedule import Schedule
 from harness.run.judge import RunOutcome
 from harness.run.runner import run_test
 from harness.run.store import RunDir, open_run_dir
 from harness.run.summary import Verdict, summarize
+from nemeses import fault_kind
 
 __all__ = [
     "Finding",
@@ -118,19 +119,17 @@ def landings(run: RunDir) -> dict[int, WindowLanding]:
     found: dict[int, WindowLanding] = {}
     try:
         for event in read_history(run.history):
-            value = event.value
-            window = value.get("id")
-            if event.process != NEMESIS or not isinstance(window, int) or window in found:
+            if event.process != NEMESIS:
                 continue
-            if not str(event.f).startswith("start-"):
+            fault = NemesisEvent.of(event)
+            window = fault.window
+            if fault.action != "start" or not isinstance(window, int) or window in found:
                 continue
-            targets = value.get("targets")
-            mid = value.get("mid_write")
             found[window] = WindowLanding(
-                kind=str(event.f).removeprefix("start-"),
-                targets=tuple(str(t) for t in targets) if isinstance(targets, list) else (),
-                applied=value.get("applied") is not False and not value.get("error"),
-                mid_write=mid if isinstance(mid, bool) else None,
+                kind=fault.kind,
+                targets=fault.targets,
+                applied=fault.applied,
+                mid_write=fault.mid_write,
             )
     except (OSError, HistoryError):
         return found
@@ -205,23 +204,25 @@ def pinned(stored: StoredRun) -> Schedule:
     """``stored``'s schedule with each window aimed at the nodes it landed on in the original run
     (the holder or lock leader of that moment), as its history's ``start-<kind>`` event records.
 
-    Partitions keep their symbolic targets (their drops are worked out from them), and so does a
-    window that never started or whose fault was not applied.
+    A kind whose fault is worked out from its symbolic targets keeps them (its entry is not
+    :attr:`~nemeses.FaultKind.pinnable`: a partition's drops), and so does a window that never
+    started or whose fault was not applied.
     """
     landed: dict[int, tuple[str, ...]] = {}
     try:
         for event in read_history(stored.run.history):
-            value = event.value
-            if event.process != NEMESIS or value.get("applied") is False:
+            if event.process != NEMESIS:
                 continue
-            window, targets = value.get("id"), value.get("targets")
-            if isinstance(window, int) and isinstance(targets, list):
-                landed.setdefault(window, tuple(str(t) for t in targets))
+            fault = NemesisEvent.of(event)
+            if not fault.applied:
+                continue
+            if isinstance(fault.window, int) and fault.targets:
+                landed.setdefault(fault.window, fault.targets)
     except (OSError, HistoryError) as problem:
         raise ReplayError(f"cannot read {stored.run.history}: {problem}") from None
     windows = tuple(
         replace(w, targets=landed[w.index])
-        if w.symbolic and w.kind != "partition" and w.index in landed
+        if w.symbolic and fault_kind(w.kind).pinnable and w.index in landed
         else w
         for w in stored.schedule.windows
     )

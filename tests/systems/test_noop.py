@@ -19,6 +19,7 @@ from harness.nodeside.client import STALE, Accepted, Grant, Read, Refused
 from harness.record.spec import TestSpec
 from harness.run.plan import RunError
 from harness.run.runner import run_test
+from nemeses import fault_kind
 from systems import System, SystemConfig, Volatile, durability_problem, load_system, topology
 from systems.noop import NoopSystem, client
 from systems.noop.server import Service
@@ -136,7 +137,7 @@ def test_an_agent_write_with_no_work_never_gives_the_cpu_away(
 def test_faults_that_would_kill_its_server_are_refused(
     kinds: tuple[str, ...], targets: tuple[str, ...], refused: bool
 ) -> None:
-    problem = durability_problem(NoopSystem(), kinds, targets)
+    problem = durability_problem(NoopSystem(), _kills(kinds), targets)
     assert (problem is not None) == refused
     if problem is not None:
         assert "in memory only" in problem and "--target holder" in problem
@@ -144,8 +145,14 @@ def test_faults_that_would_kill_its_server_are_refused(
 
 def test_durable_systems_may_be_killed() -> None:
     assert (
-        durability_problem(ReferenceSystem(), ("kill", "restart-while-paused"), ("lock",)) is None
+        durability_problem(ReferenceSystem(), _kills(("kill", "restart-while-paused")), ("lock",))
+        is None
     )
+
+
+def _kills(kinds: tuple[str, ...]) -> dict[str, str | None]:
+    """What each kind kills, as the plan passes it: from the fault-kind registry."""
+    return {kind: fault_kind(kind).kills for kind in kinds}
 
 
 def test_a_run_that_kills_it_is_refused_before_anything_starts(
