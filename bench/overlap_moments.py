@@ -31,6 +31,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from harness.record import NEMESIS, NemesisEvent, read_history
+
 __all__ = ["Moments", "main", "moments_of"]
 
 _TOGETHER_NS = 50_000_000
@@ -73,24 +75,25 @@ def moments_of(run: Path) -> Moments:
     """The moments of the run stored in ``run``."""
     spec = json.loads((run / "test.json").read_text())["spec"]
     work_ns = int(spec.get("work_ms", 0)) * 1_000_000
-    events = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
-    workers = {e["node"] for e in events if e.get("node") and e["process"] != "nemesis"}
+    events = list(read_history(run / "history.jsonl"))
+    workers = {e.node for e in events if e.node and e.process != NEMESIS}
     open_writes: dict[str, int] = {}  # node -> invoke time of its open write
     open_faults: dict[Any, tuple[int, tuple[str, ...]]] = {}
     holder_ends: list[tuple[int, str]] = []
     found = Moments()
     for event in events:
-        value, at = event.get("value") or {}, int(event["time"])
-        if event["process"] != "nemesis":
-            if event.get("f") == "write" and event["type"] == "invoke":
-                open_writes[event["node"]] = at
-            elif event.get("f") == "write":
-                open_writes.pop(event["node"], None)
+        at = event.time
+        if event.process != NEMESIS:
+            if event.f == "write" and event.type == "invoke" and event.node:
+                open_writes[event.node] = at
+            elif event.f == "write" and event.node:
+                open_writes.pop(event.node, None)
             continue
-        targets = tuple(str(t) for t in value.get("targets") or ())
+        fault = NemesisEvent.of(event)
+        targets = fault.targets
         on_holders = [t for t in targets if t in workers]
-        key = value.get("id", event["f"].partition("-")[2])
-        if event["f"].startswith("start-") and value.get("applied") is not False:
+        key = fault.window if fault.window is not None else fault.kind
+        if fault.action == "start" and fault.applied:
             found.pairs += len(open_faults)
             open_faults[key] = (at, targets)
             for node in on_holders:
@@ -100,7 +103,7 @@ def moments_of(run: Path) -> Moments:
                     found.in_call += 1
                 elif began is not None:
                     found.in_work += 1
-        elif event["f"].startswith("stop-") and key in open_faults:
+        elif fault.action == "stop" and key in open_faults:
             started, _ = open_faults.pop(key)
             for other_start, _ in open_faults.values():
                 found.pair_seconds += (at - max(started, other_start)) / 1e9

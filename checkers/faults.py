@@ -34,8 +34,9 @@ class FaultTimeline:
         self.failures: list[str] = []
         self.events = 0
 
-    def add(self, event: Event) -> None:
-        """Take one nemesis event (in history order)."""
+    def add(self, event: Event) -> NemesisEvent:
+        """Take one nemesis event (in history order); its typed form, for a reader that also
+        wants the event's own fields (the report's timing), so it is read once."""
         self.events += 1
         fault = NemesisEvent.of(event)
         error = fault.error
@@ -76,6 +77,7 @@ class FaultTimeline:
                     error,
                 )
             )
+        return fault
 
     def _close(self, stop: NemesisEvent, event: Event) -> None:
         still_open = []

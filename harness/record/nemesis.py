@@ -183,6 +183,13 @@ class NemesisEvent:
         return action if kind and action in ("start", "stop", "step") else self.f
 
     @property
+    def process(self) -> str | None:
+        """The daemon a fault aimed at (its ``process`` parameter; ``None``: every daemon of
+        its targets). Read from :attr:`params`, where the fault's parameters stay as written."""
+        process = self.params.get("process")
+        return process if isinstance(process, str) else None
+
+    @property
     def kind(self) -> str:
         """The fault kind of a window's event (``pause`` of ``start-pause``); ``""`` else."""
         action, _, kind = self.f.partition("-")

@@ -18,7 +18,16 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from checkers.faults import FaultTimeline
-from harness.record import NEMESIS, Event, HistoryError, Process, Sink, paired, read_history
+from harness.record import (
+    NEMESIS,
+    Event,
+    HistoryError,
+    NemesisEvent,
+    Process,
+    Sink,
+    paired,
+    read_history,
+)
 from harness.record.results import StoredEvidence, StoredResults, StoredSink
 from harness.record.run_record import RunRecord
 from harness.record.verdict import FaultWindow, OpRef
@@ -190,35 +199,32 @@ def _int(raw: Any) -> int | None:
     return raw if isinstance(raw, int) and not isinstance(raw, bool) else None
 
 
-def _faults(timeline: FaultTimeline, nemesis: Mapping[int, Event]) -> list[Fault]:
+def _faults(timeline: FaultTimeline, nemesis: Mapping[int, NemesisEvent]) -> list[Fault]:
     faults: list[Fault] = []
     for window in timeline.windows():
         start = nemesis.get(window.start_index)
-        value = start.value if start is not None else {}
         stop = nemesis.get(window.end_index) if window.end_index is not None else None
-        heal_error = stop.value.get("error") if stop is not None else None
-        process, multiple = value.get("process"), value.get("ttl_multiple")
         faults.append(
             Fault(
                 window,
-                _int(value.get("scheduled")),
-                _int(value.get("confirmed")),
-                str(heal_error) if heal_error else None,
-                str(process) if isinstance(process, str) else None,
-                float(multiple) if isinstance(multiple, int | float) else None,
-                held_requests(stop.value) if stop is not None else (),
+                start.scheduled if start is not None else None,
+                start.confirmed if start is not None else None,
+                stop.error if stop is not None else None,
+                start.process if start is not None else None,
+                start.ttl_multiple if start is not None else None,
+                held_requests(stop) if stop is not None else (),
             )
         )
     return faults
 
 
-def held_requests(stop: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
+def held_requests(stop: NemesisEvent) -> tuple[Mapping[str, Any], ...]:
     """The requests a stop's proxy report says were held, from send to delivery, in run-clock
     ns. The proxy stamps its events with its node's wall clock; the stop's ``confirmed`` (run
     clock) was read right after the proxy answered at its ``at`` (wall clock), so each time is
     moved by that pair: its error is the control call's return trip (tens of ms)."""
-    confirmed = _int(stop.get("confirmed"))
-    reports = stop.get("proxy")
+    confirmed = stop.confirmed
+    reports = stop.params.get("proxy")  # the proxy's own report, as it answered (its schema)
     if confirmed is None or not isinstance(reports, dict):
         return ()
     held: list[Mapping[str, Any]] = []
@@ -484,7 +490,7 @@ class _Pairing:
         self.end_time = 0
         self.seen_ids: set[str] = set()
         self.timeline = FaultTimeline()
-        self.nemesis: dict[int, Event] = {}
+        self.nemesis: dict[int, NemesisEvent] = {}
         self._open: dict[Process, Operation] = {}
 
     def read(self, events: Iterable[Event]) -> None:
@@ -492,8 +498,7 @@ class _Pairing:
         for event, invoke in paired(events):
             self.end_time = max(self.end_time, event.time)
             if event.process == NEMESIS:
-                self.timeline.add(event)
-                self.nemesis[event.index] = event
+                self.nemesis[event.index] = self.timeline.add(event)
             elif invoke is None:
                 op = Operation(
                     event.process,

@@ -16,7 +16,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from harness.record import NEMESIS, Event, EventType, HistoryWriter, Process
+from harness.record import NEMESIS, Event, EventType, HistoryWriter, NemesisEvent, Process
 
 __all__ = ["Recorder", "RunCounters"]
 
@@ -27,7 +27,8 @@ class RunCounters:
 
     completions: Counter[str] = field(default_factory=Counter)
     writes: Counter[str] = field(default_factory=Counter)
-    faults_in_force: dict[str, Any] = field(default_factory=dict)
+    faults_in_force: dict[str, list[str]] = field(default_factory=dict)
+    """The kinds in force and the nodes each hit (a partition's groups flattened)."""
     faults_applied: int = 0
     faults_failed: int = 0
 
@@ -106,15 +107,15 @@ class Recorder:
     def _count(self, event: Event) -> None:
         counters = self.counters
         if event.process == NEMESIS:
-            kind = event.f.partition("-")[2]
-            if event.f.startswith("start-"):
-                counters.faults_in_force[kind] = event.value.get("targets")
-                if event.value.get("applied") is False or event.value.get("error"):
-                    counters.faults_failed += 1
-                else:
+            fault = NemesisEvent.of(event)
+            if fault.action == "start":
+                counters.faults_in_force[fault.kind] = list(fault.targets)
+                if fault.applied:
                     counters.faults_applied += 1
-            elif event.f.startswith("stop-"):
-                counters.faults_in_force.pop(kind, None)
+                else:
+                    counters.faults_failed += 1
+            elif fault.action == "stop":
+                counters.faults_in_force.pop(fault.kind, None)
             return
         if event.type == "invoke":
             return

@@ -10,7 +10,7 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.record import HistoryWriter
+from harness.record import HistoryWriter, NemesisEvent
 from harness.report import extract, summarize, write_report
 from harness.report.data import held_requests
 from harness.run.store import RunDir
@@ -321,10 +321,10 @@ def test_a_held_request_is_drawn_from_its_send_to_its_delivery_on_the_run_clock(
             }
         },
     }
-    (held,) = held_requests(stop)
+    (held,) = held_requests(NemesisEvent.from_json("stop-hold", stop))
     assert held == {
         "s": 1_000_000_000,
         "e": 2_400_000_000,
         "what": "w2 → store: write w2-13 (epoch 2)",
     }
-    assert held_requests({"confirmed": 1}) == ()
+    assert held_requests(NemesisEvent.from_json("stop-hold", {"confirmed": 1})) == ()
