@@ -349,6 +349,7 @@ POWER_LOSS_KIND = FaultKind(
     # It kills and restarts the node's daemons, as kill does: a pause there would be undone.
     restarts=True,
     kills="targets",
+    needs_disk=True,  # what it drops is what the lazy FS holds unsynced
     # At the holder it restarts the store or lock node it names (``restart``), else its targets.
     restarted=lambda targets, params: (str(params["restart"]),) if "restart" in params else targets,
     build=lambda locate, restarter: PowerLossNemesis(locate, restarter),
@@ -373,6 +374,7 @@ DISK_FULL_KIND = FaultKind(
     # a full disk composes with failing or slow fsyncs.
     holds="disk space",
     build=lambda locate, restarter: DiskFaultNemesis(DISK_FULL),
+    needs_disk=True,
     draw=_draw_node,
     recover=_recover_faults,
     manual=_no_params(DISK_FULL),
@@ -388,6 +390,7 @@ FSYNC_ERROR_KIND = FaultKind(
     heal_rank=6,
     holds="fsync",
     build=lambda locate, restarter: DiskFaultNemesis(FSYNC_ERROR),
+    needs_disk=True,
     draw=_draw_node,
     recover=_recover_faults,
     manual=_no_params(FSYNC_ERROR),
@@ -403,6 +406,7 @@ SLOW_DISK_KIND = FaultKind(
     heal_rank=6,
     holds="fsync",
     build=lambda locate, restarter: DiskFaultNemesis(SLOW_DISK),
+    needs_disk=True,
     draw=_draw_slow,
     recover=_recover_faults,
     manual=ManualCommand(

@@ -4,7 +4,8 @@ An entry holds everything the rest of fencecheck needs to know about one kind of
 its nemesis, how a schedule draws a window's targets and parameters and how they become its fault,
 how a heal that remembers nothing undoes it, the verb its sentences use, its colour in the report,
 its manual command and what that leaves behind, and its facts: whether it stops a holder, moves a
-clock, whose daemons it kills and which nodes its stop restarted, its parts. The CLI help,
+clock, needs the lazy file system or the requests' framing, whose daemons it kills and which nodes
+its stop restarted, its parts. The CLI help,
 ``fencecheck list``, the history's fault events (which carry the facts, :meth:`FaultKind.facts`),
 the exposure and durability checks, coverage, the explanations, replay and the report's colours are
 all derived from the entries, so a new kind is one module and one entry (docs/design.md §7).
@@ -169,6 +170,13 @@ class FaultKind:
     fault: Callable[[tuple[str, ...], Mapping[str, Any], Sequence[str]], Fault] | None = None
     """How a window's resolved targets and parameters become its fault, given every node's
     name (``None``: ``Fault(name, targets, params)``); a partition works out its drops here."""
+    needs_disk: bool = False
+    """The fault acts on the lazy file system under the daemons' data (a power loss, a full
+    disk, a failing or slow fsync): a run with one mounts it (``SystemConfig.lazy_disks``), and
+    a system that does not say where its data is (``systems.TakesDiskFaults``) is refused it."""
+    needs_framing: bool = False
+    """The fault sends a holder's request again, so the proxy must know where one ends: a
+    system that does not say (``systems.FramesRequests``) is refused it."""
     pinnable: bool = True
     """A replay may aim a window at the very nodes it landed on; false for a kind whose fault
     is worked out from the symbolic targets (a partition's drops)."""

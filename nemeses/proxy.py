@@ -316,6 +316,7 @@ def _proxy_kind(
     draw: Callable[[Draw], tuple[tuple[str, ...], dict[str, Any]]],
     *options: ManualOption,
     outlives_lease: bool = False,
+    needs_framing: bool = False,
 ) -> FaultKind:
     """The registry entry of the proxy kind ``name``: what every one of them shares (its
     nemesis, its recovery, its place in healing: first, since a held write must arrive before
@@ -333,6 +334,7 @@ def _proxy_kind(
         draw=draw,
         recover=_recover,
         outlives_lease=outlives_lease,
+        needs_framing=needs_framing,
         manual=_manual(name, summary, *options),
     )
 
@@ -394,5 +396,6 @@ REPLAY_KIND = _proxy_kind(
     _draw_replay,
     ManualOption("after_s", "Seconds after the delivery.", "text", "0.5"),
     ManualOption("count", "How many writes to replay.", "text", "1"),
+    needs_framing=True,  # it sends one of the holder's writes again, so must find its end
 )
 """The replay fault kind's registry entry."""

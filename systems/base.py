@@ -31,7 +31,8 @@ harness:
   clocks, and why the others cannot; a run that aims a clock fault at one that cannot is refused
   (:func:`clock_problem`). The harness's agents always can.
 - :class:`TakesDiskFaults`: where each role's daemons keep their data, so that a run with a disk
-  fault kind (:data:`DISK_KINDS`: power loss, full disk, failing or slow fsync) mounts the lazy
+  fault kind (one whose registry entry ``needs_disk``: power loss, full disk, failing or slow
+  fsync) mounts the lazy
   file system there (:func:`systems.deploy.data_dir`); a run with one on a system without it is
   refused (:func:`disk_problem`).
 
@@ -53,9 +54,7 @@ from harness.node import Daemon, Node
 from harness.record import MITIGATIONS, Mitigation, Sink
 
 __all__ = [
-    "CLOCK_KINDS",
     "CONTRACT",
-    "DISK_KINDS",
     "MITIGATIONS",
     "PAUSE_PAST_LEASE",
     "ROLE_NAMES",
@@ -463,29 +462,30 @@ class FramesRequests(Protocol):
         ...
 
 
-REPLAY_KIND: Final = "replay"
-
-
-def replay_problem(system: System, kinds: Sequence[str]) -> str | None:
-    """Why ``replay`` among ``kinds`` cannot run on ``system`` (``None``: it can, or is absent)."""
-    if REPLAY_KIND not in kinds or isinstance(system, FramesRequests):
+def replay_problem(system: System, framed: Sequence[str]) -> str | None:
+    """Why the fault kinds ``framed`` cannot run on ``system`` (``None``: they can, or there
+    are none). ``framed`` are the run's kinds that send a holder's request again, so need to
+    know where one ends: those whose registry entry says so (``nemeses.FaultKind.needs_framing``,
+    passed down by the planner, since this layer does not import the nemeses)."""
+    if not framed or isinstance(system, FramesRequests):
         return None
+    faults = f"the {', '.join(framed)} fault{'s' if len(framed) > 1 else ''}"
     return (
         f"system {system.name!r} does not say where its requests end (the FramesRequests "
-        "ability), so the replay fault cannot send one again; use hold, delay, loss or reset"
+        f"ability), so {faults} cannot send one again; use hold, delay, loss or reset"
     )
 
 
-CLOCK_KINDS: Final = ("clock-step", "clock-rate")
-"""The fault kinds that move clocks (a run with one sets :attr:`SystemConfig.clocked`)."""
 _NOT_PRELOADED: Final = "its daemons are not started under libfaketime"
 _LOCK_SELECTORS: Final = ("lock-leader", "lock-follower", "holder-member")
 
 
-def clock_problem(system: System, kinds: Sequence[str], targets: Sequence[str]) -> str | None:
-    """Why clock faults among ``kinds`` cannot hit ``targets`` on ``system`` (``None``: they can),
-    naming the daemons, why, and what can still be moved."""
-    if not set(CLOCK_KINDS) & set(kinds):
+def clock_problem(system: System, clocked: Sequence[str], targets: Sequence[str]) -> str | None:
+    """Why the clock faults ``clocked`` cannot hit ``targets`` on ``system`` (``None``: they can,
+    or there are none), naming the daemons, why, and what can still be moved. ``clocked`` are
+    the run's kinds that move a clock, as their registry entries say
+    (``nemeses.FaultKind.moves_clock``, passed down by the planner)."""
+    if not clocked:
         return None
     roles = system.roles()
     names = dict(topology(roles, 1))
@@ -510,7 +510,7 @@ def clock_problem(system: System, kinds: Sequence[str], targets: Sequence[str]) 
 @runtime_checkable
 class TakesDiskFaults(Protocol):
     """A system whose daemons keep their data where the lazy file system can sit (the disk
-    fault kinds: :data:`DISK_KINDS`)."""
+    fault kinds: those whose registry entry ``needs_disk``)."""
 
     def disk_dirs(self) -> Mapping[str, str]:
         """For each role with daemons (``lock``, ``store``): the directory its daemons keep
@@ -519,16 +519,12 @@ class TakesDiskFaults(Protocol):
         ...
 
 
-DISK_KINDS: Final = ("power-loss", "disk-full", "fsync-error", "slow-disk")
-"""The fault kinds that act on the lazy file system (a run with one sets
-:attr:`SystemConfig.lazy_disks`)."""
-
-
-def disk_problem(system: System, kinds: Sequence[str]) -> str | None:
-    """Why the disk faults among ``kinds`` cannot run on ``system`` (``None``: they can): every
-    role with daemons must declare its data directory (:class:`TakesDiskFaults`), since the
-    faults hit the store and lock nodes."""
-    asked = [kind for kind in DISK_KINDS if kind in kinds]
+def disk_problem(system: System, asked: Sequence[str]) -> str | None:
+    """Why the disk faults ``asked`` cannot run on ``system`` (``None``: they can, or there are
+    none): every role with daemons must declare its data directory (:class:`TakesDiskFaults`),
+    since the faults hit the store and lock nodes. ``asked`` are the run's kinds that act on the
+    lazy file system, as their registry entries say (``nemeses.FaultKind.needs_disk``, passed
+    down by the planner)."""
     if not asked:
         return None
     declared = system.disk_dirs() if isinstance(system, TakesDiskFaults) else {}

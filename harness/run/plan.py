@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import platform
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from importlib.metadata import version
@@ -30,12 +30,11 @@ from nemeses import (
     KINDS,
     LOCK_FOLLOWER,
     LOCK_LEADER,
+    FaultKind,
     Schedule,
     generate_schedule,
 )
 from systems import (
-    CLOCK_KINDS,
-    DISK_KINDS,
     HOLDER_FLAWS,
     AdapterError,
     KnowsClientMember,
@@ -139,8 +138,8 @@ def plan_run(
         lease_ttl=spec.ttl,
         lock_delay=spec.lock_delay,
         bugs=frozenset(b for b in spec.bugs if b not in HOLDER_FLAWS),
-        clocked=bool(set(CLOCK_KINDS) & set(spec.nemeses)),
-        lazy_disks=bool(set(DISK_KINDS) & set(spec.nemeses)),
+        clocked=bool(_with(spec, lambda kind: kind.moves_clock)),
+        lazy_disks=bool(_with(spec, lambda kind: kind.needs_disk)),
     )
     try:
         if isinstance(system, PlantsBugs):
@@ -226,13 +225,20 @@ def _load(spec: TestSpec) -> System:
         durability_problem(
             system, {k: KINDS[k].kills for k in spec.nemeses if k in KINDS}, spec.targets
         ),
-        clock_problem(system, spec.nemeses, spec.targets),
-        replay_problem(system, spec.nemeses),
-        disk_problem(system, spec.nemeses),
+        clock_problem(system, _with(spec, lambda kind: kind.moves_clock), spec.targets),
+        replay_problem(system, _with(spec, lambda kind: kind.needs_framing)),
+        disk_problem(system, _with(spec, lambda kind: kind.needs_disk)),
     ):
         if refusal is not None:
             raise RunError(refusal)
     return system
+
+
+def _with(spec: TestSpec, fact: Callable[[FaultKind], bool]) -> tuple[str, ...]:
+    """The run's fault kinds whose registry entries state ``fact``: what the systems' checks
+    and :class:`SystemConfig` get, so that they need no table of kind names (a kind not in the
+    registry is refused with the kinds listed when the schedule is drawn)."""
+    return tuple(kind for kind in spec.nemeses if kind in KINDS and fact(KINDS[kind]))
 
 
 def schedule_for(

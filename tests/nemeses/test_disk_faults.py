@@ -12,6 +12,7 @@ from harness.record.verdict import FaultWindow
 from nemeses import END_AFTER_WRITES, generate_schedule
 from nemeses.disk import (
     DISK_FULL,
+    FSYNC_ERROR,
     POWER_LOSS,
     POWER_LOSS_KIND,
     SLOW_DISK,
@@ -21,7 +22,7 @@ from nemeses.disk import (
 )
 from nemeses.kinds import Draw
 from nemeses.registry import KINDS
-from systems.base import DISK_KINDS, disk_problem
+from systems.base import disk_problem
 from systems.noop import NoopSystem
 from systems.reference import ReferenceSystem
 
@@ -33,8 +34,11 @@ def _draw(target: str, role: str, seed: int = 1) -> Draw:
     return Draw(random.Random(seed), target, role, NODES, {"worker": "agent"}, 0.02, 3 * S, S)
 
 
-def test_the_disk_kinds_are_registered_under_the_names_systems_refuse_by() -> None:
-    assert set(DISK_KINDS) <= set(KINDS)
+DISK_KINDS = tuple(name for name, kind in KINDS.items() if kind.needs_disk)
+
+
+def test_the_disk_kinds_are_those_whose_entries_say_they_need_the_lazy_file_system() -> None:
+    assert set(DISK_KINDS) == {POWER_LOSS, DISK_FULL, FSYNC_ERROR, SLOW_DISK}
 
 
 def test_power_loss_at_a_store_is_one_window_at_that_node() -> None:
@@ -128,7 +132,7 @@ def test_a_run_whose_power_losses_dropped_nothing_says_so() -> None:
 
 def test_a_system_that_does_not_say_where_its_data_is_is_refused_disk_faults() -> None:
     assert disk_problem(ReferenceSystem(), [POWER_LOSS, DISK_FULL, SLOW_DISK]) is None
-    assert disk_problem(NoopSystem(), ["pause", "kill"]) is None
-    refusal = disk_problem(NoopSystem(), ["pause", POWER_LOSS])
+    assert disk_problem(NoopSystem(), []) is None
+    refusal = disk_problem(NoopSystem(), [POWER_LOSS])
     assert refusal is not None
     assert "TakesDiskFaults" in refusal and POWER_LOSS in refusal

@@ -245,9 +245,9 @@ def test_a_program_that_cannot_start_fails_setup_with_its_log(tmp_path: Path) ->
 
 
 def test_clock_faults_aimed_at_a_daemon_that_cannot_take_them_are_refused_with_why() -> None:
-    refused = clock_problem(EtcdSystem(), ["pause", "clock-step"], ["holder", "lock-leader"])
+    refused = clock_problem(EtcdSystem(), ["clock-step"], ["holder", "lock-leader"])
     assert refused is not None
     assert "lock-leader: etcd is a Go program" in refused and "--target holder" in refused
     assert clock_problem(EtcdSystem(), ["clock-rate"], ["holder", "w2"]) is None
-    assert clock_problem(EtcdSystem(), ["pause"], ["lock"]) is None
+    assert clock_problem(EtcdSystem(), [], ["lock"]) is None
     assert clock_problem(ReferenceSystem(), ["clock-rate"], ["lock", "s1", "holder"]) is None
