@@ -18,12 +18,14 @@ from harness.cli.check import exit_code, render_result
 from harness.cli.hosts import load_hosts_option
 from harness.cli.units import Duration
 from harness.node.interrupts import interrupts_once, shielded
+from harness.record.spec import SPEC_FIELDS, SpecError, SpecField, TestSpec, split_names, store_path
 from harness.report import publish
 from harness.run.exposure import ExposureError, exposure_fields, switches_of
 from harness.run.exposure import expose as exposed_spec
-from harness.run.judge import check_run
-from harness.run.runner import RunError, RunOutcome, note_late_signal, run_test
-from harness.run.spec import SPEC_FIELDS, SpecError, SpecField, TestSpec, split_names, store_path
+from harness.run.judge import RunOutcome, check_run, note_late_signal
+from harness.run.plan import RunError
+from harness.run.runner import run_test
+from harness.run.spec import option_help
 from harness.run.store import (
     RunDir,
     StoreError,
@@ -69,10 +71,16 @@ def _spec_option(spec_field: SpecField) -> Callable[[_F], _F]:
     if spec_field.kind == "path":
         return store_option
     if spec_field.kind == "bugs":
-        return click.option(spec_field.option, spec_field.name, multiple=True, help=spec_field.help)
+        return click.option(
+            spec_field.option, spec_field.name, multiple=True, help=option_help(spec_field)
+        )
     if spec_field.kind == "flag":
         return click.option(
-            spec_field.option, spec_field.name, is_flag=True, default=None, help=spec_field.help
+            spec_field.option,
+            spec_field.name,
+            is_flag=True,
+            default=None,
+            help=option_help(spec_field),
         )
     types: dict[str, click.ParamType[Any] | type] = {
         "int": int,
@@ -88,7 +96,7 @@ def _spec_option(spec_field: SpecField) -> Callable[[_F], _F]:
         default=None,
         callback=_PARSERS.get(spec_field.kind),
         show_default=" ".join(shown) or False,
-        help=spec_field.help,
+        help=option_help(spec_field),
     )
 
 

@@ -23,8 +23,10 @@ from harness.bundled import bundled_matrices, bundled_matrix
 from harness.cli import cli
 from harness.cli.run import store_option
 from harness.cli.units import Duration
+from harness.record.spec import TestSpec
 from harness.report import publish
 from harness.report.junit import error_case, junit_case, write_cases
+from harness.run.judge import RunOutcome
 from harness.run.matrix import (
     EXPECTABLE,
     MatrixEntry,
@@ -36,9 +38,8 @@ from harness.run.matrix import (
     tally,
 )
 from harness.run.matrix import shard as shard_of
-from harness.run.plan import spec_problem
-from harness.run.runner import RunError, RunOutcome, run_test
-from harness.run.spec import TestSpec
+from harness.run.plan import RunError, spec_problem
+from harness.run.runner import run_test
 from harness.run.store import StoreError, check_output_file, check_store
 from harness.run.summary import summarize
 from nemeses import DEFAULT_NEMESES, Schedule

@@ -17,9 +17,9 @@ from typing import Any, Final
 
 from checkers.registry import REGISTRY
 from checkers.result import seq_warning
+from harness.record.spec import SPEC_FIELDS, SpecField, TestSpec
 from harness.report.data import OUTCOMES, Anomaly, ReportData, SinkRow, natural_key
 from harness.report.page import page
-from harness.run.spec import SPEC_FIELDS, SpecField, TestSpec
 
 __all__ = ["render_report"]
 

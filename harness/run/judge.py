@@ -15,12 +15,22 @@ from typing import Any, Final
 from checkers import CheckResult, check
 from checkers.check import FINAL_READ_ADVICE
 from checkers.coverage import CoverageTap
+from harness.node.interrupts import Interrupted
 from harness.record import read_history
-from harness.run.record import RunRecord
+from harness.record.run_record import Interruption, RunRecord
+from harness.run.plan import RunError
 from harness.run.results import results_json
-from harness.run.store import RunDir
+from harness.run.store import RunDir, why_unwritable
 
-__all__ = ["Judged", "check_run", "conclude_run", "judge_run"]
+__all__ = [
+    "Judged",
+    "RunOutcome",
+    "check_run",
+    "conclude_run",
+    "judge_recorded",
+    "judge_run",
+    "note_late_signal",
+]
 
 
 @dataclass(frozen=True)
@@ -32,6 +42,53 @@ class Judged:
     coverage: dict[str, Any]
     notes: tuple[str, ...] = ()
     """What reading the history found beside the events (a torn last line)."""
+
+
+@dataclass(frozen=True)
+class RunOutcome:
+    """How a run ended: where it is stored and what the checker decided."""
+
+    run_dir: RunDir
+    result: CheckResult
+    interrupted: bool
+    error: str | None = None
+    """Why the run broke off (setup failed, the engine went away…); its history is still checked."""
+    record: RunRecord | None = None
+    """The run's ``test.json``, as the runner left it (read back from it when absent)."""
+    judged: Judged | None = None
+    """What the checker found, to conclude again if a signal comes while the report is written
+    (judged again when absent)."""
+
+
+def judge_recorded(run_dir: RunDir, record: RunRecord) -> Judged:
+    """:func:`judge_run` on the run the runner just carried out: a history it cannot read (the
+    folder deleted under the run, a permission changed) is a :class:`RunError` naming the fix."""
+    try:
+        return judge_run(run_dir, record)
+    except FileNotFoundError:
+        raise RunError(
+            f"the run folder {run_dir.path} was deleted while the run wrote to it, and "
+            "its history with it: nothing is left to check (faults healed, cluster "
+            "removed); leave the store in place while a run writes to it"
+        ) from None
+    except OSError as problem:
+        raise RunError(
+            f"cannot read the run's history {run_dir.history}: {why_unwritable(problem)}"
+            "; fix the store's permissions, then `fencecheck analyze` the run folder"
+        ) from None
+
+
+def note_late_signal(outcome: RunOutcome, signal: Interrupted, phase: str) -> RunOutcome:
+    """A finished run interrupted afterwards (while its report was written): the signal goes
+    into ``test.json`` and ``results.json`` like any other, and the verdict is concluded again
+    (without checking the history again)."""
+    run_dir = outcome.run_dir
+    record = outcome.record or run_dir.read_record()
+    judged = outcome.judged or judge_run(run_dir, record)
+    record.interrupted = Interruption(signal.signal, signal.at.isoformat(), phase)
+    run_dir.write_json(run_dir.test_json, record.to_json())
+    result = conclude_run(run_dir, record, judged)
+    return replace(outcome, result=result, interrupted=True, record=record, judged=judged)
 
 
 def judge_run(run_dir: RunDir, record: RunRecord) -> Judged:

@@ -16,7 +16,7 @@ from typing import Any, Final, Literal
 
 from checkers import CheckResult
 from checkers.result import FORMAT
-from harness.run.record import Interruption, RunRecord, check_format
+from harness.record.run_record import Interruption, RunRecord, check_format
 
 __all__ = [
     "Outcome",

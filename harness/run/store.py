@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.record import HistoryError, read_history
-from harness.run.record import RunRecord
+from harness.record.run_record import RunRecord
 from harness.run.results import StoredResults
 
 __all__ = [

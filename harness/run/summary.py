@@ -103,7 +103,7 @@ def as_names(raw: Any) -> tuple[str, ...]:
 def flat_test(test: Mapping[str, Any]) -> dict[str, Any]:
     """The fields of a ``test.json`` in one mapping.
 
-    The runner nests the :class:`~harness.run.spec.TestSpec` under ``"spec"`` and puts what it
+    The runner nests the :class:`~harness.record.spec.TestSpec` under ``"spec"`` and puts what it
     learnt while running (``lease_ttl``, ``schedule``, ``inventory``, ``command``, ``error``...)
     beside it; where both have a key, the top level wins.
     """

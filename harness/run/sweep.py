@@ -38,9 +38,10 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
+from harness.record.spec import TestSpec
+from harness.run.judge import RunOutcome
+from harness.run.plan import RunError
 from harness.run.results import StoredResults, StoredSink
-from harness.run.runner import RunError, RunOutcome
-from harness.run.spec import TestSpec
 from nemeses import Schedule, generate_schedule
 from systems import load_system, topology
 

@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from harness.record import Sink
-from harness.run.record import Interruption, NodeEntry, RunRecord
+from harness.record.run_record import Interruption, NodeEntry, RunRecord
+from harness.record.spec import TestSpec
 from harness.run.results import StoredResults, results_json
-from harness.run.spec import TestSpec
 from harness.run.store import RunDir
 from tests.checkers.test_checker_anomalies import HistoryBuilder, judged
 
@@ -33,7 +33,7 @@ def _record(**facts: object) -> RunRecord:
         started="2026-12-02T01:00:00+00:00",
         command="fencecheck run --seed 3",
         lease_ttl=1.0,
-        schedule={},
+        schedule=None,
         inventory=(Sink("store", True, seq=True), Sink("log", False)),
         topology=(NodeEntry("w1", "worker"),),
     )

@@ -19,9 +19,10 @@ import pytest
 
 from checkers import CheckResult
 from harness.record import HistoryWriter
+from harness.record.spec import TestSpec
+from harness.run.judge import RunOutcome
 from harness.run.judge import check_run as run_check
-from harness.run.runner import RunError, RunOutcome
-from harness.run.spec import TestSpec
+from harness.run.plan import RunError
 from harness.run.store import RunDir, new_run_dir, point_latest
 from tests.support.simulation import recorded_words
 

@@ -13,8 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
-from harness.record import Mitigation, Sink
-from harness.run.spec import TestSpec, spec_from_dict
+from harness.record.inventory import Mitigation, Sink
+from harness.record.schedule import Schedule, ScheduleError
+from harness.record.spec import TestSpec, spec_from_dict
 
 __all__ = ["FORMAT", "Interruption", "NodeEntry", "RunRecord", "check_format"]
 
@@ -52,8 +53,8 @@ class NodeEntry:
 class RunRecord:
     """Everything ``test.json`` says about one run (see the module documentation).
 
-    ``schedule`` stays JSON data: it is written by :meth:`nemeses.Schedule.to_json` and only the
-    report and a replay read it back.
+    ``schedule`` is ``None`` for a run that broke off before one was drawn (``test.json`` then
+    holds ``{}`` there, as it always has).
     """
 
     spec: TestSpec
@@ -61,7 +62,7 @@ class RunRecord:
     started: str
     command: str
     lease_ttl: float
-    schedule: dict[str, Any]
+    schedule: Schedule | None
     inventory: tuple[Sink, ...]
     topology: tuple[NodeEntry, ...]
     versions: dict[str, str] = field(default_factory=dict)
@@ -94,7 +95,7 @@ class RunRecord:
             "started": self.started,
             "command": self.command,
             "lease_ttl": self.lease_ttl,
-            "schedule": self.schedule,
+            "schedule": {} if self.schedule is None else self.schedule.to_json(),
             "inventory": [_sink_json(sink) for sink in self.inventory],
             "topology": [{"name": node.name, "role": node.role} for node in self.topology],
             "versions": dict(self.versions),
@@ -126,7 +127,7 @@ class RunRecord:
                 started=str(data.get("started", "")),
                 command=str(data.get("command", "")),
                 lease_ttl=float(data["lease_ttl"]),
-                schedule=dict(data.get("schedule") or {}),
+                schedule=_schedule(data.get("schedule")),
                 inventory=tuple(_sink(row) for row in data["inventory"]),
                 topology=tuple(
                     NodeEntry(str(node["name"]), str(node["role"]))
@@ -147,6 +148,18 @@ class RunRecord:
             raise ValueError(f"test.json lacks {missing.args[0]!r}") from None
         except (TypeError, AttributeError) as problem:
             raise ValueError(f"test.json is malformed: {problem}") from None
+
+
+def _schedule(data: Any) -> Schedule | None:
+    """The record's schedule: ``None`` when it holds none (``{}``, absent)."""
+    if not data:
+        return None
+    if not isinstance(data, Mapping):
+        raise ValueError(f"test.json: schedule must be an object, got {data!r}")
+    try:
+        return Schedule.from_json(data)
+    except ScheduleError as problem:
+        raise ValueError(f"test.json: {problem}") from None
 
 
 def _sink_json(sink: Sink) -> dict[str, Any]:
