@@ -157,9 +157,8 @@ class RunSpec:
             )
         except RunError as problem:
             pytest.fail(f"fencecheck could not run {spec.test_name}: {problem}", pytrace=False)
-        publish(outcome.run_dir)
+        summary = publish(outcome.run_dir, summarize(outcome.run_dir, outcome.record))
         self._remember(outcome.run_dir.report)
-        summary = summarize(outcome.run_dir)
         return FencedRun(outcome, summary, summary.results.gaps if summary.results else ())
 
 

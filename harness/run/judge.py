@@ -10,16 +10,15 @@ the check concludes the verdict again without a second check.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any, Final
+from typing import Final
 
-from checkers import CheckResult, check
+from checkers import check_file
 from checkers.check import FINAL_READ_ADVICE
-from checkers.coverage import CoverageTap
 from harness.node.interrupts import Interrupted
-from harness.record import read_history
+from harness.record.results import results_json
 from harness.record.run_record import Interruption, RunRecord
+from harness.record.verdict import Verdict
 from harness.run.plan import RunError
-from harness.run.results import results_json
 from harness.run.store import RunDir, why_unwritable
 
 __all__ = [
@@ -30,6 +29,7 @@ __all__ = [
     "judge_recorded",
     "judge_run",
     "note_late_signal",
+    "write_results",
 ]
 
 
@@ -38,8 +38,8 @@ class Judged:
     """What the checker found in a run's history, before the run's own story (an interruption,
     an error) is added to it: judged once, concluded again if a signal comes later."""
 
-    result: CheckResult
-    coverage: dict[str, Any]
+    result: Verdict
+    """The verdict, its coverage inside."""
     notes: tuple[str, ...] = ()
     """What reading the history found beside the events (a torn last line)."""
 
@@ -49,7 +49,7 @@ class RunOutcome:
     """How a run ended: where it is stored and what the checker decided."""
 
     run_dir: RunDir
-    result: CheckResult
+    result: Verdict
     interrupted: bool
     error: str | None = None
     """Why the run broke off (setup failed, the engine went away…); its history is still checked."""
@@ -92,17 +92,17 @@ def note_late_signal(outcome: RunOutcome, signal: Interrupted, phase: str) -> Ru
 
 
 def judge_run(run_dir: RunDir, record: RunRecord) -> Judged:
-    """Check a run directory's history with its inventory and TTL, and measure its coverage."""
-    sinks = record.sinks
-    # One read of the history gives the verdict and the coverage.
-    tap = CoverageTap(sinks=sinks, lease_ttl=record.lease_ttl, roles=record.roles)
+    """Check a run directory's history with its inventory, TTL and roles: one read of the history
+    gives the verdict and its coverage."""
     notes: list[str] = []
-    result = check(
-        tap.events(read_history(run_dir.history, notes=notes)),
-        inventory=sinks,
+    result = check_file(
+        run_dir.history,
+        inventory=record.sinks,
         lease_ttl=record.lease_ttl,
+        roles=record.roles,
+        notes=notes,
     )
-    return Judged(result, tap.coverage().to_json(), tuple(notes))
+    return Judged(result, tuple(notes))
 
 
 _NEVER_FINISHED: Final = (
@@ -113,7 +113,7 @@ _NEVER_FINISHED: Final = (
 
 def conclude_run(
     run_dir: RunDir, record: RunRecord, judged: Judged, *, write: bool = True
-) -> CheckResult:
+) -> Verdict:
     """The run's verdict from what the checker found and how the run ended, written to
     ``results.json`` unless ``write`` is false.
 
@@ -146,15 +146,27 @@ def conclude_run(
             ),
         )
     if write:
-        run_dir.write_json(
-            run_dir.results, results_json(result, judged.coverage, record, judged.notes)
-        )
+        write_results(run_dir, record, judged, result)
     return result
 
 
-def check_run(
-    run_dir: RunDir, record: RunRecord | None = None, *, write: bool = True
-) -> CheckResult:
+def write_results(run_dir: RunDir, record: RunRecord, judged: Judged, result: Verdict) -> None:
+    """Write ``results.json`` from ``result`` (what :func:`conclude_run` concluded) and how
+    ``record``'s run ended: the one write of a run's results."""
+    run_dir.write_json(
+        run_dir.results,
+        results_json(
+            result,
+            notes=judged.notes,
+            finished=record.finished,
+            interrupted=record.interrupted,
+            run_error=record.error,
+            lost=record.lost,
+        ),
+    )
+
+
+def check_run(run_dir: RunDir, record: RunRecord | None = None, *, write: bool = True) -> Verdict:
     """Check a run directory's history and write ``results.json`` (unless ``write`` is false);
     ``record`` is the run's, read from ``test.json`` when absent (:func:`judge_run`, then
     :func:`conclude_run`). The report and the store's index are the caller's to write
@@ -164,7 +176,7 @@ def check_run(
     return conclude_run(run_dir, record, judge_run(run_dir, record), write=write)
 
 
-def _cut_short_reasons(note: str, result: CheckResult, instead: str) -> tuple[str, ...]:
+def _cut_short_reasons(note: str, result: Verdict, instead: str) -> tuple[str, ...]:
     """The unknown reasons of a run that could not finish its final reads: why first, and
     ``instead`` of the advice to add a final read (the workload has one; it could not run)."""
     reasons = [

@@ -50,6 +50,7 @@ from typing import Any, Final, Literal, cast
 
 from checkers import ANOMALY_NAMES
 from checkers.exit_codes import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
+from harness.record.results import StoredCoverage
 from harness.record.schedule import HOLDER, LOCK_LEADER, Schedule, ScheduleError, Window
 from harness.record.spec import (
     SPEC_FIELDS,
@@ -60,7 +61,6 @@ from harness.record.spec import (
     store_path,
 )
 from harness.run.exposure import exposure_fields, switches_of
-from harness.run.results import StoredCoverage
 from harness.run.summary import RunSummary
 from nemeses import NemesisError, fault_kind
 from systems import AdapterError, load_system, topology

@@ -25,7 +25,7 @@ from typing import Final
 
 from rich.console import Console
 
-from checkers import CheckResult
+from checkers import Verdict
 from harness.node import Daemon, Node, NodeError
 from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.engine import EngineError
@@ -44,15 +44,15 @@ from harness.record.spec import TestSpec
 from harness.run.agent_link import AgentLink
 from harness.run.agents import AGENT_DAEMON, AgentSet, deploy_system, stop_agents
 from harness.run.holder_ops import HolderBoard, HolderOps
-from harness.run.judge import Judged, RunOutcome, conclude_run, judge_recorded
+from harness.run.judge import Judged, RunOutcome, conclude_run, judge_recorded, write_results
 from harness.run.plan import Plan, RunError, op_timeout_for, plan_run, workload_options
 from harness.run.progress import RunProgress
 from harness.run.proxies import stop_proxies
 from harness.run.recorder import Recorder
 from harness.run.store import (
+    LatestLink,
     RunDir,
     new_run_dir,
-    point_latest,
     why_unwritable,
 )
 from nemeses import (
@@ -212,29 +212,43 @@ class _RunState:
             "checking what was recorded[/]"
         )
 
-    def check(self) -> tuple[Judged, CheckResult]:
-        """Check what was recorded and write the results, with the interruption if a signal
-        came (before or during the check); then point the store's ``latest`` at the run. A
-        results file that cannot be written is a run error (and ``latest`` stays where it was).
+    def check(self) -> tuple[Judged, Verdict]:
+        """Check what was recorded and write the results once, with the interruption if a
+        signal came (before or during the check); then point the store's ``latest`` at the run.
+        A results file that cannot be written, or a store that cannot take the ``latest`` link,
+        is a run error (and ``latest`` stays where it was). Only a signal that arrives while the
+        results are being written makes them be written again, to say so.
         """
         self.record.finished = True
         self.save()
         judged = judge_recorded(self.run_dir, self.record)
+        # The link for ``latest`` is made first, so that a store that cannot take it is a run
+        # error the results already say: results.json is then written once.
+        try:
+            latest: LatestLink | None = LatestLink(self.run_dir)
+        except OSError as problem:
+            self.fail(problem)
+            latest = None
         while True:
             if self.interruption and self.record.interrupted is None:
                 self.interrupted(self.interruption[0])
+            result = conclude_run(self.run_dir, self.record, judged, write=False)
             try:
-                result = conclude_run(self.run_dir, self.record, judged)
+                write_results(self.run_dir, self.record, judged, result)
             except OSError as problem:
+                if latest is not None:
+                    latest.discard()
                 self.fail(problem)
                 return judged, conclude_run(self.run_dir, self.record, judged, write=False)
             if not self.interruption or self.record.interrupted is not None:
-                break  # else a signal came while the results were written: write them again
-        try:
-            point_latest(self.run_dir)
-        except OSError as problem:
-            self.fail(problem)
-            result = conclude_run(self.run_dir, self.record, judged)
+                break  # else a signal came while the results were written: they must say so
+        if latest is not None:
+            try:
+                latest.move()
+            except OSError as problem:
+                # Renaming the link made beside it failed: ``latest`` stays where it was; the
+                # results are written and sound, test.json and the screen name the problem.
+                self.fail(problem)
         return judged, result
 
 

@@ -41,6 +41,9 @@ def test_a_stored_run_reads_judges_and_renders_as_it_was_stored(stored: RunDir) 
     assert list(summary.anomaly_types) == before["anomaly_types"]
     again = check_run(stored, write=False)
     assert again.valid == before["valid"] and again.anomaly_types == before["anomaly_types"]
+    # The coverage now comes from the checker's own pass: every number stored then, again.
+    coverage = again.coverage.to_json()
+    assert {name: coverage[name] for name in before["coverage"]} == before["coverage"]
     assert extract(stored).summary.verdict == summary.verdict
 
 
