@@ -2,7 +2,8 @@
 correct systems stay valid under it.
 
 Detection: for each of ``mark-no-fsync``, ``ack-before-fsync`` and ``counter-no-fsync`` (the
-reference system's), N seeded runs with what ``fencecheck run --bug X`` picks by itself (as
+reference system's), ``appendfsync-everysec`` and ``appendfsync-no`` (Redis's) and
+``pg-fsync-off`` (etcd's PostgreSQL), N seeded runs with what ``fencecheck run --bug X`` picks by itself (as
 bench/lock_service.py does): detections out of N (invalid with one of the switch's own
 anomalies) and the median time to the first violation. False alarms: N seeded runs of each
 correct system (reference by default) under ``--nemesis power-loss,kill,pause``: the runs whose
@@ -38,6 +39,9 @@ _SWITCHES: Final = {
     "mark-no-fsync": "reference",
     "ack-before-fsync": "reference",
     "counter-no-fsync": "reference",
+    "appendfsync-everysec": "redis",
+    "appendfsync-no": "redis",
+    "pg-fsync-off": "etcd",
 }
 """Each switch only a power loss exposes, with its system."""
 _BENCH_FIELDS: Final = frozenset(("time_limit", "seed"))

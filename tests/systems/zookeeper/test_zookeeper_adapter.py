@@ -57,3 +57,4 @@ def test_the_data_dir_under_the_lazy_file_system_is_apart_from_the_config() -> N
     config = system.config_files(["10.0.0.1"], 1)["/d/zoo.cfg"].decode()
     assert f"dataDir={system.disk_dirs()['lock']}\n" in config
     assert system.disk_dirs() == {"lock": "/d/data", "store": "/d/store"}
+    assert "snapshot.trust.empty=true\n" in config  # its first snapshot is never fsynced
