@@ -3,8 +3,8 @@ correct systems stay valid under it.
 
 Detection: for each of ``mark-no-fsync``, ``ack-before-fsync`` and ``counter-no-fsync`` (the
 reference system's), ``appendfsync-everysec`` and ``appendfsync-no`` (Redis's) and
-``pg-fsync-off`` (etcd's PostgreSQL), N seeded runs with what ``fencecheck run --bug X`` picks by itself (as
-bench/lock_service.py does): detections out of N (invalid with one of the switch's own
+``pg-fsync-off`` (etcd's PostgreSQL), N seeded runs with what ``fencecheck run --bug X`` picks
+by itself: detections out of N (invalid with one of the switch's own
 anomalies) and the median time to the first violation. False alarms: N seeded runs of each
 correct system (reference by default) under ``--nemesis power-loss,kill,pause``: the runs whose
 verdict was invalid (should be 0).
