@@ -46,10 +46,10 @@ from run import _mark, _measure, _ms, _overhead, _percentile, _Throughput
 
 from harness.node.docker.cluster import LABEL_NODE, LABEL_RUN
 from harness.node.docker.engine import engine
+from harness.record.spec import TestSpec
 from harness.run.agent_link import AgentLink
 from harness.run.holder_ops import HolderOps
 from harness.run.recorder import Recorder
-from harness.run.spec import TestSpec
 
 __all__ = ["main"]
 

@@ -30,9 +30,9 @@ from rich.console import Console
 from rich.table import Table
 
 from bench.lock_service import first_violation
+from harness.record.spec import TestSpec
 from harness.run.exposure import expose, switches_of
 from harness.run.runner import run_test
-from harness.run.spec import TestSpec
 from systems import load_system
 
 __all__ = ["main"]

@@ -39,10 +39,10 @@ from rich.table import Table
 
 from checkers import CheckResult, check
 from harness.record import Event, read_history
+from harness.record.run_record import RunRecord
+from harness.record.spec import TestSpec
 from harness.run.exposure import exposing_faults, switches_of
-from harness.run.record import RunRecord
 from harness.run.runner import run_test
-from harness.run.spec import TestSpec
 from systems import load_system
 
 __all__ = ["first_violation", "main", "without"]

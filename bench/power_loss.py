@@ -28,9 +28,9 @@ from rich.console import Console
 from rich.table import Table
 
 from checkers import CheckResult
+from harness.record.spec import TestSpec
 from harness.run.exposure import exposure_fields, switches_of
 from harness.run.runner import run_test
-from harness.run.spec import TestSpec
 from systems import load_system
 
 __all__ = ["main"]

@@ -46,13 +46,14 @@ from harness.node import Node
 from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.images import system_image
 from harness.record import NEMESIS, HistoryWriter, read_history
+from harness.record.spec import TestSpec
 from harness.run.agent_link import AgentLink
 from harness.run.agents import deploy_system, stop_agents
 from harness.run.holder_ops import HolderBoard, HolderOps
+from harness.run.judge import RunOutcome
 from harness.run.matrix import MatrixEntry, load_matrix
 from harness.run.recorder import Recorder
-from harness.run.runner import RunOutcome, run_test
-from harness.run.spec import TestSpec
+from harness.run.runner import run_test
 from systems import Deployment, SystemConfig, load_system, packages_of
 from systems import topology as topology_of
 from systems.deploy import INSTALL_DIR

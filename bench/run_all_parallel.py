@@ -22,9 +22,10 @@ from typing import Final
 from rich.console import Console
 
 from harness.cli.run_all import run_matrix
+from harness.record.spec import TestSpec
+from harness.run.judge import RunOutcome
 from harness.run.matrix import entries_from
-from harness.run.runner import RunOutcome, run_test
-from harness.run.spec import TestSpec
+from harness.run.runner import run_test
 
 __all__ = ["main"]
 

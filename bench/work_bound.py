@@ -3,7 +3,7 @@
 Each size is one real run on the no-op system (``systems/noop``: in-memory lock and sink, so the
 controller is what is measured), no faults, a short workload, then the final reads of every key of
 every lock. The final reads are streamed, so the peak RSS should stay flat as keys x locks grows;
-a size above the work bound (``harness.run.spec.MAX_FINAL_READS``) is refused at once, exit 3.
+a size above the work bound (``harness.record.spec.MAX_FINAL_READS``) is refused at once, exit 3.
 
     PYTHONPATH=. python3 bench/work_bound.py [--sizes 3x1,1000x10,1000x100,100000x1000]
                                               [--time-limit 3]

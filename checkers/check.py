@@ -3,32 +3,33 @@
 One pass in index order (which is real-time order: the reader refuses a history whose times go
 back or whose indexes do not rise). Memory holds per-key logs (a compact row per accepted write),
 the records of unresolved writes, per-lock, per-holder and per-epoch state, and the nemesis
-events; never the history itself. The verdict is never ``True`` by default: it takes at least
-one successful read and one accepted write, every acknowledged write verified by a later read of
-its key, and every fault applied.
+events; never the history itself. The same pass counts the run's coverage (what it exercised,
+:mod:`checkers.coverage`), so the one :class:`~harness.record.verdict.Verdict` carries both. The
+verdict is never ``True`` by default: it takes at least one successful read and one accepted
+write, every acknowledged write verified by a later read of its key, and every fault applied.
 """
 
 from __future__ import annotations
 
 import os
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from typing import Final
 
-from checkers.evidence import OpRef
+from checkers.coverage import CoverageTap
 from checkers.expiry import ExpiryWatch
 from checkers.faults import FaultTimeline
 from checkers.findings import DEFAULT_MAX_EVIDENCE, Findings
 from checkers.grants import GrantChecker, holder_of
 from checkers.logs import ReadChecker
 from checkers.refusals import FenceWatch
-from checkers.result import CheckResult, Counts, SinkVerdict, Verdict
 from checkers.service_order import ServiceOrder
 from checkers.staleness import CrossKey
 from checkers.tables import Names
 from checkers.writes import WriteChecker
 from harness.record import NEMESIS, Event, HistoryError, paired, read_history
 from harness.record.inventory import Inventory, Sink, normalize_inventory
+from harness.record.verdict import Counts, OpRef, SinkVerdict, Validity, Verdict
 from harness.record.vocabulary import STALE_EPOCH
 
 __all__ = ["FINAL_READ_ADVICE", "check", "check_file"]
@@ -57,16 +58,20 @@ def check(
     inventory: Inventory | None = None,
     lease_ttl: float | None = None,
     max_evidence: int = DEFAULT_MAX_EVIDENCE,
-) -> CheckResult:
-    """Judge ``events`` (in history order) and return the verdict with its evidence.
+    roles: Mapping[str, str] | None = None,
+) -> Verdict:
+    """Judge ``events`` (in history order) and return the verdict with its evidence and the
+    run's coverage, all from one pass.
 
     ``inventory`` maps sink names to :class:`~harness.record.Sink` (or ``(fenced,
     mitigation)`` pairs); without one every sink counts as fenced, and so does a sink it omits.
-    ``lease_ttl`` (seconds) is quoted in explanations. ``max_evidence`` caps the evidence kept
-    per anomaly name (every occurrence is still counted). Raises
+    ``lease_ttl`` (seconds) is quoted in explanations and tells a stop past the lease from a
+    short one in the coverage. ``max_evidence`` caps the evidence kept per anomaly name (every
+    occurrence is still counted). ``roles`` (node name -> role, from the run's topology) counts
+    restarts per role and a worker that never answered as unreachable. Raises
     :class:`harness.record.HistoryError` for a malformed history.
     """
-    return _Run(normalize_inventory(inventory), lease_ttl, max_evidence).run(events)
+    return _Run(normalize_inventory(inventory), lease_ttl, max_evidence, roles).run(events)
 
 
 def check_file(
@@ -75,16 +80,27 @@ def check_file(
     inventory: Inventory | None = None,
     lease_ttl: float | None = None,
     max_evidence: int = DEFAULT_MAX_EVIDENCE,
-) -> CheckResult:
-    """:func:`check` a ``history.jsonl`` file, streaming it."""
+    roles: Mapping[str, str] | None = None,
+    notes: list[str] | None = None,
+) -> Verdict:
+    """:func:`check` a ``history.jsonl`` file, streaming it; what reading it found beside its
+    events (a torn last line) is appended to ``notes``."""
     return check(
-        read_history(path), inventory=inventory, lease_ttl=lease_ttl, max_evidence=max_evidence
+        read_history(path, notes=notes),
+        inventory=inventory,
+        lease_ttl=lease_ttl,
+        max_evidence=max_evidence,
+        roles=roles,
     )
 
 
 class _Run:
     def __init__(
-        self, inventory: dict[str, Sink], lease_ttl: float | None, max_evidence: int
+        self,
+        inventory: dict[str, Sink],
+        lease_ttl: float | None,
+        max_evidence: int,
+        roles: Mapping[str, str] | None,
     ) -> None:
         self.inventory = inventory
         self.lease_ttl = lease_ttl
@@ -101,12 +117,15 @@ class _Run:
         self.reads = ReadChecker(self.findings, self.writes, names, self.cross)
         self.ops: Counter[tuple[str, str]] = Counter()
         self.holders: set[str | None] = set()
+        self.coverage = CoverageTap(sinks=inventory, lease_ttl=lease_ttl, roles=roles)
 
-    def run(self, events: Iterable[Event]) -> CheckResult:
+    def run(self, events: Iterable[Event]) -> Verdict:
         ops, holders = self.ops, self.holders
         faults, grants, writes, reads = self.faults, self.grants, self.writes, self.reads
         fence = self.fence
+        count = self.coverage.count
         for event, invoke in paired(events):
+            count(event)
             f = event.f
             kind = event.type
             if event.process == NEMESIS:
@@ -157,7 +176,7 @@ class _Run:
             )
         self.fence.sent(event.process, lock, epoch)
 
-    def _result(self) -> CheckResult:
+    def _result(self) -> Verdict:
         unverified = self.reads.finish()
         windows = self.faults.windows()
         ttl_ns = round(self.lease_ttl * 1e9) if self.lease_ttl is not None else None
@@ -166,8 +185,8 @@ class _Run:
         counted = findings.anomalies(findings.counted, windows, ttl_ns, holders)
         expected = findings.anomalies(findings.expected, windows, ttl_ns, holders)
         reasons = self._unknown_reasons(unverified)
-        valid: Verdict = False if findings.counted.counts else ("unknown" if reasons else True)
-        return CheckResult(
+        valid: Validity = False if findings.counted.counts else ("unknown" if reasons else True)
+        return Verdict(
             valid=valid,
             anomalies=counted,
             anomaly_counts=dict(findings.counted.counts),
@@ -183,6 +202,7 @@ class _Run:
             and self.order.sequenced == self.grants.grants,
             grant_coverage=_grant_coverage(self.order.sequenced, self.grants.grants)
             + self.expiry.coverage(),
+            coverage=self.coverage.coverage(),
         )
 
     def _unknown_reasons(self, unverified: Counter[tuple[str, str]]) -> list[str]:
@@ -222,7 +242,7 @@ class _Run:
                 reasons.append("no successful read")
             if sink in unknown:
                 reasons.append(f"{len(unknown[sink])} key(s) with writes no read verified")
-            valid: Verdict = False if counted.get(sink) else ("unknown" if reasons else True)
+            valid: Validity = False if counted.get(sink) else ("unknown" if reasons else True)
             seq = sink in self.cross.sequenced
             out[sink] = SinkVerdict(
                 name=sink,

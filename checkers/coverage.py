@@ -18,11 +18,12 @@ in force at once), and keeps state per node, lock, sink and key only.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any, Final
 
 from harness.record import NEMESIS, Event, Process
+from harness.record.verdict import Coverage, SinkCoverage
 from harness.record.vocabulary import ACQUIRE, RELEASE, STALE_EPOCH, UNREACHABLE, WRITE
 
 __all__ = ["MOSTLY_UNREACHABLE", "Coverage", "CoverageTap", "SinkCoverage", "coverage_of"]
@@ -43,101 +44,6 @@ _DROPPED: Final = "lost"  # a power loss's totals of what it dropped (nemeses.di
 _CLOCKS: Final = frozenset(("clock-step", "clock-rate"))
 _WORKER: Final = "worker"
 _STORE: Final = "store"  # a store keeps no lease: its clock moves none
-
-
-@dataclass(frozen=True, slots=True)
-class SinkCoverage:
-    """What one sink received: writes sent and accepted, distinct keys, stale attempts."""
-
-    writes: int = 0
-    accepted: int = 0
-    keys: int = 0
-    stale_attempts: int = 0
-
-    def to_json(self) -> dict[str, int]:
-        """The counts as JSON data."""
-        return {
-            "writes": self.writes,
-            "accepted": self.accepted,
-            "keys": self.keys,
-            "stale_attempts": self.stale_attempts,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Coverage:
-    """The situations a run created; see the module docstring for each count's meaning."""
-
-    stops_past_lease: dict[str, int] = field(default_factory=dict)
-    restarts: dict[str, int] = field(default_factory=dict)
-    epochs_granted: int = 0
-    sinks: dict[str, SinkCoverage] = field(default_factory=dict)
-    unreachable_nodes: dict[str, float] = field(default_factory=dict)
-    lease_ttl: float | None = None
-    power_losses: dict[str, int] = field(default_factory=dict)
-    """``total``, ``dropped_data`` (those that dropped unsynced writes or directory entries),
-    ``writes_dropped`` and ``bytes_dropped``; empty for a run without power losses."""
-    clock_windows: int = 0
-    clock_across_expiry: int = 0
-    overlaps: dict[str, tuple[int, float]] = field(default_factory=dict)
-    """By pair of kinds (``"kill+pause"``, names sorted; ``"pause+pause"`` for two pauses): how
-    many times two faults were in force together, and for how many seconds in all."""
-
-    @property
-    def stale_attempts(self) -> int:
-        """Stale writes attempted on every sink together."""
-        return sum(sink.stale_attempts for sink in self.sinks.values())
-
-    @property
-    def keys_written(self) -> int:
-        """Distinct (sink, key) pairs a write was sent to."""
-        return sum(sink.keys for sink in self.sinks.values())
-
-    def gaps(self) -> list[str]:
-        """What weakens a ``valid`` verdict, one sentence each (empty when nothing does)."""
-        found: list[str] = []
-        if not self.stale_attempts:
-            found.append("no stale write was even attempted, so no fence was tested")
-        if self.lease_ttl is not None and not self.stops_past_lease:
-            found.append("no holder was stopped past its lease while holding it")
-        for node, share in sorted(self.unreachable_nodes.items()):
-            found.append(f"{node} was unreachable for {share:.0%} of the run")
-        if self.power_losses.get("total") and not self.power_losses.get("dropped_data"):
-            found.append(
-                f"none of the {self.power_losses['total']} power losses dropped anything: all "
-                "was synced when the power went, so they tested no more than a kill"
-            )
-        if self.lease_ttl is not None and self.clock_windows and not self.clock_across_expiry:
-            found.append(
-                f"no clock fault moved a lease across its expiry ({self.clock_windows} clock "
-                "windows, none shifting a held lease's clock by a TTL)"
-            )
-        return found
-
-    def to_json(self) -> dict[str, Any]:
-        """The coverage as the ``coverage`` section of ``results.json``."""
-        return {
-            "stops_past_lease": dict(sorted(self.stops_past_lease.items())),
-            "stale_attempts": self.stale_attempts,
-            "stale_attempts_per_sink": {
-                name: sink.stale_attempts for name, sink in sorted(self.sinks.items())
-            },
-            "restarts": dict(sorted(self.restarts.items())),
-            "epochs_granted": self.epochs_granted,
-            "keys_written": self.keys_written,
-            "sinks": {name: sink.to_json() for name, sink in sorted(self.sinks.items())},
-            "unreachable_nodes": {
-                node: round(share, 3) for node, share in sorted(self.unreachable_nodes.items())
-            },
-            "power_losses": dict(self.power_losses),
-            "clock_windows": self.clock_windows,
-            "clock_across_expiry": self.clock_across_expiry,
-            "overlaps": {
-                pair: {"count": count, "seconds": round(seconds, 3)}
-                for pair, (count, seconds) in sorted(self.overlaps.items())
-            },
-            "gaps": self.gaps(),
-        }
 
 
 @dataclass(slots=True)
@@ -175,9 +81,11 @@ class _Tally:
         self.last = 0
 
     def event(self, event: Event) -> None:
+        time = event.time
         if self.first is None:
-            self.first = event.time
-        self.last = max(self.last, event.time)
+            self.first = time
+        if time > self.last:
+            self.last = time
         if event.process == NEMESIS:
             self.nemesis(event)
         elif event.type == "invoke":
@@ -276,16 +184,20 @@ class _Tally:
     def complete(self, event: Event) -> None:
         value = event.value
         node = event.node
+        error = event.error
         began = self.invoked.pop(event.process, event.time)
         if node is not None:
             self.seen.add(node)
-            self.outage(node, event, began)
-        if event.f == WRITE and event.process in self.stale_open:
-            self.stale_open.discard(event.process)
-        elif event.f == WRITE and (event.error == STALE_EPOCH or self._overtaken(event)):
-            # Sent before the newer grant was seen here, but the fence proves it arrived after,
-            # or a newer epoch was granted while it was in flight and it was accepted anyway.
-            self.writes.setdefault(str(value.get("sink")), [0, 0, 0])[2] += 1
+            if error == UNREACHABLE or node in self.outage_since:  # else outage() does nothing
+                self.outage(node, event, began)
+        if event.f == WRITE:
+            if event.process in self.stale_open:
+                self.stale_open.discard(event.process)
+            elif error == STALE_EPOCH or self._overtaken(event):
+                # Sent before the newer grant was seen here, but the fence proves it arrived
+                # after, or a newer epoch was granted while it was in flight and it was accepted
+                # anyway.
+                self.writes.setdefault(str(value.get("sink")), [0, 0, 0])[2] += 1
         if event.type != "ok":
             if event.error == STALE_EPOCH and node is not None:
                 self.leases.get(node, set()).discard(str(value.get("lock")))
@@ -374,6 +286,8 @@ class CoverageTap:
         self._sinks = tuple(sinks)
         self._lease_ttl = lease_ttl
         self._tally = _Tally(round(lease_ttl * 1e9) if lease_ttl is not None else None, roles or {})
+        self.count: Callable[[Event], None] = self._tally.event
+        """Count one event (the checker's single pass calls it for each event it reads)."""
 
     def events(self, events: Iterable[Event]) -> Iterator[Event]:
         """``events``, unchanged, each counted as it passes."""

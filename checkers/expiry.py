@@ -21,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Final
 
-from checkers.evidence import OpRef
 from checkers.findings import Findings
 from harness.record import Event, HistoryError, optional_natural
+from harness.record.verdict import OpRef
 
 __all__ = ["LEASE_ENDED_FIX", "ExpiryWatch", "LeaseEnded", "lease_ended"]
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from checkers.evidence import Anomaly, FaultWindow, OpRef
+    from harness.record.verdict import Anomaly, FaultWindow, OpRef
 
 __all__ = [
     "describe_fault",

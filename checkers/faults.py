@@ -17,9 +17,9 @@ from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 from typing import Any
 
-from checkers.evidence import FaultWindow
 from checkers.explain import RESTARTED
 from harness.record import SAID, Event, HistoryError
+from harness.record.verdict import FaultWindow
 
 __all__ = ["FaultIndex", "FaultTimeline"]
 

@@ -10,13 +10,13 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Collection, Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from checkers.evidence import Anomaly, FaultWindow, OpRef
 from checkers.faults import FaultIndex
-from checkers.registry import REGISTRY
+from checkers.registry import REGISTRY, sentence
 from harness.record.inventory import Sink
+from harness.record.verdict import Anomaly, FaultWindow, OpRef
 
 __all__ = ["DEFAULT_MAX_EVIDENCE", "FENCED", "Findings"]
 
@@ -126,7 +126,7 @@ def _anomaly(
         if not involved:
             involved = [op.node for op in draft.ops if op.node is not None]
         faults = index.around(min(starts), until, involved, holders)
-    return Anomaly(
+    anomaly = Anomaly(
         draft.name,
         draft.ops,
         faults,
@@ -136,3 +136,5 @@ def _anomaly(
         draft.details,
         lease_ttl,
     )
+    # The sentence is rendered once, here, for the kept evidence only (capped per name).
+    return replace(anomaly, explanation=sentence(anomaly))

@@ -29,12 +29,12 @@ from __future__ import annotations
 from bisect import bisect_left
 from dataclasses import dataclass, replace
 
-from checkers.evidence import OpRef
 from checkers.expiry import ExpiryWatch
 from checkers.findings import Findings
 from checkers.service_order import ServiceOrder, grant_sequence
 from checkers.tables import EpochTable, Names
 from harness.record import Event, HistoryError, Process, optional_natural
+from harness.record.verdict import OpRef
 
 __all__ = ["GrantChecker", "holder_of"]
 

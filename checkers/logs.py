@@ -40,12 +40,12 @@ from collections import Counter
 from typing import Any, NamedTuple
 
 from checkers.cycles import order_cycle
-from checkers.evidence import OpRef
 from checkers.findings import Findings
 from checkers.staleness import CrossKey
 from checkers.tables import Ints, Names, widen
 from checkers.writes import WriteChecker, WriteRecord, sequence_number
 from harness.record import Event, HistoryError, Process
+from harness.record.verdict import OpRef
 
 __all__ = ["KeyLog", "ReadChecker"]
 

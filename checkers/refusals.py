@@ -21,9 +21,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from checkers.evidence import OpRef
 from checkers.findings import Findings
 from harness.record import Process
+from harness.record.verdict import OpRef
 
 __all__ = ["FenceWatch"]
 

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Final
 from checkers import explain
 
 if TYPE_CHECKING:
-    from checkers.evidence import Anomaly
+    from harness.record.verdict import Anomaly
 
 __all__ = ["ANOMALY_NAMES", "REGISTRY", "AnomalyKind", "markdown_table", "sentence"]
 

@@ -31,9 +31,9 @@ from bisect import bisect_left
 from dataclasses import dataclass, replace
 from typing import Any
 
-from checkers.evidence import OpRef
 from checkers.findings import Findings
 from harness.record import optional_natural
+from harness.record.verdict import OpRef
 
 __all__ = ["GRANT_SEQ_FIX", "SequencedGrant", "ServiceOrder", "grant_sequence"]
 

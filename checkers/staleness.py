@@ -25,8 +25,8 @@ from collections.abc import Iterable
 from typing import Any, Protocol
 
 from checkers.cycles import order_cycle
-from checkers.evidence import OpRef
 from checkers.findings import Findings
+from harness.record.verdict import OpRef
 
 __all__ = ["CrossKey", "Referable", "Stamped"]
 

@@ -13,7 +13,7 @@ from array import array
 from bisect import bisect_left
 from typing import TypeAlias
 
-from checkers.evidence import OpRef
+from harness.record.verdict import OpRef
 
 __all__ = ["EpochTable", "Ints", "Names", "fits", "widen"]
 

@@ -29,13 +29,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from checkers.evidence import OpRef
 from checkers.findings import Findings
 from checkers.grants import holder_of
 from checkers.service_order import SequencedGrant, ServiceOrder
 from checkers.staleness import CrossKey
 from checkers.tables import EpochTable, Names
 from harness.record import Event, HistoryError, Process, optional_natural
+from harness.record.verdict import OpRef
 from harness.record.vocabulary import STALE_EPOCH
 
 __all__ = ["WriteChecker", "WriteRecord", "sequence_number"]

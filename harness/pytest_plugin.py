@@ -4,7 +4,7 @@ Installed with the package (a ``pytest11`` entry point), so a team whose lock-se
 in pytest gets, with no import:
 
 - the ``fencecheck`` fixture: ``fencecheck(system="reference", bugs=("no-store-check",), ...)``
-  carries out one spec (any :class:`~harness.run.spec.TestSpec` field, or a whole spec) on a real
+  carries out one spec (any :class:`~harness.record.spec.TestSpec` field, or a whole spec) on a real
   cluster and returns a :class:`FencedRun`, the typed outcome (verdict, anomalies, coverage gaps,
   report). A test fails with ``assert run.valid, run.why``; the run's report path is attached to
   the failure and to ``--junitxml`` as the property ``fencecheck_report``.
@@ -29,9 +29,9 @@ from typing import TYPE_CHECKING, Any, Final
 import pytest
 
 if TYPE_CHECKING:
+    from harness.record.spec import TestSpec
+    from harness.run.judge import RunOutcome
     from harness.run.matrix import MatrixEntry
-    from harness.run.runner import RunOutcome
-    from harness.run.spec import TestSpec
     from harness.run.summary import RunSummary
 
 __all__ = ["FencedRun", "RunSpec", "matrix_rows"]
@@ -112,7 +112,7 @@ class RunSpec:
     def __call__(self, spec: TestSpec | None = None, /, **values: Any) -> FencedRun:
         """Carry out ``spec`` (default: the defaults) with ``values`` replacing its fields;
         the store is the plugin's unless a ``store`` is given."""
-        from harness.run.spec import TestSpec
+        from harness.record.spec import TestSpec
 
         known = {f.name for f in fields(TestSpec)}
         unknown = sorted(set(values) - known)
@@ -144,7 +144,8 @@ class RunSpec:
         from rich.console import Console
 
         from harness.report import publish
-        from harness.run.runner import RunError, run_test
+        from harness.run.plan import RunError
+        from harness.run.runner import run_test
         from harness.run.summary import summarize
 
         try:
@@ -156,9 +157,8 @@ class RunSpec:
             )
         except RunError as problem:
             pytest.fail(f"fencecheck could not run {spec.test_name}: {problem}", pytrace=False)
-        publish(outcome.run_dir)
+        summary = publish(outcome.run_dir, summarize(outcome.run_dir, outcome.record))
         self._remember(outcome.run_dir.report)
-        summary = summarize(outcome.run_dir)
         return FencedRun(outcome, summary, summary.results.gaps if summary.results else ())
 
 

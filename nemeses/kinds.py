@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final, Literal
 
 from harness.node import Node
+from harness.record.schedule import LOCK_FOLLOWER
 from nemeses.processes import Locator, ProcessImage, Restarter
 from nemeses.protocol import Fault, Nemesis, NemesisError
 
@@ -40,8 +41,6 @@ END_AFTER_WRITES: Final = "end_after_writes"
 had this many writes accepted since its grant (a lease-aware end: "right after the takeover, while
 the new holder has written only a few times"), at its scheduled end at the latest. Counted in
 writes, not time: what a store loses on a restart is writes, and their pace depends on the run."""
-LOCK_FOLLOWER: Final = "lock-follower"
-"""The symbolic target: a lock-service member that does not lead when the window starts."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,6 +10,8 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any, Final
 
+# The default kinds are the spec's default (the schema's, in the record layer); re-exported here.
+from harness.record.spec import DEFAULT_NEMESES
 from nemeses import (
     clock,
     disk,
@@ -63,10 +65,6 @@ them."""
 
 FAULT_KINDS: Final[tuple[str, ...]] = tuple(KINDS)
 """The names of :data:`KINDS`."""
-
-DEFAULT_NEMESES: Final[tuple[str, ...]] = ("pause", restart_while_paused.RESTART_WHILE_PAUSED)
-"""The fault kinds of a run that names none: holder pauses, and pauses overlapped by a store or
-lock-service restart (inside the pause, right after the takeover, or as the holder resumes)."""
 
 
 def fault_kind(name: str) -> FaultKind:

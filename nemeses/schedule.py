@@ -48,10 +48,24 @@ from __future__ import annotations
 
 import random
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
-from nemeses.kinds import END_AFTER_WRITES, LOCK_FOLLOWER, STEP_AT_NS, Draw, FaultKind, conflict
+from harness.record.schedule import (
+    DEFAULT_OVERLAP,
+    DEFAULT_TTL_MULTIPLES,
+    HOLDER,
+    HOLDER_MEMBER,
+    LOCK_FOLLOWER,
+    LOCK_LEADER,
+    SYMBOLIC_TARGETS,
+    WAITER,
+    Refusal,
+    Schedule,
+    ScheduleError,
+    Window,
+)
+from nemeses.kinds import END_AFTER_WRITES, STEP_AT_NS, Draw, FaultKind, conflict
 from nemeses.protocol import Fault, NemesisError
 from nemeses.registry import FAULT_KINDS, fault_kind
 from nemeses.throttle import DEFAULT_CPU
@@ -78,31 +92,15 @@ __all__ = [
     "WAITER",
     "Refusal",
     "Schedule",
+    "ScheduleError",
     "Window",
     "generate_schedule",
     "resolve",
 ]
 
-HOLDER: Final = "holder"
-"""The symbolic target: whoever holds the lease when the window starts."""
-LOCK_LEADER: Final = "lock-leader"
-"""The symbolic target: the lock-service member that leads when the window starts."""
-HOLDER_MEMBER: Final = "holder-member"
-"""The symbolic target: the lock-service member the holder's client talks to."""
-WAITER: Final = "waiter"
-"""The symbolic target: a worker waiting for a lock when the window starts, holding none."""
-_SYMBOLIC: Final = (HOLDER, LOCK_LEADER, LOCK_FOLLOWER, HOLDER_MEMBER, WAITER)
 _WORKER_SYMBOLS: Final = (HOLDER, WAITER)
 _MEMBER_SYMBOLS: Final = (LOCK_LEADER, LOCK_FOLLOWER, HOLDER_MEMBER)
 
-DEFAULT_TTL_MULTIPLES: Final[tuple[float, ...]] = (0.15, 0.8, 1.1, 1.5, 3.0, 8.0)
-"""Fault durations, as multiples of the lease TTL."""
-
-DEFAULT_OVERLAP: Final = 0.3
-"""The default share of base windows that get an overlapping window of another kind. About one
-pair in a 30 s run of the default kinds (5-6 base windows) and four in a minute's, while most base
-windows still stand alone: the base windows do not move with the rate, so every shape a run drew
-before is still drawn, and the overlays only add pairs."""
 OVERLAPS: Final = "overlaps"
 """Overlay parameter: the index of the base window it overlaps."""
 ANCHOR: Final = "anchor"
@@ -154,159 +152,6 @@ _TAIL_TTL: Final = 1.0
 _ROLES: Final = ("lock", "store", "worker")
 _WORKER: Final = "worker"
 _OUTLIVING: Final = frozenset(name for name in FAULT_KINDS if fault_kind(name).outlives_lease)
-
-
-@dataclass(frozen=True, slots=True)
-class Window:
-    """One scheduled fault: from ``start_ns`` for ``duration_ns`` on the run clock.
-
-    ``targets`` are node names, or contain a symbolic target (:data:`HOLDER`, :data:`LOCK_LEADER`,
-    :data:`LOCK_FOLLOWER`, :data:`HOLDER_MEMBER`, :data:`WAITER`); ``fallback`` is the node that
-    stands in for it when nobody holds the lease (or leads, waits, or the system cannot say).
-    ``params`` are the fault's parameters (``process``, ``cpu``, ``topology``, ``peers``,
-    ``direction``).
-    """
-
-    index: int
-    start_ns: int
-    duration_ns: int
-    kind: str
-    targets: tuple[str, ...]
-    ttl_multiple: float
-    fallback: str | None = None
-    params: Mapping[str, Any] = field(default_factory=dict)
-
-    @property
-    def end_ns(self) -> int:
-        """When the fault is scheduled to end."""
-        return self.start_ns + self.duration_ns
-
-    @property
-    def wants_holder(self) -> bool:
-        """True when a target is the symbolic holder."""
-        return HOLDER in self.targets
-
-    @property
-    def wants_leader(self) -> bool:
-        """True when a target is the symbolic lock leader, or a follower (which is not it)."""
-        return LOCK_LEADER in self.targets or LOCK_FOLLOWER in self.targets
-
-    @property
-    def wants_waiter(self) -> bool:
-        """True when a target is a worker waiting for a lock."""
-        return WAITER in self.targets
-
-    @property
-    def wants_member(self) -> bool:
-        """True when a target is the member the holder's client talks to."""
-        return HOLDER_MEMBER in self.targets
-
-    @property
-    def symbolic(self) -> bool:
-        """True when a target is decided only when the window starts."""
-        return any(symbol in self.targets for symbol in _SYMBOLIC)
-
-    @property
-    def wants_follower(self) -> bool:
-        """True when a target is the symbolic lock follower."""
-        return LOCK_FOLLOWER in self.targets
-
-    def to_json(self) -> dict[str, Any]:
-        """The window as JSON data."""
-        return {
-            "index": self.index,
-            "start_ns": self.start_ns,
-            "duration_ns": self.duration_ns,
-            "kind": self.kind,
-            "targets": list(self.targets),
-            "ttl_multiple": self.ttl_multiple,
-            "fallback": self.fallback,
-            "params": dict(self.params),
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Window:
-        """Rebuild a window from :meth:`to_json` output."""
-        try:
-            return cls(
-                index=int(data["index"]),
-                start_ns=int(data["start_ns"]),
-                duration_ns=int(data["duration_ns"]),
-                kind=str(data["kind"]),
-                targets=tuple(str(t) for t in data["targets"]),
-                ttl_multiple=float(data["ttl_multiple"]),
-                fallback=data.get("fallback"),
-                params=dict(data.get("params") or {}),
-            )
-        except (KeyError, TypeError, ValueError) as problem:
-            raise NemesisError(
-                f"bad schedule window {data!r}: {problem}; windows come from Window.to_json"
-            ) from None
-
-
-@dataclass(frozen=True, slots=True)
-class Refusal:
-    """An overlay the schedule drew and refused: its kind and targets could not be in force
-    together with window ``window``'s, for ``reason``."""
-
-    window: int
-    kind: str
-    targets: tuple[str, ...]
-    reason: str
-
-    def to_json(self) -> dict[str, Any]:
-        """The refusal as JSON data."""
-        return {
-            "window": self.window,
-            "kind": self.kind,
-            "targets": list(self.targets),
-            "reason": self.reason,
-        }
-
-
-@dataclass(frozen=True, slots=True)
-class Schedule:
-    """The windows of one run, with what they were generated from, and the overlays refused."""
-
-    seed: int
-    lease_ttl_ns: int
-    duration_ns: int
-    windows: tuple[Window, ...]
-    refused: tuple[Refusal, ...] = ()
-
-    def to_json(self) -> dict[str, Any]:
-        """The schedule as JSON data (the runner writes it into the run's spec)."""
-        return {
-            "seed": self.seed,
-            "lease_ttl_ns": self.lease_ttl_ns,
-            "duration_ns": self.duration_ns,
-            "windows": [window.to_json() for window in self.windows],
-            "refused": [refusal.to_json() for refusal in self.refused],
-        }
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> Schedule:
-        """Rebuild a schedule from :meth:`to_json` output."""
-        try:
-            return cls(
-                seed=int(data["seed"]),
-                lease_ttl_ns=int(data["lease_ttl_ns"]),
-                duration_ns=int(data["duration_ns"]),
-                windows=tuple(Window.from_json(w) for w in data["windows"]),
-                refused=tuple(
-                    Refusal(
-                        int(r["window"]),
-                        str(r["kind"]),
-                        tuple(str(t) for t in r["targets"]),
-                        str(r["reason"]),
-                    )
-                    for r in data.get("refused") or ()
-                ),
-            )
-        except (KeyError, TypeError, ValueError) as problem:
-            raise NemesisError(
-                f"bad schedule: {problem}; schedules come from Schedule.to_json"
-            ) from None
 
 
 def generate_schedule(
@@ -519,7 +364,7 @@ def _fixed_nodes(window: Window, kind: FaultKind, nodes: Mapping[str, str]) -> s
     """The nodes ``window`` holds whatever its symbols turn out to be (all, cluster-wide)."""
     if kind.cluster_wide:
         return set(nodes)
-    named = {target for target in window.targets if target not in _SYMBOLIC}
+    named = {target for target in window.targets if target not in SYMBOLIC_TARGETS}
     return named | set(kind.touched(window.params))
 
 
@@ -590,9 +435,9 @@ def _check_inputs(
     if not targets:
         raise NemesisError("give at least one target: holder, a role or a node name")
     for selector in targets:
-        if selector not in (*_SYMBOLIC, *_ROLES) and selector not in nodes:
+        if selector not in (*SYMBOLIC_TARGETS, *_ROLES) and selector not in nodes:
             raise NemesisError(
-                f"unknown target {selector!r}; use {', '.join(_SYMBOLIC)}, a role "
+                f"unknown target {selector!r}; use {', '.join(SYMBOLIC_TARGETS)}, a role "
                 f"({', '.join(_ROLES)}) or a node ({', '.join(nodes)})"
             )
         if selector in _ROLES and selector not in nodes.values():

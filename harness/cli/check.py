@@ -3,9 +3,12 @@
 ``HISTORY`` is a file, ``-`` for standard input, or a FIFO (``<(zcat h.jsonl.gz)``); gzip'd input
 is read directly. For a person: the verdict, a table of anomalies (counted and expected) with one
 explanation each, the first few in full with their operations and faults, the per-sink verdicts
-(with what could not be observed) and what left the verdict unknown. With ``--json``: the result
-as JSON on stdout (``results.json``'s shape). Exit code 0 valid, 1 invalid, 2 unknown, 3 error
-(bad input: one line that names the line of the history and the fix, never a traceback).
+(with what could not be observed), what the history exercised (its coverage, counted in the
+checker's one pass: stale writes attempted, holders stopped past their lease, restarts, epochs,
+and the gaps that weaken a valid verdict) and what left the verdict unknown. With ``--json``: the
+verdict as JSON on stdout (``results.json``'s shape, its ``coverage`` section included). Exit code
+0 valid, 1 invalid, 2 unknown, 3 error (bad input: one line that names the line of the history
+and the fix, never a traceback).
 """
 
 from __future__ import annotations
@@ -24,8 +27,7 @@ from rich.console import Console
 from rich.table import Table
 from rich.text import Text
 
-from checkers import Anomaly, CheckResult, check
-from checkers.coverage import CoverageTap
+from checkers import Anomaly, Coverage, Verdict, check
 from checkers.explain import describe_fault, seconds
 from checkers.registry import REGISTRY
 from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, cli
@@ -70,7 +72,7 @@ def parse_evidence(text: str) -> int:
     return int(text)
 
 
-def exit_code(result: CheckResult) -> int:
+def exit_code(result: Verdict) -> int:
     """0 valid, 1 invalid, 2 unknown."""
     if result.valid is True:
         return EXIT_VALID
@@ -122,13 +124,12 @@ def check_command(
             sinks = load_inventory(inventory)
         except InventoryError as problem:
             raise CheckError(str(problem)) from None
-    # The coverage is counted on the checker's one pass (standard input cannot be read twice).
-    tap = CoverageTap(sinks=sinks or (), lease_ttl=ttl)
+    # The coverage is counted in the checker's one pass (standard input cannot be read twice).
     notes: list[str] = []
     try:
         source = sys.stdin.buffer if stdin else _open_history(history)
         result = check(
-            tap.events(read_history(source, notes=notes)),
+            read_history(source, notes=notes),
             inventory=sinks,
             lease_ttl=ttl,
             max_evidence=max_evidence,
@@ -139,14 +140,13 @@ def check_command(
         raise CheckError(f"cannot read {history}: {problem.strerror}") from None
     except (RecursionError, MemoryError) as problem:
         raise CheckError(f"{history}: input too deeply nested or too large ({problem!r})") from None
-    coverage = tap.coverage()
     if as_json:
-        data = {**result.to_json(), "coverage": coverage.to_json()}
+        data = result.to_json()
         if notes:
             data["notes"] = notes
         click.echo(json_bytes(data, indent=True).decode())
     else:
-        render_result(Console(highlight=False), result, history, coverage.gaps(), notes)
+        render_result(Console(highlight=False), result, history, notes=notes)
     click.get_current_context().exit(exit_code(result))
 
 
@@ -194,17 +194,20 @@ def _one_line(text: str) -> str:
 
 def render_result(
     console: Console,
-    result: CheckResult,
+    result: Verdict,
     history: Path,
-    gaps: Sequence[str] = (),
+    gaps: Sequence[str] | None = None,
     notes: Sequence[str] = (),
 ) -> None:
-    """Print a verdict for a person: counts, anomaly table, the first few in full, sinks.
+    """Print a verdict for a person: counts, anomaly table, the first few in full, sinks, and
+    what the history exercised (the verdict's coverage).
 
-    ``gaps`` are what the run failed to exercise (the coverage's); a valid verdict carries them
-    on its own line, since a pass that tested nothing must not read as a plain pass. ``notes``
-    are what reading the history found (a torn last line), each on a line of its own.
+    ``gaps`` are what the run failed to exercise (by default the verdict's coverage's); a valid
+    verdict carries them on its own line, since a pass that tested nothing must not read as a
+    plain pass. ``notes`` are what reading the history found (a torn last line), each on a line
+    of its own.
     """
+    gaps = result.coverage.gaps() if gaps is None else gaps
     word, colour = _VERDICTS[str(result.valid)]
     counts = result.counts
     weak = result.valid is True and bool(gaps)
@@ -231,6 +234,7 @@ def render_result(
                 console.print(Text.assemble(("warning: ", "bold yellow"), said))
             for note in verdict.coverage:
                 console.print(Text.assemble(("coverage: ", "cyan"), f"{verdict.name}: {note}"))
+    console.print(Text.assemble(("exercised: ", "cyan"), _exercised(result.coverage)))
     for note in result.grant_coverage:
         console.print(Text.assemble(("coverage: ", "cyan"), f"grants: {note}"))
     for reason in result.unknown_reasons:
@@ -239,7 +243,43 @@ def render_result(
         console.print(Text.assemble(("note: ", "yellow"), note))
 
 
-def _anomaly_table(result: CheckResult) -> Table:
+def _exercised(coverage: Coverage) -> str:
+    """The coverage's headline numbers in one line (the gaps are said beside the verdict)."""
+    stops = sum(coverage.stops_past_lease.values())
+    parts = [
+        f"{coverage.stale_attempts:,} stale writes attempted",
+        f"{stops:,} stops past a lease" + _by(coverage.stops_past_lease),
+        f"{sum(coverage.restarts.values()):,} restarts" + _by(coverage.restarts),
+        f"{coverage.epochs_granted:,} epochs granted",
+        f"{coverage.keys_written:,} keys written",
+    ]
+    if coverage.power_losses.get("total"):
+        parts.append(
+            f"{coverage.power_losses['total']:,} power losses "
+            f"({coverage.power_losses.get('dropped_data', 0):,} dropped data)"
+        )
+    if coverage.clock_windows:
+        parts.append(
+            f"{coverage.clock_windows:,} clock windows "
+            f"({coverage.clock_across_expiry:,} across a lease's expiry)"
+        )
+    if coverage.overlaps:
+        together = sum(count for count, _ in coverage.overlaps.values())
+        parts.append(
+            f"{together:,} overlapping faults"
+            + _by({pair: count for pair, (count, _) in coverage.overlaps.items()})
+        )
+    return ", ".join(parts)
+
+
+def _by(counts: dict[str, int]) -> str:
+    """`` (pause 2, kill 1)``; nothing for no counts."""
+    if not counts:
+        return ""
+    return " (" + ", ".join(f"{name} {number:,}" for name, number in sorted(counts.items())) + ")"
+
+
+def _anomaly_table(result: Verdict) -> Table:
     table = Table(title="anomalies", title_justify="left")
     table.add_column("anomaly")
     table.add_column("count", justify="right")
@@ -281,7 +321,7 @@ def _render_anomaly(console: Console, anomaly: Anomaly) -> None:
         console.print(f"  fault: {describe_fault(window)}")
 
 
-def _sink_table(result: CheckResult) -> Table:
+def _sink_table(result: Verdict) -> Table:
     table = Table(title="sinks", title_justify="left")
     for column in ("sink", "guard", "verdict", "keys", "accepted", "seq", "anomalies"):
         table.add_column(column)

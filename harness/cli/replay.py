@@ -10,8 +10,8 @@ from rich.console import Console
 from harness.cli import EXIT_ERROR, cli
 from harness.cli.check import exit_code
 from harness.report import publish
+from harness.run.plan import RunError
 from harness.run.replay import ReplayError, load_run, replay
-from harness.run.runner import RunError
 from harness.run.store import StoreError
 
 __all__ = ["replay_command"]

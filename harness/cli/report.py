@@ -16,7 +16,8 @@ import click
 from harness.cli import cli
 from harness.report import write_report
 from harness.report.index import write_index
-from harness.run.store import DEFAULT_STORE, RunDir, find_runs, open_run_dir
+from harness.run.store import DEFAULT_STORE, find_runs, open_run_dir
+from harness.run.summary import RunSummary, summarize
 
 __all__ = ["IDLE_TIMEOUT_S", "LOOPBACK", "make_server", "report", "serve"]
 
@@ -43,7 +44,8 @@ def report(store_dir: Path) -> None:
             "store/<test>/<timestamp>, or a store such as store"
         )
     if (store_dir / "history.jsonl").exists():
-        click.echo(write_report(_readable_run(store_dir)))
+        summary = _readable_run(store_dir)
+        click.echo(write_report(summary.run, summary))
         return
     runs = find_runs(store_dir)
     if not runs:
@@ -52,26 +54,30 @@ def report(store_dir: Path) -> None:
             "pass store/latest, store/<test>/<timestamp> or store"
         )
     unreadable = 0
+    written: list[RunSummary] = []
     for run in runs:
         try:
-            click.echo(write_report(_readable_run(run.path)))
+            summary = _readable_run(run.path)
+            click.echo(write_report(summary.run, summary))
         except click.ClickException as problem:
             problem.show()
             unreadable += 1
-    click.echo(write_index(store_dir))
+        else:
+            written.append(summary)
+    click.echo(write_index(store_dir, fresh=written))
     if unreadable:
         raise click.ClickException(f"{unreadable} of {len(runs)} runs could not be read (above)")
 
 
-def _readable_run(path: Path) -> RunDir:
-    """The run at ``path`` once its record and the start of its history read as a run's;
-    else a :class:`click.ClickException` naming the file and the fix."""
+def _readable_run(path: Path) -> RunSummary:
+    """The summary of the run at ``path`` (its files read once) once its record and the start
+    of its history read as a run's; else a :class:`click.ClickException` naming the file and
+    the fix."""
     try:
         run = open_run_dir(path)
-        run.read_record()
+        return summarize(run, run.read_record())
     except (OSError, ValueError) as problem:
         raise click.ClickException(str(problem)) from None
-    return run
 
 
 class _StoreHandler(SimpleHTTPRequestHandler):

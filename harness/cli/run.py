@@ -13,24 +13,34 @@ from rich.console import Console
 from rich.table import Column, Table
 from rich.text import Text
 
+from checkers import Verdict
 from harness.cli import EXIT_ERROR, EXIT_UNKNOWN, EXIT_VALID, cli
 from harness.cli.check import exit_code, render_result
 from harness.cli.hosts import load_hosts_option
 from harness.cli.units import Duration
 from harness.node.interrupts import interrupts_once, shielded
+from harness.record.spec import (
+    SPEC_FIELDS,
+    SpecError,
+    SpecField,
+    TestSpec,
+    split_names,
+    store_path,
+)
 from harness.report import publish
 from harness.run.exposure import ExposureError, exposure_fields, switches_of
 from harness.run.exposure import expose as exposed_spec
-from harness.run.judge import check_run
-from harness.run.runner import RunError, RunOutcome, note_late_signal, run_test
-from harness.run.spec import SPEC_FIELDS, SpecError, SpecField, TestSpec, split_names, store_path
+from harness.run.judge import RunOutcome, check_run, note_late_signal
+from harness.run.plan import RunError
+from harness.run.runner import run_test
+from harness.run.spec import option_help
 from harness.run.store import (
-    RunDir,
     StoreError,
     check_output_file,
     open_run_dir,
     why_unwritable,
 )
+from harness.run.summary import RunSummary, summarize
 from nemeses.registry import KINDS
 from systems import load_system
 
@@ -69,10 +79,16 @@ def _spec_option(spec_field: SpecField) -> Callable[[_F], _F]:
     if spec_field.kind == "path":
         return store_option
     if spec_field.kind == "bugs":
-        return click.option(spec_field.option, spec_field.name, multiple=True, help=spec_field.help)
+        return click.option(
+            spec_field.option, spec_field.name, multiple=True, help=option_help(spec_field)
+        )
     if spec_field.kind == "flag":
         return click.option(
-            spec_field.option, spec_field.name, is_flag=True, default=None, help=spec_field.help
+            spec_field.option,
+            spec_field.name,
+            is_flag=True,
+            default=None,
+            help=option_help(spec_field),
         )
     types: dict[str, click.ParamType[Any] | type] = {
         "int": int,
@@ -88,7 +104,7 @@ def _spec_option(spec_field: SpecField) -> Callable[[_F], _F]:
         default=None,
         callback=_PARSERS.get(spec_field.kind),
         show_default=" ".join(shown) or False,
-        help=spec_field.help,
+        help=option_help(spec_field),
     )
 
 
@@ -194,23 +210,25 @@ def run_command(
     # report short; after the report, every signal is only announced.
     with interrupts_once() as late, shielded():
         console.print("[dim]phase: the report[/]", highlight=False)
-        written = _publish(outcome, junit_xml, console)
+        summary = _publish(outcome, junit_xml, console)
         if late and not outcome.interrupted:
             console.print(f"[yellow]{late[0].signal} while the report was written: noted[/]")
             outcome = note_late_signal(outcome, late[0], "the report")
-            written = _publish(outcome, junit_xml, console)
+            summary = _publish(outcome, junit_xml, console)
     with interrupts_once(already=True):
-        raise click.exceptions.Exit(_conclude(outcome, written, as_json, console, strict))
+        raise click.exceptions.Exit(_conclude(outcome, summary, as_json, console, strict))
 
 
 def _conclude(
-    outcome: RunOutcome, written: bool, as_json: bool, console: Console, strict: bool
+    outcome: RunOutcome, summary: RunSummary | None, as_json: bool, console: Console, strict: bool
 ) -> int:
-    """Print a published run's verdict and return the exit code (``written``: its report and
-    files are; ``strict``: a valid run with coverage gaps exits 2, saying so)."""
-    coverage, gaps = _coverage(outcome.run_dir)
+    """Print a published run's verdict and return the exit code (``summary``: the published
+    run's, ``None`` when its report or files could not be written; ``strict``: a valid run with
+    coverage gaps exits 2, saying so)."""
+    written = summary is not None
+    coverage, gaps = _coverage(outcome.result)
     if as_json:
-        data = {**outcome.result.to_json(), "coverage": coverage}
+        data = outcome.result.to_json()
         extra = {"interrupted": outcome.interrupted, "run_dir": str(outcome.run_dir.path)}
         if outcome.error is not None:
             extra["run_error"] = outcome.error
@@ -263,22 +281,23 @@ def _exposed(given: Mapping[str, Any]) -> dict[str, Any]:
         return {}  # the runner names the unknown system
 
 
-def _publish(outcome: RunOutcome, junit_xml: Path | None, console: Console) -> bool:
-    """Write the report, the store's index and the JUnit file; False (said why) if one failed."""
+def _publish(outcome: RunOutcome, junit_xml: Path | None, console: Console) -> RunSummary | None:
+    """Write the report, the store's index and the JUnit file and return the run's summary
+    (its files read once, the record the runner's); ``None`` (said why) if one failed."""
     try:
-        publish(outcome.run_dir)
+        summary = publish(outcome.run_dir, summarize(outcome.run_dir, outcome.record))
         if junit_xml is not None:
             from harness.report.junit import write_junit
 
-            write_junit([outcome.run_dir], junit_xml)
+            write_junit([summary], junit_xml)
     except OSError as problem:
         where = problem.filename or outcome.run_dir.path
         console.print(
             f"[red]error:[/] cannot write {where}: {why_unwritable(problem)}; free space or fix "
             f"the permissions, then `fencecheck analyze {outcome.run_dir.path}`"
         )
-        return False
-    return True
+        return None
+    return summary
 
 
 @cli.command("analyze")
@@ -288,26 +307,24 @@ def analyze_command(run_dir: Path, as_json: bool) -> None:
     """Re-check a stored run (e.g. store/latest) and rewrite its results and report."""
     try:
         run = open_run_dir(run_dir)
-        result = check_run(run)
-        publish(run)
-        coverage, gaps = _coverage(run)
-        stored = run.read_results()
+        record = run.read_record()
+        result = check_run(run, record)
+        # What check_run wrote, read back once for the report, the index and the notes below.
+        stored = publish(run, summarize(run, record)).results
+        gaps = tuple(result.coverage.gaps())
     except (OSError, ValueError, KeyError) as problem:
         raise click.ClickException(str(problem)) from None
     notes = list(stored.notes) if stored is not None else []
     if as_json:
-        click.echo(json.dumps({**result.to_json(), "coverage": coverage, "notes": notes}, indent=2))
+        click.echo(json.dumps({**result.to_json(), "notes": notes}, indent=2))
     else:
         render_result(Console(highlight=False), result, run.history, gaps, notes)
     raise click.exceptions.Exit(exit_code(result))
 
 
-def _coverage(run: RunDir) -> tuple[dict[str, Any], tuple[str, ...]]:
-    """The ``coverage`` section ``check_run`` just wrote into ``results.json``, and its gaps."""
-    stored = run.read_results()
-    if stored is None or stored.coverage is None:
-        return {}, ()
-    return dict(stored.coverage.numbers), stored.coverage.gaps
+def _coverage(result: Verdict) -> tuple[dict[str, Any], tuple[str, ...]]:
+    """The verdict's coverage (counted in the check's one pass) as JSON data, and its gaps."""
+    return result.coverage.to_json(), tuple(result.coverage.gaps())
 
 
 @cli.command("list")

@@ -23,8 +23,10 @@ from harness.bundled import bundled_matrices, bundled_matrix
 from harness.cli import cli
 from harness.cli.run import store_option
 from harness.cli.units import Duration
+from harness.record.spec import TestSpec
 from harness.report import publish
 from harness.report.junit import error_case, junit_case, write_cases
+from harness.run.judge import RunOutcome
 from harness.run.matrix import (
     EXPECTABLE,
     MatrixEntry,
@@ -36,18 +38,19 @@ from harness.run.matrix import (
     tally,
 )
 from harness.run.matrix import shard as shard_of
-from harness.run.plan import spec_problem
-from harness.run.runner import RunError, RunOutcome, run_test
-from harness.run.spec import TestSpec
-from harness.run.store import StoreError, check_output_file, check_store
-from harness.run.summary import summarize
+from harness.run.plan import RunError, spec_problem
+from harness.run.runner import run_test
+from harness.run.store import RunDir, StoreError, check_output_file, check_store
+from harness.run.summary import RunSummary, summarize
 from nemeses import DEFAULT_NEMESES, Schedule
 
-__all__ = ["Runner", "run_all", "run_matrix"]
+__all__ = ["Publisher", "Runner", "run_all", "run_matrix"]
 
 Runner = Callable[[TestSpec, Schedule | None], RunOutcome]
 """Carries out one spec, with a row's exact schedule if it has one (else the seed draws it);
 :func:`harness.run.runner.run_test` in real use, a fake in tests."""
+Publisher = Callable[[RunDir, RunSummary], object]
+"""Writes a checked run's report and index from its summary (:func:`harness.report.publish`)."""
 
 _LOG_WIDTH = 200
 _VERDICT_STYLE = {
@@ -66,6 +69,7 @@ def run_matrix(
     *,
     fail_fast: bool = False,
     parallel: int = 1,
+    publisher: Publisher | None = None,
 ) -> list[MatrixResult]:
     """Carry out every entry, ``parallel`` at a time; a crash is recorded and the matrix goes on.
 
@@ -73,13 +77,14 @@ def run_matrix(
     or after the first unexpected result with ``fail_fast``. With ``parallel`` above 1 the runs
     go in threads, each on its own cluster and network; only the main thread handles signals,
     so Ctrl-C there starts no further run and waits for the running ones to end (each heals and
-    removes its cluster at its time limit).
+    removes its cluster at its time limit). Each run's files are read once, into the summary
+    its row and ``publisher`` (the report and the index) take.
     """
     if parallel <= 1:
         results: list[MatrixResult] = []
         for position, entry in enumerate(entries, 1):
             result, stop = _run_entry(
-                entry, f"{position}/{len(entries)}", runner, console, fail_fast
+                entry, f"{position}/{len(entries)}", runner, console, fail_fast, publisher
             )
             results.append(result)
             if stop:
@@ -90,7 +95,7 @@ def run_matrix(
     def job(position: str, entry: MatrixEntry) -> MatrixResult | None:
         if stopping.is_set():
             return None
-        result, stop = _run_entry(entry, position, runner, console, fail_fast)
+        result, stop = _run_entry(entry, position, runner, console, fail_fast, publisher)
         if stop:
             stopping.set()
         return result
@@ -110,7 +115,12 @@ def run_matrix(
 
 
 def _run_entry(
-    entry: MatrixEntry, position: str, runner: Runner, console: Console, fail_fast: bool
+    entry: MatrixEntry,
+    position: str,
+    runner: Runner,
+    console: Console,
+    fail_fast: bool,
+    publisher: Publisher | None = None,
 ) -> tuple[MatrixResult, bool]:
     """Carry out one entry (``position`` is ``"3/8"``); also whether the matrix should start
     no further run."""
@@ -122,7 +132,10 @@ def _run_entry(
     except Exception as problem:  # one crashed run must not lose the others' results
         result = MatrixResult(entry, None, f"{type(problem).__name__}: {problem}")
     else:
-        result = MatrixResult(entry, summarize(outcome.run_dir))
+        summary = summarize(outcome.run_dir, outcome.record)
+        if publisher is not None:
+            publisher(outcome.run_dir, summary)
+        result = MatrixResult(entry, summary)
         if outcome.interrupted:
             console.print("[yellow]interrupted: the remaining runs are skipped[/]")
             return result, True
@@ -411,11 +424,11 @@ def run_all(
     show_progress = not no_progress and console.is_terminal and parallel == 1
 
     def runner(spec: TestSpec, schedule: Schedule | None) -> RunOutcome:
-        outcome = run_test(spec, console=console, progress=show_progress, schedule=schedule)
-        publish(outcome.run_dir)
-        return outcome
+        return run_test(spec, console=console, progress=show_progress, schedule=schedule)
 
-    results = run_matrix(entries, runner, console, fail_fast=fail_fast, parallel=parallel)
+    results = run_matrix(
+        entries, runner, console, fail_fast=fail_fast, parallel=parallel, publisher=publish
+    )
     # CI logs are no terminal: rich would squeeze the table into 80 columns.
     wide = console if console.is_terminal else Console(stderr=True, width=_LOG_WIDTH)
     wide.print(_table(results))

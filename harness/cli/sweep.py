@@ -14,8 +14,9 @@ from rich.table import Table
 
 from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_VALID, cli
 from harness.cli.run import store_option
-from harness.run.runner import RunOutcome, run_test
-from harness.run.spec import TestSpec, split_names
+from harness.record.spec import TestSpec, split_names
+from harness.run.judge import RunOutcome
+from harness.run.runner import run_test
 from harness.run.store import StoreError, atomic_write, check_store, why_unwritable
 from harness.run.sweep import QUICK, Cell, Grid, render_html, run_sweep, variants
 from nemeses import Schedule

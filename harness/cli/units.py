@@ -30,7 +30,7 @@ class Duration(click.ParamType[float]):
     """A click parameter type for a duration in seconds (see the module docstring).
 
     With ``positive`` a value of 0 or less is refused here; without it any number passes, and
-    the spec's limits (:data:`harness.run.spec.LIMITS`, one table for the command line and the
+    the spec's limits (:data:`harness.record.spec.LIMITS`, one table for the command line and the
     matrix files) say what is out of bounds.
     """
 

@@ -28,13 +28,17 @@ __all__ = [
 ]
 
 
-def write_report(run_dir: RunDir) -> Path:
-    """Write ``report.html`` into ``run_dir`` (atomically) and return its path."""
-    return write_file(run_dir.report, render_report(extract(run_dir)))
+def write_report(run_dir: RunDir, summary: RunSummary | None = None) -> Path:
+    """Write ``report.html`` into ``run_dir`` (atomically) and return its path; ``summary`` is
+    the run's when the caller has it (its files are not read again)."""
+    return write_file(run_dir.report, render_report(extract(run_dir, summary=summary)))
 
 
-def publish(run_dir: RunDir) -> Path:
-    """Write a checked run's ``report.html`` and refresh its store's ``index.html``."""
-    report = write_report(run_dir)
-    write_index(run_dir.path.parent.parent)
-    return report
+def publish(run_dir: RunDir, summary: RunSummary | None = None) -> RunSummary:
+    """Write a checked run's ``report.html`` and refresh its store's ``index.html``; returns the
+    run's summary (``summary`` when given, else read once here), for the caller's verdict and
+    JUnit case, so ``test.json`` and ``results.json`` are read once per run."""
+    summary = summary if summary is not None else summarize(run_dir)
+    write_report(run_dir, summary)
+    write_index(run_dir.path.parent.parent, fresh=(summary,))
+    return summary

@@ -17,12 +17,14 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from checkers.evidence import FaultWindow
 from checkers.faults import FaultTimeline
-from harness.record import NEMESIS, Event, HistoryError, Process, paired, read_history
+from harness.record import NEMESIS, Event, HistoryError, Process, Sink, paired, read_history
+from harness.record.results import StoredEvidence, StoredResults, StoredSink
+from harness.record.run_record import RunRecord
+from harness.record.verdict import FaultWindow, OpRef
 from harness.record.vocabulary import LEASE_EXPIRED, NOT_HELD, STALE_EPOCH, TIMEOUT
 from harness.run.store import RunDir
-from harness.run.summary import RunSummary, summarize, verdict_of
+from harness.run.summary import RunSummary, flat_test, summarize
 from nemeses.registry import KINDS
 
 __all__ = [
@@ -121,8 +123,8 @@ class Anomaly:
     name: str
     expected: bool
     explanation: str
-    ops: tuple[Mapping[str, Any], ...]
-    faults: tuple[Mapping[str, Any], ...]
+    ops: tuple[OpRef, ...]
+    faults: tuple[FaultWindow, ...]
     op_rows: tuple[int | None, ...]
     stale_rows: tuple[int, ...]
     sink: str | None
@@ -151,7 +153,9 @@ class ReportData:
 
     summary: RunSummary
     spec: dict[str, Any]
-    results: dict[str, Any] | None
+    """The record's fields in one mapping (:func:`~harness.run.summary.flat_test`), for the
+    spec table."""
+    results: StoredResults | None
     anomalies: list[Anomaly]
     inventory: list[SinkRow]
     counts: dict[str, Counter[str]]
@@ -244,24 +248,6 @@ def held_requests(stop: Mapping[str, Any]) -> tuple[Mapping[str, Any], ...]:
     return tuple(held)
 
 
-def _evidence_list(results: Mapping[str, Any]) -> list[tuple[str, bool, Mapping[str, Any]]]:
-    """(name, expected?, evidence) for every kept piece of evidence, counted ones first."""
-    out: list[tuple[str, bool, Mapping[str, Any]]] = []
-    for key, expected in (("anomalies", False), ("expected", True)):
-        raw = results.get(key)
-        if not isinstance(raw, Mapping):
-            continue
-        for name, items in raw.items():
-            out.extend((str(name), expected, item) for item in _mappings(items))
-    return out
-
-
-def _mappings(raw: Any) -> tuple[Mapping[str, Any], ...]:
-    if not isinstance(raw, list):
-        return ()
-    return tuple(item for item in raw if isinstance(item, Mapping))
-
-
 @dataclass
 class _Lookups:
     """Event indexes and write ids that anomalies name, mapped to operation numbers."""
@@ -270,17 +256,15 @@ class _Lookups:
     ids: dict[str, int | None] = field(default_factory=dict)
 
     @classmethod
-    def wanted_by(cls, evidence: Iterable[tuple[str, bool, Mapping[str, Any]]]) -> _Lookups:
+    def wanted_by(cls, evidence: Iterable[StoredEvidence]) -> _Lookups:
         found = cls()
-        for _, _, item in evidence:
-            for op in _mappings(item.get("ops")):
-                for key in ("index", "invoke_index"):
-                    index = _int(op.get(key))
+        for item in evidence:
+            for op in item.ops:
+                for index in (op.index, op.invoke_index):
                     if index is not None:
                         found.indexes[index] = None
-                op_id = op.get("id")
-                if isinstance(op_id, str):
-                    found.ids[op_id] = None
+                if op.id is not None:
+                    found.ids[op.id] = None
         return found
 
     def note(self, op: Operation, row: int) -> None:
@@ -291,100 +275,75 @@ class _Lookups:
         if isinstance(op_id, str) and op_id in self.ids and self.ids[op_id] is None:
             self.ids[op_id] = row
 
-    def row_of(self, op: Mapping[str, Any]) -> int | None:
-        for key in ("index", "invoke_index"):
-            index = _int(op.get(key))
+    def row_of(self, op: OpRef) -> int | None:
+        for index in (op.index, op.invoke_index):
             row = self.indexes.get(index) if index is not None else None
             if row is not None:
                 return row
-        return self.ids.get(op["id"]) if isinstance(op.get("id"), str) else None
+        return self.ids.get(op.id) if op.id is not None else None
 
 
-def _anomalies(
-    evidence: list[tuple[str, bool, Mapping[str, Any]]], lookups: _Lookups
-) -> list[Anomaly]:
+def _anomalies(evidence: Iterable[StoredEvidence], lookups: _Lookups) -> list[Anomaly]:
     out: list[Anomaly] = []
-    for name, expected, item in evidence:
-        ops = _mappings(item.get("ops"))
-        rows = tuple(lookups.row_of(op) for op in ops)
+    for item in evidence:
+        rows = tuple(lookups.row_of(op) for op in item.ops)
         stale = tuple(
-            r
-            for op, r in zip(ops, rows, strict=True)
-            if op.get("role") == "stale" and r is not None
+            r for op, r in zip(item.ops, rows, strict=True) if op.role == "stale" and r is not None
         )
-        sink = item.get("sink")
         out.append(
             Anomaly(
-                name=name,
-                expected=expected,
-                explanation=str(item.get("explanation") or name),
-                ops=ops,
-                faults=_mappings(item.get("faults")),
+                name=item.name,
+                expected=item.expected,
+                explanation=item.explanation,
+                ops=item.ops,
+                faults=item.faults,
                 op_rows=rows,
                 stale_rows=stale,
-                sink=str(sink) if sink is not None else None,
+                sink=item.sink,
             )
         )
     return out
 
 
-def _counted(counts: Any) -> str:
+def _counted(counts: Mapping[str, int]) -> str:
     """``{"stale-write": 2}`` -> ``"stale-write \u00d72"`` (a multiplication sign)."""
-    if not isinstance(counts, Mapping):
-        return ""
     return ", ".join(f"{name} \u00d7{n}" for name, n in counts.items() if n)
 
 
-def _sink_verdicts(results: Mapping[str, Any] | None) -> dict[str, Mapping[str, Any]]:
-    raw = results.get("sinks") if results else None
-    if not isinstance(raw, Mapping):
-        return {}
-    return {str(name): entry for name, entry in raw.items() if isinstance(entry, Mapping)}
-
-
-def _sink_row(name: str, declared: Mapping[str, Any], verdict: Mapping[str, Any] | None) -> SinkRow:
-    fenced = declared.get("fenced")
-    if not isinstance(fenced, bool) and verdict is not None:
-        fenced = verdict.get("fenced")
+def _sink_row(name: str, declared: Sink | None, verdict: StoredSink | None) -> SinkRow:
+    fenced = declared.fenced if declared is not None else None
+    if fenced is None and verdict is not None:
+        fenced = verdict.fenced
     # A fenced sink needs no mitigation; the checker's default "none" would only confuse.
-    mitigation = declared.get("mitigation") or (
-        None if fenced else (verdict or {}).get("mitigation")
+    mitigation = (declared.mitigation if declared is not None else None) or (
+        None if fenced or verdict is None else verdict.mitigation
     )
-    description = str(declared.get("description") or "")
-    shown_fenced = fenced if isinstance(fenced, bool) else None
+    description = declared.description if declared is not None else ""
     shown_mitigation = str(mitigation or ("—" if fenced else "none"))
     if verdict is None:
-        return SinkRow(name, shown_fenced, shown_mitigation, description, "not checked", "")
+        return SinkRow(name, fenced, shown_mitigation, description, "not checked", "")
     detail: list[str] = []
-    if counted := _counted(verdict.get("anomalies")):
+    if counted := _counted(verdict.anomalies):
         detail.append(counted)
-    if expected := _counted(verdict.get("expected")):
+    if expected := _counted(verdict.expected):
         detail.append(f"expected: {expected}")
-    accepted = verdict.get("accepted_writes")
-    if isinstance(accepted, int):
-        detail.append(f"{accepted} accepted writes")
-    reasons = verdict.get("reasons")
-    if isinstance(reasons, list):
-        detail.extend(str(r) for r in reasons)
-    if verdict.get("declared") is False:
+    if verdict.accepted_writes is not None:
+        detail.append(f"{verdict.accepted_writes} accepted writes")
+    detail.extend(verdict.reasons)
+    if not verdict.declared:
         description = description or "not in the inventory: checked as fenced"
-    return SinkRow(
-        name, shown_fenced, shown_mitigation, description, verdict_of(verdict), "; ".join(detail)
-    )
+    return SinkRow(name, fenced, shown_mitigation, description, verdict.verdict, "; ".join(detail))
 
 
-def _inventory(spec: Mapping[str, Any], results: Mapping[str, Any] | None) -> list[SinkRow]:
-    """The inventory of ``test.json`` (a list of sinks, or the checkers' mapping form), each
-    with its verdict, then any sink the checker saw that the inventory does not declare."""
-    verdicts = _sink_verdicts(results)
-    raw = spec.get("inventory")
-    if isinstance(raw, Mapping):
-        raw = [{"sink": name, **entry} for name, entry in raw.items() if isinstance(entry, Mapping)]
-    rows: list[SinkRow] = []
-    for entry in _mappings(raw):
-        name = str(entry.get("sink") or entry.get("name") or "?")
-        rows.append(_sink_row(name, entry, verdicts.pop(name, None)))
-    rows.extend(_sink_row(name, {}, verdict) for name, verdict in verdicts.items())
+def _inventory(record: RunRecord | None, results: StoredResults | None) -> list[SinkRow]:
+    """The record's inventory, each sink with its verdict, then any sink the checker saw that
+    the inventory does not declare."""
+    verdicts = {sink.name: sink for sink in results.sinks} if results is not None else {}
+    rows = [
+        _sink_row(sink.name, sink, verdicts.pop(sink.name, None))
+        for sink in (record.inventory if record is not None else ())
+    ]
+    rows.extend(_sink_row(name, None, verdict) for name, verdict in verdicts.items())
     return rows
 
 
@@ -608,17 +567,11 @@ def _part_payload(fault: Fault, part: FaultWindow) -> dict[str, Any]:
     return payload
 
 
-def _service_nodes(spec: Mapping[str, Any]) -> list[str]:
+def _service_nodes(record: RunRecord | None) -> list[str]:
     """The lock service's and the stores' nodes, from the run's topology: they get a row of
     their own on the timeline even when no fault was aimed at them."""
-    topology = spec.get("topology")
-    if not isinstance(topology, list):
-        return []
-    return [
-        str(node["name"])
-        for node in topology
-        if isinstance(node, Mapping) and node.get("role") in ("lock", "store") and "name" in node
-    ]
+    topology = record.topology if record is not None else ()
+    return [node.name for node in topology if node.role in ("lock", "store")]
 
 
 def _focus(anomaly: Anomaly, ops: Sequence[Operation], end_time: int) -> list[int] | None:
@@ -628,28 +581,29 @@ def _focus(anomaly: Anomaly, ops: Sequence[Operation], end_time: int) -> list[in
     spans: list[tuple[int, int]] = []
     nodes: set[str] = set()
     for evidence, row in zip(anomaly.ops, anomaly.op_rows, strict=True):
-        if row is None or (evidence.get("role") == "read" and len(anomaly.rows) > 1):
+        if row is None or (evidence.role == "read" and len(anomaly.rows) > 1):
             continue
         op = ops[row]
         spans.append((op.start, op.end if op.end is not None else end_time))
         if op.node is not None:
             nodes.add(op.node)
     for fault in anomaly.faults:
-        start, end = _int(fault.get("start")), _int(fault.get("end"))
-        targets = fault.get("targets")
-        if start is not None and isinstance(targets, list) and nodes.intersection(targets):
-            spans.append((start, end if end is not None else end_time))
+        if nodes.intersection(fault.targets):
+            spans.append((fault.start, fault.end if fault.end is not None else end_time))
     if not spans:
         return None
     return [min(s for s, _ in spans) // 1000, max(e for _, e in spans) // 1000]
 
 
-def extract(run: RunDir, max_ops: int = MAX_TIMELINE_OPS) -> ReportData:
-    """Read ``run`` once and build everything the report shows."""
-    summary = summarize(run)
-    spec = dict(summary.fields)
-    results = dict(summary.results.data) if summary.results is not None else None
-    evidence = _evidence_list(results or {})
+def extract(
+    run: RunDir, max_ops: int = MAX_TIMELINE_OPS, summary: RunSummary | None = None
+) -> ReportData:
+    """Read ``run`` once and build everything the report shows (``summary``: the run's, when
+    the caller has it, so ``test.json`` and ``results.json`` are not read again)."""
+    summary = summary if summary is not None else summarize(run)
+    record, results = summary.record, summary.results
+    spec = flat_test(record) if record is not None else {}
+    evidence = results.evidence if results is not None else ()
     lookups = _Lookups.wanted_by(evidence)
     pairing = _Pairing()
     history_problem: str | None = None
@@ -691,7 +645,7 @@ def extract(run: RunDir, max_ops: int = MAX_TIMELINE_OPS) -> ReportData:
         spec=spec,
         results=results,
         anomalies=anomalies,
-        inventory=_inventory(spec, results),
+        inventory=_inventory(record, results),
         counts=dict(sorted(counts.items())),
         faults=faults,
         fault_stats=_fault_stats(faults),
@@ -702,7 +656,7 @@ def extract(run: RunDir, max_ops: int = MAX_TIMELINE_OPS) -> ReportData:
     )
     fault_nodes = sorted(
         {t for f in faults for w in (f.window, *f.window.parts) for t in w.targets}
-        | set(_service_nodes(spec)),
+        | set(_service_nodes(record)),
         key=natural_key,
     )
     data.payload = {

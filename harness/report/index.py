@@ -8,6 +8,7 @@ relative, so the store can be copied, zipped or uploaded as a CI artifact and st
 from __future__ import annotations
 
 import html
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Final
 
@@ -67,10 +68,14 @@ def _row(root: Path, summary: RunSummary) -> str:
     return f'<tr data-verdict="{summary.verdict}">{"".join(cells)}</tr>'
 
 
-def write_index(root: Path) -> Path:
-    """Write ``root/index.html`` listing every run under ``root``, newest first."""
+def write_index(root: Path, fresh: Sequence[RunSummary] = ()) -> Path:
+    """Write ``root/index.html`` listing every run under ``root``, newest first; ``fresh`` are
+    summaries the caller already has (the run just checked), used instead of reading again."""
     root = Path(root)
-    summaries = [summarize(run) for run in reversed(find_runs(root))]
+    known = {summary.run.path.resolve(): summary for summary in fresh}
+    summaries = [
+        known.get(run.path.resolve()) or summarize(run) for run in reversed(find_runs(root))
+    ]
     counts = {verdict: 0 for verdict in VERDICTS}
     for summary in summaries:
         counts[summary.verdict] += 1

@@ -153,7 +153,7 @@ def write_cases(cases: Sequence[ET.Element], path: str | os.PathLike[str]) -> Pa
 
 
 def write_junit(
-    runs: Sequence[RunDir],
+    runs: Sequence[RunDir | RunSummary],
     path: str | os.PathLike[str],
     outcomes: Sequence[str | None] | None = None,
 ) -> Path:
@@ -165,7 +165,10 @@ def write_junit(
     if outcomes is not None and len(outcomes) != len(runs):
         raise ValueError(f"{len(outcomes)} outcomes given for {len(runs)} runs")
     cases = [
-        junit_case(summarize(run), outcomes[n] if outcomes is not None else None)
+        junit_case(
+            run if isinstance(run, RunSummary) else summarize(run),
+            outcomes[n] if outcomes is not None else None,
+        )
         for n, run in enumerate(runs)
     ]
     return write_cases(cases, path)

@@ -16,10 +16,11 @@ from importlib import metadata
 from typing import Any, Final
 
 from checkers.registry import REGISTRY
-from checkers.result import seq_warning
+from harness.record.results import StoredOverlap, StoredResults
+from harness.record.spec import SPEC_FIELDS, SpecField, TestSpec
+from harness.record.verdict import seq_warning
 from harness.report.data import OUTCOMES, Anomaly, ReportData, SinkRow, natural_key
 from harness.report.page import page
-from harness.run.spec import SPEC_FIELDS, SpecField, TestSpec
 
 __all__ = ["render_report"]
 
@@ -172,77 +173,63 @@ def _verdict(data: ReportData) -> str:
     return body + _story(data)
 
 
-def _coverage_of(results: Mapping[str, Any] | None) -> Mapping[str, Any]:
-    coverage = results.get("coverage") if results else None
-    return coverage if isinstance(coverage, Mapping) else {}
-
-
-def _seq_warnings(results: Mapping[str, Any] | None) -> list[tuple[str, str]]:
+def _seq_warnings(results: StoredResults | None) -> list[tuple[str, str]]:
     """Per sink, what its verdict could not judge (a fenced sink without seq), from results."""
-    sinks = results.get("sinks") if results else None
-    if not isinstance(sinks, Mapping):
-        return []
     found = []
-    for name, verdict in sorted(sinks.items()):
-        if not isinstance(verdict, Mapping):
-            continue
-        accepted = verdict.get("accepted_writes")
-        warning = seq_warning(
-            verdict.get("fenced") is True,
-            verdict.get("seq_observable") is True,
-            accepted if isinstance(accepted, int) else 0,
-        )
+    for sink in sorted(results.sinks if results is not None else (), key=lambda s: s.name):
+        warning = seq_warning(sink.fenced, sink.seq_observable, sink.accepted_writes or 0)
         if warning:
-            found.append((str(name), warning))
+            found.append((sink.name, warning))
     return found
 
 
-def _gaps(results: Mapping[str, Any] | None) -> list[str]:
-    gaps = _coverage_of(results).get("gaps")
-    return [str(gap) for gap in gaps] if isinstance(gaps, list) else []
+def _gaps(results: StoredResults | None) -> tuple[str, ...]:
+    return results.gaps if results is not None else ()
 
 
 def _coverage(data: ReportData) -> str:
-    coverage = _coverage_of(data.results)
-    if not coverage:
+    coverage = data.results.coverage if data.results is not None else None
+    if coverage is None or not coverage.numbers:
         return _section(
             "coverage",
             "Coverage",
             "<p>No coverage in results.json: re-check with <code>fencecheck analyze</code>.</p>",
         )
 
-    def per(key: str) -> str:
-        raw = coverage.get(key)
-        if not isinstance(raw, Mapping) or not raw:
+    def per(counts: Mapping[str, object]) -> str:
+        if not counts:
             return "none"
-        return ", ".join(f"{_e(name)} {_e(count)}" for name, count in raw.items())
+        return ", ".join(f"{_e(name)} {_e(count)}" for name, count in counts.items())
 
-    sinks = coverage.get("sinks")
+    def cell(value: int | None) -> str:
+        return _e(value) if value is not None else ""
+
     sink_rows = [
-        [_e(name), *(_e(row.get(k, "")) for k in ("writes", "accepted", "keys", "stale_attempts"))]
-        for name, row in (sinks.items() if isinstance(sinks, Mapping) else ())
-        if isinstance(row, Mapping)
+        [_e(name), *map(cell, (row.writes, row.accepted, row.keys, row.stale_attempts))]
+        for name, row in coverage.sinks.items()
     ]
     facts = _table(
         ("", ""),
         [
-            ["holders stopped past their lease", per("stops_past_lease")],
-            ["stale writes attempted", _e(coverage.get("stale_attempts", 0))],
-            ["restarts", per("restarts")],
-            ["power losses (those that dropped data, what they dropped)", per("power_losses")],
-            ["epochs granted", _e(coverage.get("epochs_granted", 0))],
-            ["keys written", _e(coverage.get("keys_written", 0))],
-            ["unreachable most of the run", per("unreachable_nodes")],
+            ["holders stopped past their lease", per(coverage.stops_past_lease)],
+            ["stale writes attempted", _e(coverage.stale_attempts)],
+            ["restarts", per(coverage.restarts)],
+            [
+                "power losses (those that dropped data, what they dropped)",
+                per(coverage.power_losses),
+            ],
+            ["epochs granted", _e(coverage.epochs_granted)],
+            ["keys written", _e(coverage.keys_written)],
+            ["unreachable most of the run", per(coverage.unreachable_nodes)],
             [
                 "clock windows (across a lease's expiry)",
-                f"{_e(coverage.get('clock_windows', 0))} "
-                f"({_e(coverage.get('clock_across_expiry', 0))})",
+                f"{_e(coverage.clock_windows)} ({_e(coverage.clock_across_expiry)})",
             ],
-            ["faults in force together", _overlap_cell(coverage.get("overlaps"))],
+            ["faults in force together", _overlap_cell(coverage.overlaps)],
         ],
         "coverage-facts",
     )
-    gaps = "".join(f"<li>{_e(gap)}</li>" for gap in _gaps(data.results))
+    gaps = "".join(f"<li>{_e(gap)}</li>" for gap in coverage.gaps)
     return _section(
         "coverage",
         "Coverage",
@@ -253,14 +240,11 @@ def _coverage(data: ReportData) -> str:
     )
 
 
-def _overlap_cell(raw: object) -> str:
+def _overlap_cell(overlaps: Mapping[str, StoredOverlap]) -> str:
     """``kill+pause 2 times (3.1 s)``, one per pair of kinds that overlapped, or ``none``."""
-    if not isinstance(raw, Mapping) or not raw:
-        return "none"
-    cells = []
-    for pair, row in raw.items():
-        if isinstance(row, Mapping):
-            cells.append(f"{_e(pair)} {_e(row.get('count'))} times ({_e(row.get('seconds'))} s)")
+    cells = [
+        f"{_e(pair)} {_e(row.count)} times ({_e(row.seconds)} s)" for pair, row in overlaps.items()
+    ]
     return ", ".join(cells) or "none"
 
 
@@ -319,9 +303,9 @@ def _anomaly_card(number: int, anomaly: Anomaly) -> str:
     meaning = kind.meaning if kind is not None else ""
     stale = set(anomaly.stale_rows)
     rows: list[str] = []
-    shown_fields = [f for f in _OP_FIELDS if any(op.get(f) is not None for op in anomaly.ops)]
+    shown_fields = [f for f in _OP_FIELDS if any(getattr(op, f) is not None for op in anomaly.ops)]
     for op, row in zip(anomaly.ops, anomaly.op_rows, strict=True):
-        cells = "".join(f"<td>{_op_cell(key, op.get(key))}</td>" for key in shown_fields)
+        cells = "".join(f"<td>{_op_cell(key, getattr(op, key))}</td>" for key in shown_fields)
         attrs = ""
         if row is not None:
             mark = " stale" if row in stale else ""
@@ -338,18 +322,12 @@ def _anomaly_card(number: int, anomaly: Anomaly) -> str:
     if anomaly.faults:
         items = []
         for fault in anomaly.faults:
-            start, end = fault.get("start"), fault.get("end")
-            targets = fault.get("targets")
-            target_text = ", ".join(str(t) for t in targets) if isinstance(targets, list) else ""
-            span = f"{_seconds(start if isinstance(start, int) else None)} to " + (
-                _seconds(end) if isinstance(end, int) else "the end"
-            )
-            attrs = ""
-            if isinstance(start, int):
-                stop = end if isinstance(end, int) else start
-                attrs = f' class="fault-link" data-t0="{start // 1000}" data-t1="{stop // 1000}"'
+            start, end = fault.start, fault.end
+            span = f"{_seconds(start)} to " + (_seconds(end) if end is not None else "the end")
+            stop = end if end is not None else start
+            attrs = f' class="fault-link" data-t0="{start // 1000}" data-t1="{stop // 1000}"'
             items.append(
-                f"<li{attrs}><b>{_e(fault.get('kind', 'fault'))}</b> {_e(target_text)}: {span}</li>"
+                f"<li{attrs}><b>{_e(fault.kind)}</b> {_e(', '.join(fault.targets))}: {span}</li>"
             )
         faults = (
             '<div class="faults-near"><span>Faults around it:</span>'
@@ -368,16 +346,20 @@ def _anomaly_card(number: int, anomaly: Anomaly) -> str:
     )
 
 
-def _beyond_evidence(data: ReportData, key: str, shown: Iterable[Anomaly]) -> str:
+def _beyond_evidence(data: ReportData, counted: bool, shown: Iterable[Anomaly]) -> str:
     """A note for each anomaly name found more often than the evidence kept for it."""
-    counts = (data.results or {}).get(key)
-    if not isinstance(counts, Mapping):
-        return ""
+    counts = (
+        {}
+        if data.results is None
+        else data.results.anomaly_counts
+        if counted
+        else data.results.expected_counts
+    )
     kept = Counter(a.name for a in shown)
     notes = [
         f"{_e(name)}: {total} found, the first {kept[name]} shown"
         for name, total in counts.items()
-        if isinstance(total, int) and total > kept[name]
+        if total > kept[name]
     ]
     return f'<p class="note">{"; ".join(notes)}.</p>' if notes else ""
 
@@ -408,7 +390,7 @@ def _anomalies(data: ReportData) -> str:
         body = '<p class="none">Not checked yet.</p>'
     elif counted:
         body = _cards(counted)
-        body += _beyond_evidence(data, "anomaly_counts", (a for _, a in counted))
+        body += _beyond_evidence(data, True, (a for _, a in counted))
     else:
         body = '<p class="none" id="no-anomalies">No anomalies count against this run.</p>'
     if expected:
@@ -417,7 +399,7 @@ def _anomalies(data: ReportData) -> str:
             " on sinks that cannot check epochs (mitigation <i>none</i> or <i>idempotent</i>)"
             "</summary>"
             + "".join(_anomaly_card(n, a) for n, a in expected)
-            + _beyond_evidence(data, "expected_counts", (a for _, a in expected))
+            + _beyond_evidence(data, False, (a for _, a in expected))
             + "</details>"
         )
     return _section(

@@ -45,12 +45,12 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, TypeGuard
 
-from checkers.result import UNJUDGED_ACROSS_KEYS
 from harness.node import Node, NodeError
 from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.images import system_image
 from harness.nodeside.client import STALE
 from harness.nodeside.wire import NotDelivered, call
+from harness.record.verdict import UNJUDGED_ACROSS_KEYS
 from harness.run.agents import AgentSet, client_path, deploy_system, stop_agents
 from harness.run.proxies import stop_proxies, traffic
 from nemeses.disk import ask_node

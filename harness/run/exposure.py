@@ -8,8 +8,8 @@ So ``run`` refuses such a spec with the fix (:func:`unexposed`), picks the expos
 none were asked for, with every other field of the exposure the user did not set
 (:func:`exposure_fields`), and ``--expose`` takes the whole shape from the switch even over the
 options given (:func:`expose`). Which spec fields an exposure may set is the spec-field table's
-(:data:`harness.run.spec.SPEC_FIELDS`, ``exposable``); :class:`~systems.Exposure` has one field for
-each (:data:`EXPOSURE_NAMES` maps the two named differently).
+(:data:`harness.record.spec.SPEC_FIELDS`, ``exposable``); :class:`~systems.Exposure` has one
+field for each (:data:`EXPOSURE_NAMES` maps the two named differently).
 
 How an :class:`~systems.Exposure` is read: a plain stop (pause, freeze, throttle, partition) can
 stand in for another, since any of them keeps a holder from renewing, and a stop must outlast the
@@ -23,7 +23,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, fields, replace
 from typing import Any, Final
 
-from harness.run.spec import SPEC_FIELDS, TestSpec
+from harness.record.spec import SPEC_FIELDS, TestSpec
 from nemeses import (
     HOLDER,
     HOLDER_MEMBER,

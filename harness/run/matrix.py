@@ -16,7 +16,7 @@ switch plants, and fails when it comes out valid. A matrix file is JSON or TOML:
 
 Every key of a run other than ``expect``/``expect_anomalies``/``min_coverage``/``strict`` is a
 field of
-:class:`~harness.run.spec.TestSpec` (``bugs``, ``nemeses`` and ``targets`` take a list or a
+:class:`~harness.record.spec.TestSpec` (``bugs``, ``nemeses`` and ``targets`` take a list or a
 comma-separated string). A run that plants bugs gets every field of their exposure it does not
 set itself (the faults that expose them, their lengths, keys...), as ``fencecheck run`` does.
 ``"min_coverage": {"stale_attempts": 1}`` makes a run
@@ -50,9 +50,9 @@ from typing import Any, Final, Literal, cast
 
 from checkers import ANOMALY_NAMES
 from checkers.exit_codes import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID
-from harness.run.exposure import exposure_fields, switches_of
-from harness.run.results import StoredCoverage
-from harness.run.spec import (
+from harness.record.results import StoredCoverage
+from harness.record.schedule import HOLDER, LOCK_LEADER, Schedule, ScheduleError, Window
+from harness.record.spec import (
     SPEC_FIELDS,
     SpecError,
     TestSpec,
@@ -60,8 +60,9 @@ from harness.run.spec import (
     split_names,
     store_path,
 )
+from harness.run.exposure import exposure_fields, switches_of
 from harness.run.summary import RunSummary
-from nemeses import HOLDER, LOCK_LEADER, NemesisError, Schedule, Window, fault_kind
+from nemeses import NemesisError, fault_kind
 from systems import AdapterError, load_system, topology
 
 __all__ = [
@@ -355,7 +356,7 @@ def _windows(raw: Any, where: str) -> tuple[Window, ...]:
         try:
             window = Window.from_json(item)
             fault_kind(window.kind)
-        except NemesisError as problem:
+        except (ScheduleError, NemesisError) as problem:
             raise MatrixError(f"{where}: window {number}: {problem}") from None
         if window.start_ns < 0 or window.duration_ns <= 0 or not window.targets:
             raise MatrixError(

@@ -9,14 +9,21 @@ it out and :mod:`harness.run.judge` judges what was recorded.
 
 from __future__ import annotations
 
+import contextlib
+import platform
+import shlex
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import UTC, datetime
+from importlib.metadata import version
 
 from harness.node.docker.cluster import ClusterError, NodeSpec
 from harness.node.ssh import HostsFile
+from harness.record.run_record import NodeEntry, RunRecord
+from harness.record.spec import SPEC_FIELDS, SpecError, TestSpec
 from harness.run.exposure import switches_of, unexposed
-from harness.run.spec import SpecError, TestSpec
-from harness.run.store import StoreError, check_store, store_problem
+from harness.run.proxies import proxied
+from harness.run.store import RunDir, StoreError, check_store, store_problem
 from nemeses import (
     DEFAULT_TTL_MULTIPLES,
     HOLDER_MEMBER,
@@ -48,7 +55,16 @@ from systems import (
 from systems.holder_flaws import REACQUIRE_NO_REREAD, RETRY_ON_REJECT
 from workloads import HolderFlaws, Workload, WorkloadOptions, get_workload
 
-__all__ = ["Plan", "RunError", "plan_run", "schedule_for", "spec_problem", "workload_options"]
+__all__ = [
+    "Plan",
+    "RunError",
+    "op_timeout_for",
+    "plan_run",
+    "rerun_command",
+    "schedule_for",
+    "spec_problem",
+    "workload_options",
+]
 
 
 class RunError(RuntimeError):
@@ -70,6 +86,41 @@ class Plan:
     ttl: float
     schedule: Schedule
     fixed: bool
+
+    @property
+    def through_proxy(self) -> bool:
+        """True when the holders' traffic goes through the write-path proxy: asked for
+        (``--proxy``) or needed by a proxy fault kind."""
+        return self.spec.proxy or proxied(self.spec.nemeses)
+
+    def record(self, run_id: str, run_dir: RunDir, command: Sequence[str] | None) -> RunRecord:
+        """The run's first ``test.json``: the spec, the planned TTL, schedule, inventory and
+        nodes, the versions, and the command that reruns it (``command`` when the caller ran
+        one, else :func:`rerun_command`), not finished yet."""
+        rerun = command or rerun_command(self.spec, run_dir if self.fixed else None)
+        return RunRecord(
+            spec=self.spec,
+            run_id=run_id,
+            started=datetime.now(UTC).isoformat(),
+            command=shlex.join(rerun),
+            lease_ttl=self.ttl,
+            schedule=self.schedule,
+            inventory=self.inventory,
+            topology=tuple(NodeEntry(node.name, node.role) for node in self.nodes),
+            versions=_versions(),
+            finished=False,
+        )
+
+    def final_schedule(
+        self, roles: Mapping[str, str], lease_ttl: float, processes: Mapping[str, str]
+    ) -> Schedule:
+        """The schedule played once the system runs: a given one as it is (a replay's already
+        names the daemons its faults aim at), else the seed's drawn again with the daemons
+        (``processes``, role -> daemon) and the TTL the deployment reports; the same seed draws
+        the same windows."""
+        if self.fixed:
+            return self.schedule
+        return schedule_for(self.spec, roles, lease_ttl, processes)
 
 
 def plan_run(
@@ -237,3 +288,40 @@ def workload_options(spec: TestSpec, inventory: Sequence[Sink]) -> WorkloadOptio
         all_sinks=tuple(s.name for s in inventory),
         flaws=flaws,
     )
+
+
+def op_timeout_for(spec: TestSpec, schedule: Schedule, lease_ttl: float) -> float:
+    """How long an operation may take before it is recorded as unknown: ``--op-timeout``, or
+    longer than any fault of ``schedule``, so a refusal after a fault is seen as such."""
+    if spec.op_timeout:
+        return spec.op_timeout
+    longest = max((w.duration_ns for w in schedule.windows), default=0) / 1e9
+    return longest + 2 * lease_ttl + 2.0
+
+
+def rerun_command(spec: TestSpec, fixed_in: RunDir | None = None) -> list[str]:
+    """The command that runs ``spec`` again exactly: its seed and every field that differs from
+    the defaults or that says what the run is (the spec-field table's ``pinned`` and
+    ``exposable`` ones). A run that played a fixed schedule (``fixed_in``: its own folder, where
+    ``test.json`` keeps the windows) is rerun by ``replay``, since a seed alone would draw
+    another schedule."""
+    if fixed_in is not None:
+        return ["fencecheck", "replay", str(fixed_in.path)]
+    argv = ["fencecheck", "run"]
+    for name, spec_field in SPEC_FIELDS.items():
+        value = getattr(spec, name)
+        # An exposable field is named even at its default: else a planted bug's exposure would
+        # set it on the rerun.
+        if spec_field.pinned or spec_field.exposable or value != spec_field.default:
+            argv += spec_field.argv(value)
+    return argv
+
+
+def _versions() -> dict[str, str]:
+    """What the run was made with: fencecheck's, Python's and the Docker engine's versions."""
+    info = {"fencecheck": version("fencecheck"), "python": platform.python_version()}
+    with contextlib.suppress(Exception):
+        from harness.node.docker.engine import engine
+
+        info["docker_engine"] = str(engine().version().get("Version", "?"))
+    return info

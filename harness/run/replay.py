@@ -17,11 +17,12 @@ from pathlib import Path
 from rich.console import Console
 
 from harness.record import NEMESIS, HistoryError, read_history
-from harness.run.record import RunRecord
-from harness.run.runner import RunOutcome, run_test
+from harness.record.run_record import RunRecord
+from harness.record.schedule import Schedule
+from harness.run.judge import RunOutcome
+from harness.run.runner import run_test
 from harness.run.store import RunDir, open_run_dir
 from harness.run.summary import Verdict, summarize
-from nemeses import NemesisError, Schedule
 
 __all__ = [
     "Finding",
@@ -185,15 +186,12 @@ def load_run(path: str | Path) -> StoredRun:
         record = run.read_record()
     except (OSError, ValueError) as problem:
         raise ReplayError(f"cannot read the run {path}: {problem}") from None
-    if not record.schedule:
+    schedule = record.schedule
+    if schedule is None:
         raise ReplayError(
             f"{run.test_json} records no fault schedule (the run broke off before it was drawn); "
             "rerun its command instead: " + record.command
         )
-    try:
-        schedule = Schedule.from_json(record.schedule)
-    except NemesisError as problem:
-        raise ReplayError(f"{run.test_json}: {problem}") from None
     finding = finding_of(run)
     if finding.verdict == "unchecked":
         raise ReplayError(
@@ -240,7 +238,7 @@ def replay(
 ) -> Replay:
     """Run ``stored``'s spec again with its seed and recorded schedule (into ``store``, by
     default the original's store; with ``pin``, each window on the nodes it landed on, see
-    :func:`pinned`) and compare the findings. Raises :class:`harness.run.runner.RunError` when
+    :func:`pinned`) and compare the findings. Raises :class:`harness.run.plan.RunError` when
     the run cannot start."""
     spec = replace(stored.record.spec, store=store or stored.store)
     outcome = run_test(

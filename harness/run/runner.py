@@ -1,5 +1,10 @@
-"""One whole fencing test: spec → images → cluster → system → workload under faults → heal →
-final reads → check → store directory.
+"""Carrying out one fencing test: plan → images → cluster → system → workload under faults →
+heal → final reads → logs → judge → store directory.
+
+This is the execute part of a run. Everything checked before a container starts (and the first
+``test.json``, and the rerun command) is :mod:`harness.run.plan`'s; checking the history and
+concluding the verdict is :mod:`harness.run.judge`'s. What stays here starts things, runs them
+and takes them down again.
 
 The history is streamed to the run directory from the first event, so whatever happens later (an
 exception, Ctrl-C, SIGTERM) what was recorded is kept and still checked. Faults are always healed
@@ -9,22 +14,18 @@ and the cluster always torn down (unless asked to keep it) before the check runs
 from __future__ import annotations
 
 import contextlib
-import platform
 import queue
-import shlex
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor, wait
-from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from importlib.metadata import version
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
 from rich.console import Console
 
-from checkers import CheckResult
+from checkers import Verdict
 from harness.node import Daemon, Node, NodeError
 from harness.node.docker.cluster import Cluster, NodeSpec, new_run_id
 from harness.node.docker.engine import EngineError
@@ -38,20 +39,20 @@ from harness.node.interrupts import (
 )
 from harness.node.ssh import HostsFile, SshCluster
 from harness.record import HistoryWriter
+from harness.record.run_record import Interruption, RunRecord
+from harness.record.spec import TestSpec
 from harness.run.agent_link import AgentLink
 from harness.run.agents import AGENT_DAEMON, AgentSet, deploy_system, stop_agents
 from harness.run.holder_ops import HolderBoard, HolderOps
-from harness.run.judge import Judged, conclude_run, judge_run
-from harness.run.plan import RunError, plan_run, schedule_for, workload_options
+from harness.run.judge import Judged, RunOutcome, conclude_run, judge_recorded, write_results
+from harness.run.plan import Plan, RunError, op_timeout_for, plan_run, workload_options
 from harness.run.progress import RunProgress
-from harness.run.proxies import proxied, stop_proxies
-from harness.run.record import Interruption, NodeEntry, RunRecord
+from harness.run.proxies import stop_proxies
 from harness.run.recorder import Recorder
-from harness.run.spec import SPEC_FIELDS, TestSpec
 from harness.run.store import (
+    LatestLink,
     RunDir,
     new_run_dir,
-    point_latest,
     why_unwritable,
 )
 from nemeses import (
@@ -71,29 +72,16 @@ from systems import (
     KnowsClientMember,
     KnowsLeader,
     Restarts,
-    Sink,
     System,
-    SystemConfig,
     packages_of,
 )
 from workloads import (
-    Workload,
     final_read_count,
     final_reads,
 )
 
-__all__ = [
-    "Interrupted",
-    "RunError",
-    "RunOutcome",
-    "collect_logs",
-    "kill_restarter",
-    "note_late_signal",
-    "run_test",
-]
+__all__ = ["collect_logs", "kill_restarter", "run_test"]
 
-_DEFAULTS: Final = TestSpec(seed=0)
-"""The defaults a rerun command leaves out."""
 _FINAL_READ_TRIES: Final = 3
 _SIGNAL_POLL_S: Final = 0.1
 """How long the main thread waits on other threads at a time, so a signal is handled promptly."""
@@ -103,22 +91,6 @@ _READERS_PER_AGENT: Final = 8
 """Final reads run this many connections per agent at once (a run may have 100,000 keys)."""
 _READER_BASE: Final = 1_000_000
 """Process numbers of the final readers start here, a block per copy, clear of the holders'."""
-
-
-@dataclass(frozen=True)
-class RunOutcome:
-    """How a run ended: where it is stored and what the checker decided."""
-
-    run_dir: RunDir
-    result: CheckResult
-    interrupted: bool
-    error: str | None = None
-    """Why the run broke off (setup failed, the engine went away…); its history is still checked."""
-    record: RunRecord | None = None
-    """The run's ``test.json``, as the runner left it (read back from it when absent)."""
-    judged: Judged | None = None
-    """What the checker found, to conclude again if a signal comes while the report is written
-    (judged again when absent)."""
 
 
 def run_test(
@@ -140,10 +112,8 @@ def run_test(
     """
     console = console or Console(stderr=True)
     plan = plan_run(spec, hosts, schedule)
-    system, workload, config, inventory = plan.system, plan.workload, plan.config, plan.inventory
-    nodes, ttl, schedule, fixed = plan.nodes, plan.ttl, plan.schedule, plan.fixed
     try:
-        image = _image(system, console) if hosts is None else None
+        image = _image(plan.system, console) if hosts is None else None
     except KeyboardInterrupt as stop:
         name = stop.signal if isinstance(stop, Interrupted) else "SIGINT"
         raise RunError(
@@ -155,18 +125,7 @@ def run_test(
     except OSError as problem:
         raise RunError(f"cannot create the run folder: {why_unwritable(problem)}") from None
     run_id = new_run_id()
-    record = RunRecord(
-        spec=spec,
-        run_id=run_id,
-        started=datetime.now(UTC).isoformat(),
-        command=shlex.join(command or _rerun_command(spec, run_dir if fixed else None)),
-        lease_ttl=ttl,
-        schedule=schedule.to_json(),
-        inventory=tuple(inventory),
-        topology=tuple(NodeEntry(node.name, node.role) for node in nodes),
-        versions=_versions(),
-        finished=False,
-    )
+    record = plan.record(run_id, run_dir, command)
     state = _RunState(run_dir, record, console)
     with interrupts_once() as interruption:
         state.interruption = interruption
@@ -183,22 +142,11 @@ def run_test(
                 contextlib.closing(Recorder(writer)) as recorder,
             ):
                 state.recorder = recorder
-                fuse = config.lazy_disks
-                with _nodes(run_id, nodes, image, keep_cluster, hosts, fuse) as running:
+                fuse = plan.config.lazy_disks
+                with _nodes(run_id, plan.nodes, image, keep_cluster, hosts, fuse) as running:
                     state.enter("system setup")
                     console.print(f"cluster {run_id} up: {', '.join(running)}")
-                    _exercise(
-                        spec,
-                        system,
-                        config,
-                        inventory,
-                        workload,
-                        schedule,
-                        fixed,
-                        running,
-                        state,
-                        progress,
-                    )
+                    _exercise(plan, running, state, progress)
         except KeyboardInterrupt:
             pass
         except Exception as problem:  # kept and checked: whatever broke, the history stands
@@ -264,41 +212,43 @@ class _RunState:
             "checking what was recorded[/]"
         )
 
-    def check(self) -> tuple[Judged, CheckResult]:
-        """Check what was recorded and write the results, with the interruption if a signal
-        came (before or during the check); then point the store's ``latest`` at the run. A
-        results file that cannot be written is a run error (and ``latest`` stays where it was).
+    def check(self) -> tuple[Judged, Verdict]:
+        """Check what was recorded and write the results once, with the interruption if a
+        signal came (before or during the check); then point the store's ``latest`` at the run.
+        A results file that cannot be written, or a store that cannot take the ``latest`` link,
+        is a run error (and ``latest`` stays where it was). Only a signal that arrives while the
+        results are being written makes them be written again, to say so.
         """
         self.record.finished = True
         self.save()
+        judged = judge_recorded(self.run_dir, self.record)
+        # The link for ``latest`` is made first, so that a store that cannot take it is a run
+        # error the results already say: results.json is then written once.
         try:
-            judged = judge_run(self.run_dir, self.record)
-        except FileNotFoundError:
-            raise RunError(
-                f"the run folder {self.run_dir.path} was deleted while the run wrote to it, and "
-                "its history with it: nothing is left to check (faults healed, cluster "
-                "removed); leave the store in place while a run writes to it"
-            ) from None
+            latest: LatestLink | None = LatestLink(self.run_dir)
         except OSError as problem:
-            raise RunError(
-                f"cannot read the run's history {self.run_dir.history}: {why_unwritable(problem)}"
-                "; fix the store's permissions, then `fencecheck analyze` the run folder"
-            ) from None
+            self.fail(problem)
+            latest = None
         while True:
             if self.interruption and self.record.interrupted is None:
                 self.interrupted(self.interruption[0])
+            result = conclude_run(self.run_dir, self.record, judged, write=False)
             try:
-                result = conclude_run(self.run_dir, self.record, judged)
+                write_results(self.run_dir, self.record, judged, result)
             except OSError as problem:
+                if latest is not None:
+                    latest.discard()
                 self.fail(problem)
                 return judged, conclude_run(self.run_dir, self.record, judged, write=False)
             if not self.interruption or self.record.interrupted is not None:
-                break  # else a signal came while the results were written: write them again
-        try:
-            point_latest(self.run_dir)
-        except OSError as problem:
-            self.fail(problem)
-            result = conclude_run(self.run_dir, self.record, judged)
+                break  # else a signal came while the results were written: they must say so
+        if latest is not None:
+            try:
+                latest.move()
+            except OSError as problem:
+                # Renaming the link made beside it failed: ``latest`` stays where it was; the
+                # results are written and sound, test.json and the screen name the problem.
+                self.fail(problem)
         return judged, result
 
 
@@ -308,19 +258,6 @@ def _disk_problem(problem: OSError) -> str:
         f"cannot write the run's files: {why_unwritable(problem)}{where}; "
         "free space on the store's disk or pass --store a folder on a larger one"
     )
-
-
-def note_late_signal(outcome: RunOutcome, signal: Interrupted, phase: str) -> RunOutcome:
-    """A finished run interrupted afterwards (while its report was written): the signal goes
-    into ``test.json`` and ``results.json`` like any other, and the verdict is concluded again
-    (without checking the history again)."""
-    run_dir = outcome.run_dir
-    record = outcome.record or run_dir.read_record()
-    judged = outcome.judged or judge_run(run_dir, record)
-    record.interrupted = Interruption(signal.signal, signal.at.isoformat(), phase)
-    run_dir.write_json(run_dir.test_json, record.to_json())
-    result = conclude_run(run_dir, record, judged)
-    return replace(outcome, result=result, interrupted=True, record=record, judged=judged)
 
 
 def _image(system: System, console: Console) -> str:
@@ -354,25 +291,15 @@ def _nodes(
             yield connected.nodes
 
 
-def _exercise(
-    spec: TestSpec,
-    system: System,
-    config: SystemConfig,
-    inventory: Sequence[Sink],
-    workload: Workload,
-    schedule: Schedule,
-    fixed: bool,
-    nodes: Mapping[str, Node],
-    state: _RunState,
-    progress: bool,
-) -> None:
-    """Set the system up, run holders and faults, heal, read back, collect logs.
+def _exercise(plan: Plan, nodes: Mapping[str, Node], state: _RunState, progress: bool) -> None:
+    """Set the planned system up, run holders and faults, heal, read back, collect logs.
 
     An interruption or a full disk still heals and collects; the final reads need neither.
     """
     recorder, run_dir = state.recorder, state.run_dir
     assert recorder is not None
-    through_proxy = spec.proxy or proxied(spec.nemeses)
+    spec, system, config, workload = plan.spec, plan.system, plan.config, plan.workload
+    through_proxy = plan.through_proxy
     deployment, agents = deploy_system(system, nodes, config, spec.bugs, proxy=through_proxy)
     lease_ttl = deployment.lease_ttl or config.lease_ttl
     interrupted = False
@@ -387,14 +314,11 @@ def _exercise(
         try:
             processes = {target.role: target.daemon for target in deployment.targets}
             processes["worker"] = AGENT_DAEMON
-            # A given schedule (a replay's) already names the daemons its faults aim at.
-            if not fixed:
-                schedule = schedule_for(
-                    spec, {n.name: n.role for n in nodes.values()}, lease_ttl, processes
-                )
-            state.record.schedule = schedule.to_json()
+            roles = {n.name: n.role for n in nodes.values()}
+            schedule = plan.final_schedule(roles, lease_ttl, processes)
+            state.record.schedule = schedule
             state.save()
-            options = workload_options(spec, inventory)
+            options = workload_options(spec, plan.inventory)
             nemesis: Nemesis = (
                 standard_nemesis(spec.nemeses, restarter=kill_restarter(system, deployment, agents))
                 if spec.nemeses
@@ -402,7 +326,7 @@ def _exercise(
             )
             board = HolderBoard()
             stop = threading.Event()
-            op_timeout = spec.op_timeout or _outlast(schedule, lease_ttl)
+            op_timeout = op_timeout_for(spec, schedule, lease_ttl)
             holders = _holders(agents, lease_ttl, recorder, spec, stop, op_timeout, board, 0)
             for ops in holders:
                 resources.callback(ops.close)
@@ -553,12 +477,6 @@ def _member(system: System, nodes: Mapping[str, Node]) -> Callable[[str], str | 
             return None  # the fault then falls back to the window's drawn lock node
 
     return member
-
-
-def _outlast(schedule: Schedule, ttl: float) -> float:
-    """An operation timeout longer than any fault, so a refusal after a fault is seen as such."""
-    longest = max((w.duration_ns for w in schedule.windows), default=0) / 1e9
-    return longest + 2 * ttl + 2.0
 
 
 def _join(threads: Sequence[threading.Thread], timeout: float, hurry: Callable[[], bool]) -> None:
@@ -716,30 +634,3 @@ def collect_logs(system: System, nodes: Mapping[str, Node], run_dir: RunDir) -> 
                 folder.mkdir(parents=True, exist_ok=True)
                 for file_name, data in files.items():
                     (folder / f"{_DATA_PREFIX}{Path(file_name).name}").write_bytes(data)
-
-
-def _versions() -> dict[str, str]:
-    info = {"fencecheck": version("fencecheck"), "python": platform.python_version()}
-    with contextlib.suppress(Exception):
-        from harness.node.docker.engine import engine
-
-        info["docker_engine"] = str(engine().version().get("Version", "?"))
-    return info
-
-
-def _rerun_command(spec: TestSpec, fixed_in: RunDir | None = None) -> list[str]:
-    """The command that runs ``spec`` again exactly: its seed and every field that differs from
-    the defaults or that says what the run is (the spec-field table's ``pinned`` and
-    ``exposable`` ones). A run that played a fixed schedule (``fixed_in``: its own folder, where
-    ``test.json`` keeps the windows) is rerun by ``replay``, since a seed alone would draw
-    another schedule."""
-    if fixed_in is not None:
-        return ["fencecheck", "replay", str(fixed_in.path)]
-    argv = ["fencecheck", "run"]
-    for name, spec_field in SPEC_FIELDS.items():
-        value = getattr(spec, name)
-        # An exposable field is named even at its default: else a planted bug's exposure would
-        # set it on the rerun.
-        if spec_field.pinned or spec_field.exposable or value != spec_field.default:
-            argv += spec_field.argv(value)
-    return argv

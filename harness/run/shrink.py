@@ -43,9 +43,10 @@ from typing import Any, Final
 
 from rich.console import Console
 
+from harness.record.spec import TestSpec
+from harness.run.plan import RunError
 from harness.run.replay import Finding, StoredRun, finding_of
-from harness.run.runner import RunError, run_test
-from harness.run.spec import TestSpec
+from harness.run.runner import run_test
 from harness.run.store import RunDir
 from nemeses import Schedule, Window
 from nemeses.schedule import ANCHOR, OVERLAPS, RELEASE_WITH, START_AFTER_WRITES

@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Any
 
 from harness.record import HistoryError, read_history
-from harness.run.record import RunRecord
-from harness.run.results import StoredResults
+from harness.record.results import StoredResults
+from harness.record.run_record import RunRecord
 
 __all__ = [
     "DEFAULT_STORE",
+    "LatestLink",
     "RunDir",
     "StoreError",
     "atomic_write",
@@ -205,7 +206,7 @@ class RunDir:
             raise self.damaged(str(problem)) from None
 
     def read_results(self) -> StoredResults | None:
-        """``results.json`` read back (:class:`~harness.run.results.StoredResults`), or ``None``
+        """``results.json`` read back (:class:`~harness.record.results.StoredResults`), or ``None``
         when the run was never checked; raises ``OSError`` or ``ValueError`` naming the file when
         it cannot be read."""
         try:
@@ -246,15 +247,32 @@ def new_run_dir(test_name: str, root: Path = DEFAULT_STORE, now: datetime | None
 def point_latest(run: RunDir) -> None:
     """Point the store's ``latest`` (two folders up) at ``run``, atomically: called once the run
     is checked, so ``latest`` never names a run without results."""
-    root = run.path.parent.parent
-    latest = root / "latest"
-    tmp = unique_tmp(latest)
-    tmp.symlink_to(run.path.relative_to(root))
-    try:
-        os.replace(tmp, latest)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
-        raise
+    LatestLink(run).move()
+
+
+class LatestLink:
+    """The link that will point the store's ``latest`` at a run, made first (where a full or
+    read-only store fails) and moved into place later, atomically. The runner makes it before it
+    writes ``results.json`` and moves it after, so a run's results are written once and already
+    say whether ``latest`` could be pointed."""
+
+    def __init__(self, run: RunDir) -> None:
+        root = run.path.parent.parent
+        self._latest = root / "latest"
+        self._tmp = unique_tmp(self._latest)
+        self._tmp.symlink_to(run.path.relative_to(root))
+
+    def move(self) -> None:
+        """Point ``latest`` at the run (the link is gone either way)."""
+        try:
+            os.replace(self._tmp, self._latest)
+        except BaseException:
+            self.discard()
+            raise
+
+    def discard(self) -> None:
+        """Leave ``latest`` where it was and remove the link."""
+        self._tmp.unlink(missing_ok=True)
 
 
 def open_run_dir(path: str | os.PathLike[str]) -> RunDir:

@@ -1,32 +1,26 @@
 """One run in a few fields: what was tested and what the checker said.
 
 The run browser, the JUnit writer, ``run-all``'s table and the report's header all need the same
-reading of ``test.json`` and ``results.json``; this module is that reading. It never opens the
-history, so summarising a store of many large runs stays fast. It tolerates missing and
-malformed files: a run that crashed before it was checked is still listed, as ``unchecked``.
+reading of ``test.json`` and ``results.json``, through their typed readers
+(:class:`~harness.record.run_record.RunRecord`, :class:`~harness.record.results.StoredResults`); a
+caller that already read them passes them in. It never opens the history (the run's length is read
+from its tail only when asked), so summarising a store of many large runs stays fast. It tolerates
+missing and damaged files: a run that crashed before it was checked is still listed, as
+``unchecked``, with the problem.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from datetime import UTC, datetime
-from pathlib import Path
 from typing import Any, Final, Literal
 
 from harness.record.io import last_time
-from harness.run.results import StoredResults, outcome_of
+from harness.record.results import StoredResults
+from harness.record.run_record import RunRecord
 from harness.run.store import RunDir
 
-__all__ = [
-    "VERDICTS",
-    "RunSummary",
-    "Verdict",
-    "as_names",
-    "flat_test",
-    "summarize",
-    "verdict_of",
-]
+__all__ = ["VERDICTS", "RunSummary", "Verdict", "flat_test", "summarize"]
 
 Verdict = Literal["valid", "invalid", "unknown", "unchecked"]
 VERDICTS: Final[tuple[Verdict, ...]] = ("valid", "invalid", "unknown", "unchecked")
@@ -58,11 +52,17 @@ class RunSummary:
     unknown_reasons: tuple[str, ...]
     problem: str | None
     operations: int | None
-    duration_s: float | None
     results: StoredResults | None = None
     """``results.json`` as read (``None``: never checked, or unreadable: see ``problem``)."""
-    fields: Mapping[str, Any] = field(default_factory=dict)
-    """Every field of ``test.json`` in one mapping (:func:`flat_test`; empty when unreadable)."""
+    record: RunRecord | None = None
+    """``test.json`` as read (``None``: missing, or unreadable: see ``problem``)."""
+
+    @property
+    def duration_s(self) -> float | None:
+        """Seconds the run lasted: the last history event's time, read from the history's tail
+        when asked (only JUnit asks: the report and the index never open the history here)."""
+        last = last_time(self.run.history)
+        return last / 1e9 if last is not None else None
 
     @property
     def title(self) -> str:
@@ -70,69 +70,50 @@ class RunSummary:
         return f"{self.test} @ {self.stamp}"
 
 
-def verdict_of(results: Mapping[str, Any] | None) -> Verdict:
-    """The verdict of a decoded ``results.json`` (``unchecked`` when there is none)."""
-    return "unchecked" if results is None else outcome_of(results.get("valid"))
+def flat_test(record: RunRecord) -> dict[str, Any]:
+    """The fields of ``record`` (as its ``test.json`` holds them) in one mapping, for the
+    report's spec table.
 
-
-def as_names(raw: Any) -> tuple[str, ...]:
-    """Names from a spec field that may be a string, a list, or a mapping of switches.
-
-    ``{"epoch-in-memory": true, "check-lease": false}`` names only the switches that are on;
-    a list of objects is named by each object's ``name`` or ``kind``.
+    The record nests the :class:`~harness.record.spec.TestSpec` under ``"spec"`` and puts what the
+    run learnt (``lease_ttl``, ``schedule``, ``inventory``, ``command``, ``error``...) beside it;
+    where both have a key, the top level wins.
     """
-    if raw is None or raw is False:
-        return ()
-    if isinstance(raw, str):
-        return (raw,) if raw else ()
-    if isinstance(raw, Mapping):
-        return tuple(str(key) for key, on in raw.items() if on)
-    if isinstance(raw, Iterable):
-        names: list[str] = []
-        for item in raw:
-            if isinstance(item, Mapping):
-                label = item.get("name") or item.get("kind")
-                if label:
-                    names.append(str(label))
-            elif item is not None:
-                names.append(str(item))
-        return tuple(names)
-    return (str(raw),)
-
-
-def flat_test(test: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields of a ``test.json`` in one mapping.
-
-    The runner nests the :class:`~harness.run.spec.TestSpec` under ``"spec"`` and puts what it
-    learnt while running (``lease_ttl``, ``schedule``, ``inventory``, ``command``, ``error``...)
-    beside it; where both have a key, the top level wins.
-    """
-    inner = test.get("spec")
-    merged: dict[str, Any] = dict(inner) if isinstance(inner, Mapping) else {}
-    merged.update((key, value) for key, value in test.items() if key != "spec")
+    data = _as_json(record.to_json())
+    merged: dict[str, Any] = {
+        key: value
+        for key, value in data.pop("spec").items()
+        if f"spec.{key}" not in record.defaulted
+    }
+    merged.update((key, value) for key, value in data.items() if key not in record.defaulted)
     return merged
 
 
-def _read_test(run: RunDir) -> tuple[dict[str, Any] | None, str | None]:
+def _as_json(value: Any) -> Any:
+    """``value`` as ``json.loads`` gives it back: tuples become lists, so the spec table shows a
+    field as the file holds it."""
+    if isinstance(value, dict):
+        return {key: _as_json(item) for key, item in value.items()}
+    if isinstance(value, list | tuple):
+        return [_as_json(item) for item in value]
+    return value
+
+
+def _read_record(run: RunDir) -> tuple[RunRecord | None, str | None]:
     try:
-        data = run.read_test()
+        return run.read_record(), None
     except FileNotFoundError:
         return None, None
     except (OSError, ValueError) as problem:
         return None, f"{run.test_json.name} cannot be read: {problem}"
-    if not isinstance(data, dict):
-        return None, f"{run.test_json.name} is not a JSON object"
-    return data, None
 
 
-def _started(stamp: str, spec: Mapping[str, Any]) -> datetime | None:
-    for key in ("started", "start_time", "timestamp"):
-        raw = spec.get(key)
-        if isinstance(raw, str):
-            try:
-                parsed = datetime.fromisoformat(raw)
-            except ValueError:
-                continue
+def _started(stamp: str, record: RunRecord | None) -> datetime | None:
+    if record is not None and record.started:
+        try:
+            parsed = datetime.fromisoformat(record.started)
+        except ValueError:
+            pass
+        else:
             return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
     try:
         return datetime.strptime(stamp, _STAMP_FORMAT).replace(tzinfo=UTC)
@@ -140,59 +121,51 @@ def _started(stamp: str, spec: Mapping[str, Any]) -> datetime | None:
         return None
 
 
-def _duration(spec: Mapping[str, Any], history: Path) -> float | None:
-    """Seconds the run lasted: from the spec when it says, else the last history event's time."""
-    for key in ("duration", "elapsed"):
-        value = spec.get(key)
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-    last = last_time(history)
-    return last / 1e9 if last is not None else None
+_UNREAD: Final = "read it"
 
 
-def summarize(run: RunDir) -> RunSummary:
-    """Read ``test.json`` and ``results.json`` of ``run`` into a :class:`RunSummary`."""
-    test, spec_problem = _read_test(run)
+def summarize(
+    run: RunDir,
+    record: RunRecord | None = None,
+    results: StoredResults | Literal["read it"] | None = _UNREAD,
+) -> RunSummary:
+    """``run`` in a :class:`RunSummary`: ``record`` and ``results`` as already read (by the
+    caller that just checked the run, so each file is read once), else read here from
+    ``test.json`` and ``results.json``."""
+    spec_problem = None
+    if record is None:
+        record, spec_problem = _read_record(run)
     results_problem = None
-    try:
-        results = run.read_results()
-    except (OSError, ValueError) as problem:
-        results, results_problem = None, str(problem)
-    spec = flat_test(test or {})
-    verdict: Verdict = results.valid if results is not None else "unchecked"
+    if results == _UNREAD:
+        try:
+            results = run.read_results()
+        except (OSError, ValueError) as problem:
+            results, results_problem = None, str(problem)
+    stored = results if isinstance(results, StoredResults) else None
+    verdict: Verdict = stored.valid if stored is not None else "unchecked"
     if results_problem is not None:
         verdict = "unknown"
-    seed = spec.get("seed")
+    spec = record.spec if record is not None else None
     return RunSummary(
         run=run,
-        test=_string(spec.get("test_name")) or _string(spec.get("name")) or run.path.parent.name,
+        test=spec.test_name if spec is not None else run.path.parent.name,
         stamp=run.path.name,
-        started=_started(run.path.name, spec),
-        system=_string(spec.get("system")) or "?",
-        bugs=as_names(spec.get("bugs")),
-        workload=_string(spec.get("workload")) or "",
-        nemeses=as_names(spec.get("nemeses")),
-        seed=seed if isinstance(seed, int) and not isinstance(seed, bool) else None,
+        started=_started(run.path.name, record),
+        system=spec.system if spec is not None else "?",
+        bugs=spec.bugs if spec is not None else (),
+        workload=spec.workload if spec is not None else "",
+        nemeses=spec.nemeses if spec is not None else (),
+        seed=spec.seed if spec is not None else None,
         verdict=verdict,
-        anomaly_types=results.anomaly_types if results else (),
-        expected_types=results.expected_types if results else (),
-        explanations=results.explanations if results else (),
-        unknown_reasons=results.unknown_reasons if results else (),
+        anomaly_types=stored.anomaly_types if stored else (),
+        expected_types=stored.expected_types if stored else (),
+        explanations=stored.explanations if stored else (),
+        unknown_reasons=stored.unknown_reasons if stored else (),
         problem=spec_problem
         or results_problem
-        or _string(spec.get("error"))
-        or (results.run_error if results else None),
-        operations=results.operations if results else None,
-        duration_s=_duration(spec, run.history),
-        results=results,
-        fields=spec,
+        or (record.error if record is not None else None)
+        or (stored.run_error if stored else None),
+        operations=stored.operations if stored else None,
+        results=stored,
+        record=record,
     )
-
-
-def _string(raw: Any) -> str | None:
-    if raw is None:
-        return None
-    if isinstance(raw, Mapping):
-        label = raw.get("name") or raw.get("kind")
-        return str(label) if label else None
-    return str(raw) if not isinstance(raw, str) else (raw or None)

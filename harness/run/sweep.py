@@ -33,14 +33,15 @@ kind) is shown as such, with the reason, never dropped and never given an invent
 from __future__ import annotations
 
 import html
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Final
 
-from harness.run.results import StoredResults, StoredSink
-from harness.run.runner import RunError, RunOutcome
-from harness.run.spec import TestSpec
+from harness.record.results import StoredResults, StoredSink
+from harness.record.spec import TestSpec
+from harness.run.judge import RunOutcome
+from harness.run.plan import RunError
 from nemeses import Schedule, generate_schedule
 from systems import load_system, topology
 
@@ -306,10 +307,8 @@ def _run_cells(
 def _together_s(stored: StoredResults | None, pair: str) -> float:
     """Seconds the kinds of ``pair`` (``"kill+pause"``) were in force together in a run."""
     coverage = stored.coverage if stored is not None else None
-    overlaps = coverage.numbers.get("overlaps") if coverage is not None else None
-    row = overlaps.get(pair) if isinstance(overlaps, Mapping) else None
-    seconds = row.get("seconds") if isinstance(row, Mapping) else None
-    return float(seconds) if isinstance(seconds, int | float) else 0.0
+    row = coverage.overlaps.get(pair) if coverage is not None else None
+    return float(row.seconds) if row is not None and row.seconds is not None else 0.0
 
 
 def render_html(grid: Grid, cells: Sequence[Cell]) -> str:

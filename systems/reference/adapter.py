@@ -127,7 +127,7 @@ BUG_SWITCHES: Final = switch_table(
         "the store saves its highest-seen epochs only every "
         f"{store_server.MARK_EVERY} writes (its log of entries is durable): a restart "
         "soon after a takeover forgets the new holder's epoch",
-        # The defaults (harness.run.spec.TestSpec, nemeses.DEFAULT_NEMESES) catch it: a
+        # The defaults (harness.record.spec.TestSpec, nemeses.DEFAULT_NEMESES) catch it: a
         # test keeps the two in step, since this layer cannot import the harness's.
         Exposure(faults=("pause", "restart-while-paused")),
         ("stale-write",),

@@ -334,3 +334,26 @@ def test_check_shows_the_coverage_counted_on_its_one_pass() -> None:
         input=(EXAMPLES / "stale-write.jsonl").read_bytes(),
     )
     assert orjson.loads(piped.stdout)["coverage"] == coverage
+
+
+def test_check_says_what_the_history_exercised_in_text_too() -> None:
+    code, out, _ = run(str(EXAMPLES / "stale-write.jsonl"), "--ttl", "2s")
+    assert code == EXIT_INVALID
+    flat = " ".join(out.split())
+    verdict = check_file(EXAMPLES / "stale-write.jsonl", lease_ttl=2.0)
+    stale = verdict.coverage.stale_attempts
+    assert stale >= 1
+    assert f"exercised: {stale} stale writes attempted, 1 stops past a lease (pause 1)" in flat
+    assert "3 epochs granted" in flat
+
+
+def test_the_verdicts_coverage_is_the_coverage_of_the_same_history() -> None:
+    from checkers.coverage import coverage_of
+    from harness.record import read_history
+
+    for name in ("stale-write.jsonl", "valid.jsonl", "stale-write-across-keys.jsonl"):
+        path = EXAMPLES / name
+        verdict = check_file(path, lease_ttl=2.0)
+        alone = coverage_of(read_history(path), lease_ttl=2.0)
+        assert verdict.coverage == alone, name
+        assert verdict.to_json()["coverage"] == alone.to_json()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from checkers import CheckResult, check
+from checkers import Verdict, check
 from harness.record import NEMESIS, Event, EventType, Sink
 from tests.support.simulation import recorded_words
 
@@ -119,11 +119,11 @@ class HistoryBuilder:
         return self
 
 
-def judged(history: HistoryBuilder, **options: object) -> CheckResult:
+def judged(history: HistoryBuilder, **options: object) -> Verdict:
     return check(history.events, **options)  # type: ignore[arg-type]
 
 
-def only(result: CheckResult, name: str) -> str:
+def only(result: Verdict, name: str) -> str:
     """Assert ``name`` is the one anomaly that counts, once; return its explanation."""
     assert result.valid is False
     assert result.anomaly_types == [name]
@@ -304,7 +304,7 @@ def test_a_write_an_earlier_read_showed_and_the_final_read_lacks_is_lost() -> No
     assert result_ops(judged(history), "lost-write") == [("lost", "b"), ("read", None)]
 
 
-def result_ops(result: CheckResult, name: str) -> list[tuple[str, str | None]]:
+def result_ops(result: Verdict, name: str) -> list[tuple[str, str | None]]:
     return [(op.role, op.id) for op in result.anomalies[name][0].ops]
 
 

@@ -16,7 +16,7 @@ from typing import Any
 from hypothesis import HealthCheck, assume, find, given, settings
 from hypothesis import strategies as st
 
-from checkers import CheckResult, check
+from checkers import Verdict, check
 from harness.record import Sink, event_from_dict
 from tests.support.simulation import MS, FencedSystem
 
@@ -107,7 +107,7 @@ def takeover(system: FencedSystem, holder: int, key: str, resume: dict[int, int]
     system.stop_pause(holder)
 
 
-def judge(raw: Raw) -> CheckResult:
+def judge(raw: Raw) -> Verdict:
     events = [event_from_dict(item, line) for line, item in enumerate(raw, 1)]
     return check(events, inventory=INVENTORY)
 

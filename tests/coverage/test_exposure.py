@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from harness.record.spec import TestSpec
 from harness.run.exposure import Need, exposure_fields, need_of, switches_of, unexposed
-from harness.run.spec import TestSpec
 from nemeses import Schedule, Window
 from systems import HOLDER_FLAWS, BugSwitch, Exposure
 from systems.reference import ReferenceSystem

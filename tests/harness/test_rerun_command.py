@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.run.runner import _rerun_command
-from harness.run.spec import TestSpec
+from harness.record.spec import TestSpec
+from harness.run.plan import rerun_command
 from harness.run.store import RunDir
 from tests.support.spec_of import spec_of
 
@@ -45,11 +45,11 @@ _specs = st.builds(
 @given(spec=_specs)
 def test_the_rerun_command_rebuilds_the_same_spec(spec: TestSpec) -> None:
     with pytest.MonkeyPatch.context() as monkeypatch:
-        again = spec_of(_rerun_command(spec), monkeypatch)
+        again = spec_of(rerun_command(spec), monkeypatch)
     assert again == spec
 
 
 def test_a_run_of_fixed_windows_is_rerun_by_replay(tmp_path: Path) -> None:
     folder = RunDir(tmp_path / "store" / "t" / "20261201T000000")
-    argv = _rerun_command(replace(TestSpec(seed=7)), folder)
+    argv = rerun_command(replace(TestSpec(seed=7)), folder)
     assert argv == ["fencecheck", "replay", str(folder.path)]

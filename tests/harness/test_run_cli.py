@@ -8,7 +8,7 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import EXIT_ERROR, cli, main
-from harness.run.spec import TestSpec, spec_from_dict
+from harness.record.spec import TestSpec, spec_from_dict
 from tests.support.spec_of import spec_of
 
 

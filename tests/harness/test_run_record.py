@@ -11,8 +11,9 @@ import pytest
 from rich.console import Console
 
 from harness.record import Sink
-from harness.run.record import Interruption, NodeEntry, RunRecord
-from harness.run.spec import TestSpec
+from harness.record.run_record import Interruption, NodeEntry, RunRecord
+from harness.record.schedule import Schedule
+from harness.record.spec import TestSpec
 from harness.run.store import new_run_dir
 
 
@@ -23,7 +24,7 @@ def _record() -> RunRecord:
         started="2026-11-30T12:00:00+00:00",
         command="fencecheck run --bug no-store-check",
         lease_ttl=1.5,
-        schedule={"seed": 7, "windows": []},
+        schedule=Schedule(7, 1_500_000_000, 30_000_000_000, ()),
         inventory=(Sink("store", True, seq=True), Sink("audit", False, "lock-delay")),
         topology=(NodeEntry("l1", "lock"), NodeEntry("w1", "worker")),
         versions={"fencecheck": "0.1.0"},

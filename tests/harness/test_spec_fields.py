@@ -9,9 +9,9 @@ from dataclasses import fields
 import pytest
 
 import harness.cli.run as run_cli
+from harness.record.spec import SPEC_FIELDS, TestSpec
 from harness.run.exposure import EXPOSABLE, EXPOSURE_NAMES, exposure_values
-from harness.run.runner import _rerun_command
-from harness.run.spec import SPEC_FIELDS, TestSpec
+from harness.run.plan import rerun_command
 from systems import Exposure
 from tests.support.spec_of import spec_of
 
@@ -67,7 +67,7 @@ def test_the_rerun_of_an_exposed_run_pins_what_the_exposure_set(
 ) -> None:
     spec = spec_of(["run", "--bug", "reacquire-no-reread", "--keys", "50"], monkeypatch)
     assert spec.keys == 50
-    again = spec_of(_rerun_command(spec), monkeypatch)
+    again = spec_of(rerun_command(spec), monkeypatch)
     assert again == spec
 
 
@@ -76,3 +76,17 @@ def test_a_run_that_attempted_no_stale_write_gets_a_one_line_warning() -> None:
     assert warning is not None and "no stale write" in warning and "\n" not in warning
     assert run_cli.no_stale_write_warning({"stale_attempts": 4}) is None
     assert run_cli.no_stale_write_warning({}) is None  # no coverage: nothing to say
+
+
+def test_the_spec_schema_knows_no_fault_kind_and_its_defaults_are_registered() -> None:
+    """The record layer's spec names its default kinds without the registry; the layer above
+    checks them against it, and the ``--nemesis`` help lists every registered kind."""
+    from harness.record.spec import DEFAULT_NEMESES
+    from harness.run.spec import default_kinds_problem, option_help
+    from nemeses.registry import KINDS
+
+    assert default_kinds_problem() is None
+    assert set(DEFAULT_NEMESES) <= set(KINDS)
+    nemesis_help = option_help(SPEC_FIELDS["nemeses"])
+    assert all(f"{name}: {kind.summary}" in nemesis_help for name, kind in KINDS.items())
+    assert option_help(SPEC_FIELDS["keys"]) == SPEC_FIELDS["keys"].help

@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
+from harness.record.run_record import RunRecord
+from harness.record.schedule import Schedule, Window
 from harness.report import extract
 from harness.run.judge import check_run
-from harness.run.record import RunRecord
 from harness.run.store import RunDir
 from harness.run.summary import summarize
 
@@ -40,6 +41,9 @@ def test_a_stored_run_reads_judges_and_renders_as_it_was_stored(stored: RunDir) 
     assert list(summary.anomaly_types) == before["anomaly_types"]
     again = check_run(stored, write=False)
     assert again.valid == before["valid"] and again.anomaly_types == before["anomaly_types"]
+    # The coverage now comes from the checker's own pass: every number stored then, again.
+    coverage = again.coverage.to_json()
+    assert {name: coverage[name] for name in before["coverage"]} == before["coverage"]
     assert extract(stored).summary.verdict == summary.verdict
 
 
@@ -53,3 +57,30 @@ def test_a_run_file_of_a_newer_format_is_refused_with_the_fix(stored: RunDir, na
             RunRecord.from_json(stored.read_test())
         else:
             stored.read_results()
+
+
+def test_a_stored_runs_schedule_and_spec_read_back_typed_and_write_back_unchanged(
+    stored: RunDir,
+) -> None:
+    """The record layer's one reader and writer of ``test.json``: its spec and fault schedule
+    come back as types (``TestSpec``, ``Schedule`` of ``Window``) and write back to the same
+    JSON, so a stored run rewritten by today's fencecheck keeps every fact it had."""
+    data = json.loads(stored.test_json.read_text())
+    record = RunRecord.from_json(data)
+    assert isinstance(record.schedule, Schedule) and record.schedule.windows
+    assert all(isinstance(window, Window) for window in record.schedule.windows)
+    # Written back, every stored fact is kept (newer fields such as "refused" may be added).
+    written = record.to_json()
+    for part in ("schedule", "spec"):
+        assert {key: written[part][key] for key in data[part]} == data[part]
+    others = set(data) - {"schedule", "spec", "format"}
+    assert {key: written[key] for key in others} == {key: data[key] for key in others}
+
+
+def test_a_record_without_a_schedule_reads_as_none_and_a_bad_one_names_the_field(
+    stored: RunDir,
+) -> None:
+    data = json.loads(stored.test_json.read_text())
+    assert RunRecord.from_json({**data, "schedule": {}}).schedule is None
+    with pytest.raises(ValueError, match=r"test\.json: bad schedule"):
+        RunRecord.from_json({**data, "schedule": {"seed": 5}})

@@ -6,9 +6,9 @@ from __future__ import annotations
 import random
 
 from checkers.coverage import coverage_of
-from checkers.evidence import FaultWindow
 from checkers.explain import describe_fault
 from harness.record import Event
+from harness.record.verdict import FaultWindow
 from nemeses import END_AFTER_WRITES, generate_schedule
 from nemeses.disk import (
     DISK_FULL,

@@ -10,7 +10,7 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from harness.run.spec import TestSpec
+from harness.record.spec import TestSpec
 from nemeses import (
     DEFAULT_NEMESES,
     DEFAULT_TTL_MULTIPLES,

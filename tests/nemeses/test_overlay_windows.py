@@ -305,7 +305,7 @@ def test_a_restart_overlay_starts_as_its_base_stops() -> None:
 
 @pytest.mark.parametrize("rate", [0.0, 0.3])
 def test_the_default_rate_reaches_the_spec_and_the_command_line(rate: float) -> None:
-    from harness.run.spec import TestSpec
+    from harness.record.spec import TestSpec
 
     assert TestSpec().overlap == 0.3
     assert TestSpec(overlap=rate).to_json()["overlap"] == rate

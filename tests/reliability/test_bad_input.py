@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import EXIT_ERROR, main
+from harness.record.spec import LIMITS, SpecError, TestSpec
 from harness.run.matrix import MatrixError, entries_from
-from harness.run.spec import LIMITS, SpecError, TestSpec
 
 # (arguments of `fencecheck run`, a phrase the message must contain)
 _BAD_NUMBERS = [

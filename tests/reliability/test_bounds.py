@@ -9,10 +9,10 @@ from pathlib import Path
 
 from harness.node.docker.cluster import default_topology
 from harness.record import HistoryWriter, read_history
+from harness.record.spec import LIMITS, TestSpec
 from harness.run.plan import schedule_for
 from harness.run.recorder import Recorder
 from harness.run.runner import _final_readers, _final_reads
-from harness.run.spec import LIMITS, TestSpec
 
 # The reference system as local processes on loopback (no Docker): the systems tests' helper.
 from tests.support.localcluster import build_cluster, stop_cluster

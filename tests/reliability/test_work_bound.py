@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from harness.cli import EXIT_ERROR
+from harness.record.spec import MAX_FINAL_READS, SpecError, TestSpec
 from harness.run.runner import _final_reads
-from harness.run.spec import MAX_FINAL_READS, SpecError, TestSpec
 from workloads import Completion, WorkloadOptions, final_read_count, final_reads, get_workload
 
 

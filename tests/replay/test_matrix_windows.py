@@ -16,9 +16,9 @@ import pytest
 import harness.cli.run_all as run_all_module
 from checkers import check_file
 from harness.cli import EXIT_ERROR, EXIT_VALID, main
+from harness.record.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
+from harness.run.judge import RunOutcome
 from harness.run.matrix import MatrixError, entries_from
-from harness.run.runner import RunOutcome
-from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
 from harness.run.store import new_run_dir
 from nemeses import Schedule, Window
 

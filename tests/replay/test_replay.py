@@ -10,9 +10,9 @@ import pytest
 
 from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_VALID, main
 from harness.record import NEMESIS, HistoryWriter, Sink
-from harness.run.record import NodeEntry, RunRecord
+from harness.record.run_record import NodeEntry, RunRecord
+from harness.record.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
 from harness.run.replay import load_run, pinned
-from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
 from harness.run.store import new_run_dir
 from tests.support.cli import fencecheck
 
@@ -28,11 +28,12 @@ def _stored(store: Path, schedule: dict[str, object], *, checked: bool, name: st
         started="2026-01-01T00:00:00+00:00",
         command="fencecheck run --seed 5",
         lease_ttl=1.0,
-        schedule=schedule,
+        schedule=None,
         inventory=(Sink("store", True, "none", ""),),
         topology=(NodeEntry("w1", "worker"),),
     )
-    run.write_json(run.test_json, record.to_json())
+    # The schedule as test.json holds it, a bad one included (the record would refuse it).
+    run.write_json(run.test_json, {**record.to_json(), "schedule": schedule})
     if checked:
         run.write_json(run.results, {"valid": False, "anomaly_types": ["stale-write"]})
     return run.path

@@ -13,9 +13,9 @@ from rich.console import Console
 from checkers import check_file
 from harness.cli import EXIT_ERROR, main
 from harness.cli.run_all import run_matrix
+from harness.record.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
+from harness.run.judge import RunOutcome
 from harness.run.matrix import MatrixError, entries_from, parse_shard, shard
-from harness.run.runner import RunOutcome
-from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
 from harness.run.store import new_run_dir
 from nemeses import Schedule
 

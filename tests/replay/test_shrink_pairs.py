@@ -11,10 +11,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.record.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
 from harness.run.matrix import entries_from
 from harness.run.replay import Finding, load_run
 from harness.run.shrink import Attempt, shrink
-from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
 from nemeses import Schedule, Window, generate_schedule
 from nemeses.schedule import OVERLAPS
 from tests.support.stored_runs import store_run

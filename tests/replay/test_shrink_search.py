@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
+from harness.record.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
 from harness.run.matrix import entries_from
 from harness.run.replay import Finding, load_run
 from harness.run.shrink import Attempt, Runner, shrink
-from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
 from nemeses import Schedule, generate_schedule
 from tests.support.stored_runs import store_run
 

@@ -20,9 +20,10 @@ import pytest
 
 from checkers import check_file
 from harness.cli import EXIT_VALID
-from harness.run.results import StoredResults
-from harness.run.runner import RunError, RunOutcome
-from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
+from harness.record.results import StoredResults
+from harness.record.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
+from harness.run.judge import RunOutcome
+from harness.run.plan import RunError
 from harness.run.store import new_run_dir
 from harness.run.sweep import QUICK, Grid, cell_specs, render_html, run_sweep, stale_on, variants
 from nemeses import Schedule

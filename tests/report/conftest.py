@@ -10,18 +10,20 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from checkers import CheckResult
+from checkers import Coverage, Verdict
 from harness.record import HistoryWriter
+from harness.record.spec import TestSpec
+from harness.record.verdict import SinkCoverage
+from harness.run.judge import RunOutcome
 from harness.run.judge import check_run as run_check
-from harness.run.runner import RunError, RunOutcome
-from harness.run.spec import TestSpec
+from harness.run.plan import RunError
 from harness.run.store import RunDir, new_run_dir, point_latest
 from tests.support.simulation import recorded_words
 
@@ -255,21 +257,27 @@ def build_run(
 RunFactory = Callable[..., RunDir]
 
 
-def check_run(run: RunDir) -> CheckResult:
+def check_run(run: RunDir) -> Verdict:
     """Judge ``run``'s history as the runner does (the real checker, coverage included) and
     write ``results.json``."""
     return run_check(run)
 
 
 def weakened(outcome: RunOutcome, gap: str) -> RunOutcome:
-    """``outcome`` with its coverage naming ``gap``: a valid run that tested less than it
-    claims ("VALID, but weak"), as --strict must refuse."""
+    """``outcome`` with a coverage whose one gap is ``gap`` (no stale write attempted, or no
+    holder stopped past its lease): a valid run that tested less than it claims ("VALID, but
+    weak"), as --strict must refuse. The verdict and its ``results.json`` say it alike."""
+    stale = 0 if gap.startswith("no stale write") else 1
+    coverage = Coverage(
+        sinks={"store": SinkCoverage(writes=1, accepted=1, keys=1, stale_attempts=stale)},
+        lease_ttl=None if stale == 0 else 1.0,
+    )
+    assert coverage.gaps() == [gap], f"no coverage of these tests has the one gap {gap!r}"
     stored = outcome.run_dir.read_results()
     assert stored is not None
-    results = dict(stored.data)
-    results["coverage"]["gaps"] = [gap]
+    results = {**stored.data, "coverage": coverage.to_json()}
     outcome.run_dir.write_json(outcome.run_dir.results, results)
-    return outcome
+    return replace(outcome, result=replace(outcome.result, coverage=coverage))
 
 
 @pytest.fixture

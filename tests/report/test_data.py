@@ -14,7 +14,6 @@ from harness.record import HistoryWriter
 from harness.report import extract, summarize, write_report
 from harness.report.data import held_requests
 from harness.run.store import RunDir
-from harness.run.summary import as_names
 
 RunFactory = Callable[..., RunDir]
 
@@ -67,12 +66,25 @@ def test_summary_survives_a_missing_spec(make_run: RunFactory) -> None:
     assert summary.verdict == "valid"
 
 
-def test_as_names_reads_lists_switch_maps_and_objects() -> None:
-    assert as_names(["a", "b"]) == ("a", "b")
-    assert as_names({"a": True, "b": False}) == ("a",)
-    assert as_names([{"kind": "pause"}, {"name": "partition"}]) == ("pause", "partition")
-    assert as_names("x") == ("x",)
-    assert as_names(None) == ()
+def test_a_record_lacking_a_field_is_listed_with_the_field_named(make_run: RunFactory) -> None:
+    run = make_run(stale=False)
+    test = json.loads(run.test_json.read_text())
+    del test["lease_ttl"]
+    run.test_json.write_text(json.dumps(test))
+    summary = summarize(run)
+    assert summary.record is None and summary.system == "?" and summary.verdict == "valid"
+    assert summary.problem is not None and "'lease_ttl'" in summary.problem
+
+
+def test_a_summary_takes_the_files_already_read(make_run: RunFactory) -> None:
+    run = make_run(stale=True)
+    record, results = run.read_record(), run.read_results()
+    run.test_json.unlink()
+    run.results.unlink()
+    summary = summarize(run, record, results)
+    assert summary.record is record and summary.results is results
+    assert summary.verdict == "invalid" and summary.bugs == ("store-skips-check",)
+    assert extract(run, summary=summary).inventory  # the report too reads neither file again
 
 
 def test_operations_are_paired_and_laid_out_one_lane_per_node(make_run: RunFactory) -> None:
@@ -95,9 +107,9 @@ def test_the_stale_write_is_found_on_the_timeline(make_run: RunFactory) -> None:
     assert len(stale.stale_rows) == 1
     row = stale.stale_rows[0]
     cols = data.payload["ops"]["cols"]
-    stale_op = next(op for op in stale.ops if op.get("role") == "stale")
-    assert cols["id"][row] == stale_op["id"]
-    assert cols["ep"][row] == stale_op["epoch"]
+    stale_op = next(op for op in stale.ops if op.role == "stale")
+    assert cols["id"][row] == stale_op.id
+    assert cols["ep"][row] == stale_op.epoch
     assert cols["a"][row] == 1  # accepted (acknowledged ok)
     payload = data.payload["anomalies"][data.anomalies.index(stale)]
     assert payload["stale"] == [row]
@@ -222,7 +234,7 @@ def test_the_timeline_keeps_anomaly_operations_beyond_its_limit(make_run: RunFac
     (stale,) = [a for a in data.anomalies if not a.expected]
     cols = data.payload["ops"]["cols"]
     row = stale.stale_rows[0]
-    assert row >= 10 and cols["id"][row] == next(o["id"] for o in stale.ops if o["role"] == "stale")
+    assert row >= 10 and cols["id"][row] == next(o.id for o in stale.ops if o.role == "stale")
     assert data.payload["total_ops"] == data.operations
     # Throughput still counts every completion, not only the operations on the timeline.
     throughput = data.payload["throughput"]

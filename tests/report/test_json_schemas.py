@@ -15,8 +15,8 @@ from referencing import Registry, Resource
 import harness.cli.run as run_module
 import harness.cli.run_all as run_all_module
 from harness.cli import main
-from harness.run.runner import RunOutcome
-from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
+from harness.record.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
+from harness.run.judge import RunOutcome
 
 ROOT = Path(__file__).resolve().parents[2]
 SCHEMAS = ROOT / "docs" / "json"

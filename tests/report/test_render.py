@@ -165,3 +165,20 @@ def test_epochs_beyond_64_bits_are_reported_exactly(make_run: RunFactory) -> Non
     assert check_run(run).valid is False
     page_text = write_report(run).read_text()
     assert str(huge + 1) in page_text
+
+
+def test_every_anomalys_meaning_comes_from_the_registry_alone() -> None:
+    """Each card says its anomaly's meaning as the registry has it, and render.py holds no copy
+    of any meaning (a copy there once drifted and lacked wrongful-refusal)."""
+    import html
+    from pathlib import Path
+
+    import harness.report.render as render
+    from checkers.registry import REGISTRY
+    from harness.report.data import Anomaly
+
+    source = Path(render.__file__).read_text()
+    for kind in REGISTRY.values():
+        card = render._anomaly_card(0, Anomaly(kind.name, False, "why", (), (), (), (), None))
+        assert f'<p class="meaning">{html.escape(kind.meaning, quote=True)}</p>' in card
+        assert kind.meaning[:40] not in source, f"render.py copies {kind.name}'s meaning"

@@ -17,9 +17,9 @@ from rich.console import Console
 import harness.cli.run_all as run_all_module
 from harness.cli import EXIT_ERROR, EXIT_INVALID, EXIT_UNKNOWN, EXIT_VALID, main
 from harness.cli.run_all import run_matrix
+from harness.record.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
+from harness.run.judge import RunOutcome
 from harness.run.matrix import MatrixError, entries_from, load_matrix, tally
-from harness.run.runner import RunOutcome
-from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
 from tests.report.conftest import weakened
 
 FakeRunner = Callable[[RunSpec], RunOutcome]

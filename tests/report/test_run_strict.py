@@ -10,8 +10,8 @@ import pytest
 
 import harness.cli.run as run_module
 from harness.cli import EXIT_UNKNOWN, EXIT_VALID, main
-from harness.run.runner import RunOutcome
-from harness.run.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
+from harness.record.spec import TestSpec as RunSpec  # not "Test*": pytest would collect it
+from harness.run.judge import RunOutcome
 from tests.report.conftest import weakened
 
 _GAP = "no holder was stopped past its lease while holding it"

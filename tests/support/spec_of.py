@@ -6,8 +6,8 @@ import pytest
 
 import harness.cli.run as run_cli
 from harness.cli import main
-from harness.run.runner import RunError
-from harness.run.spec import TestSpec
+from harness.record.spec import TestSpec
+from harness.run.plan import RunError
 
 
 class _Parsed(RunError):

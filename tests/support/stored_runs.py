@@ -7,8 +7,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from harness.record import Sink
-from harness.run.record import NodeEntry, RunRecord
-from harness.run.spec import TestSpec
+from harness.record.run_record import NodeEntry, RunRecord
+from harness.record.spec import TestSpec
 from harness.run.store import new_run_dir
 from nemeses import Schedule
 
@@ -27,7 +27,7 @@ def store_run(
         started="2026-01-01T00:00:00+00:00",
         command="fencecheck run",
         lease_ttl=spec.ttl,
-        schedule=schedule.to_json(),
+        schedule=schedule,
         inventory=(Sink("store", True, "none", ""),),
         topology=tuple(NodeEntry(name, role) for name, role in roles.items()),
     )

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from rich.console import Console
 
-from checkers.result import UNJUDGED_ACROSS_KEYS
 from harness.cli.adapter import render_report
 from harness.record import Sink
+from harness.record.verdict import UNJUDGED_ACROSS_KEYS
 from harness.report.render import _seq_warnings
 from harness.run.contract import ContractReport, _Agents, _Battery
 from systems import SystemConfig

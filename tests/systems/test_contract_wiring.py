@@ -12,10 +12,10 @@ import pytest
 from click.testing import CliRunner
 
 from harness.cli import EXIT_ERROR, cli, main
+from harness.record.spec import TestSpec
 from harness.run.contract import _Battery
 from harness.run.exposure import ExposureError, expose, switches_of
 from harness.run.runner import kill_restarter
-from harness.run.spec import TestSpec
 from nemeses import (
     HOLDER_MEMBER,
     LOCK_FOLLOWER,

@@ -16,8 +16,9 @@ import pytest
 from harness.nodeside import wire
 from harness.nodeside.agent import Agent, AgentConfig
 from harness.nodeside.client import STALE, Accepted, Grant, Read, Refused
-from harness.run.runner import RunError, run_test
-from harness.run.spec import TestSpec
+from harness.record.spec import TestSpec
+from harness.run.plan import RunError
+from harness.run.runner import run_test
 from systems import System, SystemConfig, Volatile, durability_problem, load_system, topology
 from systems.noop import NoopSystem, client
 from systems.noop.server import Service

@@ -9,8 +9,8 @@ import pytest
 from rich.console import Console
 
 from harness.record import read_history
+from harness.record.spec import TestSpec
 from harness.run.runner import run_test
-from harness.run.spec import TestSpec
 
 pytestmark = pytest.mark.docker
 

@@ -9,11 +9,11 @@ from pathlib import Path
 import pytest
 
 from harness.record import HistoryWriter, read_history
+from harness.record.spec import SpecError, TestSpec
 from harness.run.agent_link import AgentLink
 from harness.run.holder_ops import TRY_GAP, HolderBoard, HolderOps
+from harness.run.plan import rerun_command
 from harness.run.recorder import Recorder
-from harness.run.runner import _rerun_command
-from harness.run.spec import SpecError, TestSpec
 from tests.support.localcluster import MakeCluster
 
 TTL = 1.0
@@ -69,8 +69,8 @@ def test_each_try_is_an_operation_and_the_granted_one_does_not_wait(
     assert last.time - invoked.time < 0.5 * 1e9, "the granted try did not wait for the lock"
 
 
-def test_the_acquire_mode_is_checked_and_carried_by_the_rerun_command() -> None:
+def test_the_acquire_mode_is_checked_and_carried_by_thererun_command() -> None:
     with pytest.raises(SpecError, match="--acquire 'poll' is not a way to ask for a lease"):
         TestSpec(acquire="poll").check()
-    assert "--acquire try" in " ".join(_rerun_command(TestSpec(acquire="try", seed=1)))
-    assert "--acquire" not in _rerun_command(TestSpec(seed=1))
+    assert "--acquire try" in " ".join(rerun_command(TestSpec(acquire="try", seed=1)))
+    assert "--acquire" not in rerun_command(TestSpec(seed=1))

@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from harness.run.runner import _rerun_command
-from harness.run.spec import SpecError, TestSpec, spec_from_dict
+from harness.record.spec import SpecError, TestSpec, spec_from_dict
+from harness.run.plan import rerun_command
 from tests.workloads.test_workloads import FakeOps
 from workloads import WorkloadOptions, get_workload
 from workloads.base import Completion
@@ -123,11 +123,11 @@ def test_the_new_fields_round_trip_and_are_accepted_in_range() -> None:
 
 
 def test_the_rerun_command_carries_the_options_that_differ_from_the_defaults() -> None:
-    plain = _rerun_command(TestSpec(seed=1))
+    plain = rerun_command(TestSpec(seed=1))
     assert "--keys-per-write" not in plain and "--read-ratio" not in plain
     # A field a planted bug's exposure may set is named even at its default.
     assert plain[plain.index("--writes-per-lease") + 1] == "20"
-    argv = _rerun_command(TestSpec(keys=1000, writes_per_lease=2, keys_per_write=4, seed=1))
+    argv = rerun_command(TestSpec(keys=1000, writes_per_lease=2, keys_per_write=4, seed=1))
     assert argv[argv.index("--keys") + 1] == "1000"
     assert argv[argv.index("--writes-per-lease") + 1] == "2"
     assert argv[argv.index("--keys-per-write") + 1] == "4"

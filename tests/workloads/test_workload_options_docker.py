@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 from rich.console import Console
 
+from harness.record.spec import TestSpec
 from harness.run.runner import run_test
-from harness.run.spec import TestSpec
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 

@@ -11,9 +11,9 @@ import pytest
 
 from harness.node.docker.cluster import NodeSpec
 from harness.nodeside import client as api
+from harness.record.spec import TestSpec
 from harness.run.exposure import expose, need_of, switches_of, unexposed
 from harness.run.matrix import MatrixEntry, load_matrix
-from harness.run.spec import TestSpec
 from nemeses import DEFAULT_TTL_MULTIPLES, generate_schedule
 from systems import ConfigError, System, SystemConfig
 from systems.base import BugSwitch, topology

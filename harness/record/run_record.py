@@ -13,31 +13,16 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final, cast
 
-from harness.record import Mitigation, Sink
-from harness.run.spec import TestSpec, spec_from_dict
+from harness.record.inventory import Mitigation, Sink
+from harness.record.results import Interruption, check_format
+from harness.record.schedule import Schedule, ScheduleError
+from harness.record.spec import TestSpec, spec_from_dict
 
 __all__ = ["FORMAT", "Interruption", "NodeEntry", "RunRecord", "check_format"]
 
 FORMAT: Final = 1
 """The format of ``test.json`` this fencecheck writes; a record without one is of format 1
 (written before the field existed)."""
-
-
-@dataclass(frozen=True, slots=True)
-class Interruption:
-    """Which signal stopped a run, when (ISO 8601), and during which phase."""
-
-    signal: str
-    at: str
-    phase: str
-
-    def to_json(self) -> dict[str, str]:
-        """The interruption as JSON data."""
-        return {"signal": self.signal, "at": self.at, "phase": self.phase}
-
-    def describe(self) -> str:
-        """``"interrupted by SIGINT at … during the workload"``."""
-        return f"interrupted by {self.signal} at {self.at} during {self.phase}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +37,8 @@ class NodeEntry:
 class RunRecord:
     """Everything ``test.json`` says about one run (see the module documentation).
 
-    ``schedule`` stays JSON data: it is written by :meth:`nemeses.Schedule.to_json` and only the
-    report and a replay read it back.
+    ``schedule`` is ``None`` for a run that broke off before one was drawn (``test.json`` then
+    holds ``{}`` there, as it always has).
     """
 
     spec: TestSpec
@@ -61,7 +46,7 @@ class RunRecord:
     started: str
     command: str
     lease_ttl: float
-    schedule: dict[str, Any]
+    schedule: Schedule | None
     inventory: tuple[Sink, ...]
     topology: tuple[NodeEntry, ...]
     versions: dict[str, str] = field(default_factory=dict)
@@ -74,6 +59,10 @@ class RunRecord:
     """False from the run's start until the runner reaches its check: a record still false
     afterwards belongs to a run whose process died (SIGKILL, a crash, a power loss) before it
     could write its end. Records from before this field existed count as finished."""
+    defaulted: frozenset[str] = frozenset()
+    """What the file read lacked and took its default (``format``, ``spec.overlap``...): the
+    report shows a run as its file recorded it, not with fields it never knew of. Never
+    written."""
 
     @property
     def sinks(self) -> dict[str, Sink]:
@@ -94,7 +83,7 @@ class RunRecord:
             "started": self.started,
             "command": self.command,
             "lease_ttl": self.lease_ttl,
-            "schedule": self.schedule,
+            "schedule": {} if self.schedule is None else self.schedule.to_json(),
             "inventory": [_sink_json(sink) for sink in self.inventory],
             "topology": [{"name": node.name, "role": node.role} for node in self.topology],
             "versions": dict(self.versions),
@@ -120,13 +109,13 @@ class RunRecord:
         check_format("test.json", data, FORMAT)
         try:
             stopped = data.get("interrupted")
-            return cls(
+            record = cls(
                 spec=spec_from_dict(dict(data["spec"])),
                 run_id=str(data.get("run_id", "")),
                 started=str(data.get("started", "")),
                 command=str(data.get("command", "")),
                 lease_ttl=float(data["lease_ttl"]),
-                schedule=dict(data.get("schedule") or {}),
+                schedule=_schedule(data.get("schedule")),
                 inventory=tuple(_sink(row) for row in data["inventory"]),
                 topology=tuple(
                     NodeEntry(str(node["name"]), str(node["role"]))
@@ -147,6 +136,23 @@ class RunRecord:
             raise ValueError(f"test.json lacks {missing.args[0]!r}") from None
         except (TypeError, AttributeError) as problem:
             raise ValueError(f"test.json is malformed: {problem}") from None
+        written = record.to_json()
+        record.defaulted = frozenset(key for key in written if key not in data) | frozenset(
+            f"spec.{key}" for key in written["spec"] if key not in data["spec"]
+        )
+        return record
+
+
+def _schedule(data: Any) -> Schedule | None:
+    """The record's schedule: ``None`` when it holds none (``{}``, absent)."""
+    if not data:
+        return None
+    if not isinstance(data, Mapping):
+        raise ValueError(f"test.json: schedule must be an object, got {data!r}")
+    try:
+        return Schedule.from_json(data)
+    except ScheduleError as problem:
+        raise ValueError(f"test.json: {problem}") from None
 
 
 def _sink_json(sink: Sink) -> dict[str, Any]:
@@ -167,16 +173,3 @@ def _sink(row: Mapping[str, Any]) -> Sink:
         str(row.get("description", "")),
         seq=bool(row.get("seq", False)),
     )
-
-
-def check_format(name: str, data: Mapping[str, Any], newest: int) -> None:
-    """Refuse run file ``name`` when its ``format`` is newer than ``newest`` (this fencecheck
-    would misread it), naming both and the fix; a file without one is of format 1."""
-    found = data.get("format", 1)
-    if not isinstance(found, int) or isinstance(found, bool) or found < 1:
-        raise ValueError(f"{name}: format must be a whole number >= 1, got {found!r}")
-    if found > newest:
-        raise ValueError(
-            f"{name} has format {found}, newer than this fencecheck reads ({newest}): "
-            "upgrade fencecheck to read it"
-        )
