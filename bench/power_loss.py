@@ -27,7 +27,7 @@ from typing import Final
 from rich.console import Console
 from rich.table import Table
 
-from checkers import CheckResult
+from bench.lock_service import first_violation
 from harness.record.spec import TestSpec
 from harness.run.exposure import exposure_fields, switches_of
 from harness.run.runner import run_test
@@ -45,18 +45,6 @@ _SWITCHES: Final = {
 }
 """Each switch only a power loss exposes, with its system."""
 _BENCH_FIELDS: Final = frozenset(("time_limit", "seed"))
-
-
-def first_violation(result: CheckResult, names: Sequence[str]) -> int | None:
-    """When the earliest counted anomaly of ``names`` completed (ns since the run began): the
-    latest completion among the operations of its evidence, the moment it became visible."""
-    times = [
-        max(op.time for op in anomaly.ops if op.time is not None)
-        for name in names
-        for anomaly in result.anomalies.get(name, ())
-        if any(op.time is not None for op in anomaly.ops)
-    ]
-    return min(times) if times else None
 
 
 _NEMESES: Final = ("power-loss", "kill", "pause")
