@@ -41,7 +41,7 @@ from checkers import CheckResult, check
 from harness.record import Event, read_history
 from harness.record.run_record import RunRecord
 from harness.record.spec import TestSpec
-from harness.run.exposure import exposing_faults, switches_of
+from harness.run.exposure import exposure_fields, switches_of
 from harness.run.runner import run_test
 from systems import load_system
 
@@ -95,10 +95,12 @@ def without(events: Iterable[Event], keys: frozenset[str]) -> Iterator[Event]:
 def _switch_run(switch: str, seed: int, time_limit: float, console: Console) -> _Run:
     """One run of ``switch`` as ``run --bug SWITCH --seed SEED`` would make it."""
     bug = switches_of(load_system(_REFERENCE))[switch]
-    picked = exposing_faults({switch: bug}, (switch,))
+    # What `run --bug SWITCH` takes from the exposure: every field the command line leaves (the
+    # bench gives only the time limit and the seed).
+    picked = exposure_fields({switch: bug}, (switch,))
+    picked = {k: v for k, v in picked.items() if k not in ("time_limit", "seed")}
     spec = TestSpec(system=_REFERENCE, bugs=(switch,), time_limit=time_limit, seed=seed)
-    if picked is not None:
-        spec = replace(spec, nemeses=picked[0], targets=picked[1])
+    spec = replace(spec, **picked)
     outcome = run_test(spec, console=console, progress=False)
     result = outcome.result
     own = [name for name in bug.anomalies if result.anomaly_counts.get(name)]

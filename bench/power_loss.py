@@ -2,8 +2,9 @@
 correct systems stay valid under it.
 
 Detection: for each of ``mark-no-fsync``, ``ack-before-fsync`` and ``counter-no-fsync`` (the
-reference system's), N seeded runs with what ``fencecheck run --bug X`` picks by itself (as
-bench/lock_service.py does): detections out of N (invalid with one of the switch's own
+reference system's), ``appendfsync-everysec`` and ``appendfsync-no`` (Redis's) and
+``pg-fsync-off`` (etcd's PostgreSQL), N seeded runs with what ``fencecheck run --bug X`` picks
+by itself: detections out of N (invalid with one of the switch's own
 anomalies) and the median time to the first violation. False alarms: N seeded runs of each
 correct system (reference by default) under ``--nemesis power-loss,kill,pause``: the runs whose
 verdict was invalid (should be 0).
@@ -28,13 +29,24 @@ from rich.table import Table
 
 from bench.lock_service import first_violation
 from harness.record.spec import TestSpec
-from harness.run.exposure import exposing_faults, switches_of
+from harness.run.exposure import exposure_fields, switches_of
 from harness.run.runner import run_test
 from systems import load_system
 
 __all__ = ["main"]
 
-_SWITCHES: Final = ("mark-no-fsync", "ack-before-fsync", "counter-no-fsync")
+_SWITCHES: Final = {
+    "mark-no-fsync": "reference",
+    "ack-before-fsync": "reference",
+    "counter-no-fsync": "reference",
+    "appendfsync-everysec": "redis",
+    "appendfsync-no": "redis",
+    "pg-fsync-off": "etcd",
+}
+"""Each switch only a power loss exposes, with its system."""
+_BENCH_FIELDS: Final = frozenset(("time_limit", "seed"))
+
+
 _NEMESES: Final = ("power-loss", "kill", "pause")
 
 
@@ -43,13 +55,17 @@ def detect(
 ) -> tuple[str, str, str, str]:
     """``runs`` seeded runs of ``switch`` as ``run --bug SWITCH`` makes them: its row (switch,
     detections out of the runs, median time to the first violation, the verdicts)."""
-    bug = switches_of(load_system("reference"))[switch]
-    picked = exposing_faults({switch: bug}, (switch,))
+    system = _SWITCHES[switch]
+    switches = switches_of(load_system(system))
+    bug = switches[switch]
+    # What `run --bug SWITCH` fills in (the exposure), except the bench's own length and seed.
+    picked = {
+        k: v for k, v in exposure_fields(switches, (switch,)).items() if k not in _BENCH_FIELDS
+    }
     caught, firsts, verdicts = 0, [], []
     for at in range(runs):
-        spec = TestSpec(system="reference", bugs=(switch,), time_limit=time_limit, seed=seed + at)
-        if picked is not None:
-            spec = replace(spec, nemeses=picked[0], targets=picked[1])
+        spec = TestSpec(system=system, bugs=(switch,), time_limit=time_limit, seed=seed + at)
+        spec = replace(spec, **picked)
         result = run_test(spec, console=console, progress=False).result
         own = [name for name in bug.anomalies if result.anomaly_counts.get(name)]
         hit = result.valid is False and bool(own)
@@ -82,14 +98,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--runs", type=int, default=20, help="seeded runs per switch or system")
     parser.add_argument("--time-limit", type=float, default=60.0, help="seconds per run")
     parser.add_argument("--seed", type=int, default=1, help="the first run's seed")
-    parser.add_argument("--switch", action="append", choices=_SWITCHES, help="default: all")
+    parser.add_argument("--switch", action="append", choices=sorted(_SWITCHES), help="default: all")
     parser.add_argument("--system", action="append", help="correct systems (default reference)")
     parser.add_argument("--no-detection", action="store_true")
     parser.add_argument("--no-false-alarms", action="store_true")
     args = parser.parse_args(argv)
     console = Console(stderr=True)
     if not args.no_detection:
-        table = Table(title=f"reference: {args.runs} runs of {args.time_limit:g} s per switch")
+        table = Table(title=f"{args.runs} runs of {args.time_limit:g} s per switch")
         for column in ("switch", "detected", "median to first violation", "verdicts"):
             table.add_column(column)
         for switch in args.switch or _SWITCHES:

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from harness.record import HistoryError, read_history
+from harness.record.files import load_object
 from harness.record.results import StoredResults
 from harness.record.run_record import RunRecord
 
@@ -181,12 +182,9 @@ class RunDir:
         """The decoded ``test.json``; raises ``ValueError`` naming the file when it is damaged
         (not JSON, or not an object), ``OSError`` when it cannot be read."""
         try:
-            data = json.loads(self.test_json.read_bytes())
-        except ValueError as problem:  # JSONDecodeError, UnicodeDecodeError
-            raise self.damaged(f"not JSON: {problem}") from None
-        if not isinstance(data, dict):
-            raise self.damaged(f"a JSON {type(data).__name__}, not an object")
-        return data
+            return load_object(self.test_json)
+        except ValueError as problem:
+            raise self.damaged(str(problem)) from None
 
     def damaged(self, why: str) -> ValueError:
         """The error for a ``test.json`` that cannot be read as a run's record, naming the file
@@ -210,21 +208,18 @@ class RunDir:
         when the run was never checked; raises ``OSError`` or ``ValueError`` naming the file when
         it cannot be read."""
         try:
-            text = self.results.read_text()
+            return StoredResults.from_json(load_object(self.results))
         except FileNotFoundError:
             return None
-        try:
-            return StoredResults.from_json(json.loads(text))
         except ValueError as problem:
             raise ValueError(f"{self.results} cannot be read: {problem}") from None
 
     def read_replay(self) -> dict[str, Any] | None:
         """The decoded ``replay.json`` of a replay, or ``None`` (not a replay, or unreadable)."""
         try:
-            data = json.loads(self.replay.read_text())
+            return load_object(self.replay)
         except (OSError, ValueError):
             return None
-        return data if isinstance(data, dict) else None
 
     def write_json(self, path: Path, data: Any) -> None:
         """Write ``data`` as indented JSON atomically (write, then rename)."""

@@ -54,6 +54,16 @@ _SENTINEL: Final = "redis-sentinel"
 _SERVICE: Final = "fencecheck"
 _NO_AOF: Final = "no-aof"
 _ASYNC_FAILOVER: Final = "async-failover"
+_EVERYSEC: Final = "appendfsync-everysec"
+_FSYNC_NO: Final = "appendfsync-no"
+_APPENDFSYNC: Final = {_EVERYSEC: "everysec", _FSYNC_NO: "no"}
+"""The bug switches that weaken ``appendfsync``, and the value each sets."""
+_POWER_LOSS_AT_GRANT: Final = Exposure(
+    faults=("power-loss",), targets=("holder", "lock-leader"), ttl_multiples=(3.0,)
+)
+"""The holder paused three TTLs and the primary losing power right after the takeover's grant
+(nemeses.disk), or the primary at any time: back within Sentinel's down-after (five TTLs), it
+reloads what its append-only file had synced and the replica copies that."""
 
 BUG_SWITCHES: Final = switch_table(
     BugSwitch(
@@ -88,6 +98,24 @@ BUG_SWITCHES: Final = switch_table(
         # Cut off longer than Sentinel's down-after (5 s), so that it promotes r2.
         Exposure(faults=("partition",), targets=("r2",), ttl_multiples=(8.0,)),
         ("grant-regression", "epoch-reuse"),
+    ),
+    BugSwitch(
+        _EVERYSEC,
+        "appendfsync everysec (Redis's default with appendonly): an INCR of the epoch counter "
+        "is acknowledged before its append-only file is fsynced, which happens once a second; "
+        "a kill keeps it (the page cache does), a power loss drops the last second",
+        _POWER_LOSS_AT_GRANT,
+        ("grant-regression", "epoch-reuse", "lost-write", "stale-write"),
+        ("store",),
+    ),
+    BugSwitch(
+        _FSYNC_NO,
+        "appendfsync no: Redis never fsyncs its append-only file and leaves it to the OS; a "
+        "kill keeps everything, a power loss drops every change since the file was last "
+        "rewritten",
+        _POWER_LOSS_AT_GRANT,
+        ("grant-regression", "epoch-reuse", "lost-write", "stale-write"),
+        ("store",),
     ),
 )
 """The system's bug switches."""
@@ -188,18 +216,30 @@ class RedisSystem(PackagesBeside, SwitchTable):
         argv = ["redis-server", self._config_file]
         argv += [
             *("--bind", "0.0.0.0", "--port", str(self.port), "--protected-mode", "no"),
-            *("--dir", self.data_dir, "--logfile", ""),
+            *("--dir", self.aof_dir, "--logfile", ""),
             # A replica back from a kill or partition copies the primary at once, not after the
             # default 5 s spent waiting for other replicas: nothing counts until it has.
             *("--repl-diskless-sync-delay", "0"),
         ]
         if _NO_AOF not in config.bugs:
-            argv += ["--appendonly", "yes", "--appendfsync", "always"]
+            fsync = next((_APPENDFSYNC[b] for b in sorted(config.bugs) if b in _APPENDFSYNC), None)
+            argv += ["--appendonly", "yes", "--appendfsync", fsync or "always"]
         return argv
 
     def sentinel_argv(self) -> list[str]:
         """Sentinel's command line: its config file, which it rewrites as it learns."""
         return [_SENTINEL, self._sentinel_file]
+
+    @property
+    def aof_dir(self) -> str:
+        """Where Redis keeps its append-only file (``--dir``): a directory of its own under
+        :attr:`data_dir`, so that the lazy file system of the disk faults sits under the data
+        alone; the config files Sentinel rewrites stay beside it, on the node's own disk."""
+        return f"{self.data_dir}/data"
+
+    def disk_dirs(self) -> Mapping[str, str]:
+        """The lock service's data: each Redis server's append-only file."""
+        return {"lock": self.aof_dir}
 
     @property
     def _config_file(self) -> str:
@@ -272,6 +312,7 @@ class RedisSystem(PackagesBeside, SwitchTable):
                 secret = primary.get_file(config.secret_file).decode().strip()
             for node, source in ((primary, None), (replica, primary)):
                 deploy.fresh_dir(node, self.data_dir)
+                deploy.data_dir(node, self.aof_dir, config.lazy_disks)
                 node.put_file(self._config_file, self._server_conf(secret, source), 0o600)
                 self.daemons.start(node, _DAEMON, self.server_argv(config))
             wait_for(replica, self._replicating(replica))

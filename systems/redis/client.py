@@ -8,7 +8,11 @@ command follows the failover. Every step that must be atomic is one server-side 
 
 - **acquire**: ``SET lock:L owner NX PX ttl`` and, only if it was set, ``INCR epoch:L``: the
   counter's value is the token, and the lock's value becomes ``owner/token`` so that renew, release
-  and the ``owned`` sink can tell this grant from any other.
+  and the ``owned`` sink can tell this grant from any other. The counter is also the grant's
+  ``grant_seq``, Redis's own order of the lock's grants, taken in the step that wins the lease
+  (with ``random-value-token`` the token is random and ``INCR grants:L`` counts the grants). A
+  waiter holds nothing while it waits (it tries again every 20 ms), so no lease of its can end
+  before its grant: the client never reports ``lease_ended``.
 - **store** (fenced): compares the request's epoch with the highest seen for its lock
   (``mark:L``, numerically), refuses a lower one, and appends ``id epoch seq`` to the key's list,
   ``seq`` taken from the sink's own counter in the same script.
@@ -60,10 +64,11 @@ local epoch = redis.call('INCR', KEYS[2])
 redis.call('SET', KEYS[1], ARGV[1] .. '/' .. epoch, 'XX', 'KEEPTTL')
 return epoch
 """
-# KEYS: lock. ARGV: owner/token, ttl ms. The lock's value is the token itself (random-value-token).
+# KEYS: lock, counter. ARGV: owner/token, ttl ms. The lock's value is the token itself
+# (random-value-token); the counter still counts the grants: their grant_seq, 0 when not granted.
 _ACQUIRE_RANDOM = """
 if not redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return 0 end
-return 1
+return redis.call('INCR', KEYS[2])
 """
 # KEYS: lock. ARGV: owner/epoch, ttl ms. 1 when still this grant's and extended, else 0.
 _RENEW = """
@@ -211,39 +216,42 @@ class Client:
         while True:
             sent = time.monotonic()
             try:
-                epoch = self._grant(lock, ttl_ms)
+                granted = self._grant(lock, ttl_ms)
             except NotReplicated:
                 # Granted on the primary alone: never used, it lapses with its TTL.
-                epoch, refusal = None, _NEVER_SENT
+                granted, refusal = None, _NEVER_SENT
             except self._redis_errors as problem:
                 if not self._never_sent(problem):
                     raise
                 # Redis is down (killed, cut off): keep trying within the wait, as a holder's
                 # retry policy would, and say so only when the wait is over.
-                epoch, refusal = None, _NEVER_SENT
+                granted, refusal = None, _NEVER_SENT
             else:
                 refusal = _TIMED_OUT
-            if epoch is not None:
-                return api.Grant(epoch, sent - start)
+            if granted is not None:
+                epoch, grant_seq = granted
+                # The lease began with the last try: everything before it held nothing.
+                return api.Grant(epoch, sent - start, grant_seq)
             if time.monotonic() - start >= wait:
                 return refusal
             time.sleep(_POLL_S)
 
-    def _grant(self, lock: str, ttl_ms: int) -> int | None:
+    def _grant(self, lock: str, ttl_ms: int) -> tuple[int, int] | None:
+        """One try: the grant's epoch and grant_seq (the lock's grant counter), or None."""
         if self._random_token:
             token = random.getrandbits(_TOKEN_BITS)
-            (granted,) = self._replicated(
+            keys = [f"lock:{lock}", f"grants:{lock}"]
+            (counted,) = self._replicated(
                 lambda pipe: self._acquire_script(
-                    keys=[f"lock:{lock}"], args=[self._value(token), ttl_ms], client=pipe
+                    keys=keys, args=[self._value(token), ttl_ms], client=pipe
                 )
             )
-            return token if granted == 1 else None
+            return (token, int(counted)) if int(counted) > 0 else None
+        keys = [f"lock:{lock}", f"epoch:{lock}"]
         (epoch,) = self._replicated(
-            lambda pipe: self._acquire_script(
-                keys=[f"lock:{lock}", f"epoch:{lock}"], args=[self._owner, ttl_ms], client=pipe
-            )
+            lambda pipe: self._acquire_script(keys=keys, args=[self._owner, ttl_ms], client=pipe)
         )
-        return None if epoch is None else int(epoch)
+        return None if epoch is None else (int(epoch), int(epoch))
 
     def renew(self, lock: str, epoch: int) -> bool:
         """Extend the lock while it is still this grant's (with the switch: set it again)."""

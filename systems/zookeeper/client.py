@@ -9,6 +9,11 @@ After a release the holder removes the lock's parent when nobody else waits on i
 keep the tree clean (Curator makes lock parents container nodes, which the server removes when
 empty): a harmless habit while the token is the czxid.
 
+The grant's ``grant_seq`` is the czxid too (the recipe serves the queue in creation order), and
+the client reports no ``lease_ended``: the server ends a session by deleting its ephemeral nodes
+as it closes it, so no lock node comes first under an ended session; a grant whose node is gone
+by the time it is read is refused as ``session-expired`` (``docs/design.md`` §4).
+
 Sinks, both on ZooKeeper itself, one znode per entry under ``/S/K`` (sequential children named
 ``<id>-NNNNNNNNNN``, data ``id epoch``), in the key's order (the sequence):
 

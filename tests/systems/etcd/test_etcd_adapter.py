@@ -56,6 +56,7 @@ def test_every_switch_says_how_to_expose_it_and_unknown_ones_are_refused() -> No
         "shared-lease",
         "pg-check-then-act",
         "pg-async-commit",
+        "pg-fsync-off",
     }
     for switch in BUG_SWITCHES.values():
         assert isinstance(switch, BugSwitch) and switch.exposed_by.faults and switch.anomalies
@@ -187,3 +188,10 @@ def test_a_holder_stopped_as_it_came_first_asks_its_lease_and_reports_its_end(
     ended = granted.lease_ended
     assert ended is not None and (ended.how, ended.grant_seq) == ("expired", 52)
     assert ended.after >= 1.0
+
+
+def test_both_roles_declare_their_data_dirs_for_the_disk_faults() -> None:
+    dirs = EtcdSystem(data_dir="/d").disk_dirs()
+    assert dirs == {"lock": "/d/etcd", "store": "/d/postgres"}
+    assert "python3-pyfuse3" in EtcdSystem().packages()
+    assert BUG_SWITCHES["pg-fsync-off"].exposed_by.faults == ("power-loss",)

@@ -23,6 +23,8 @@ def test_it_is_found_by_name_and_runs_on_a_primary_and_its_replica() -> None:
         "redis-tools",
         "redis-sentinel",
         "python3-redis",
+        "python3-pyfuse3",
+        "fuse3",
     }
     assert system.packages() == read_packages(PACKAGES)
 
@@ -60,6 +62,8 @@ def test_every_switch_names_its_exposure_and_anomaly() -> None:
         "no-aof",
         "unchecked-release",
         "async-failover",
+        "appendfsync-everysec",
+        "appendfsync-no",
     }
     for switch in BUG_SWITCHES.values():
         assert switch.exposed_by.faults and switch.anomalies
@@ -68,3 +72,19 @@ def test_every_switch_names_its_exposure_and_anomaly() -> None:
 def test_an_unknown_switch_is_refused_with_the_known_ones() -> None:
     with pytest.raises(ConfigError, match="random-value-token"):
         RedisSystem().validate(SystemConfig(bugs=frozenset({"no-fsync"})))
+
+
+def test_the_appendfsync_switches_weaken_only_the_fsync_and_keep_the_aof() -> None:
+    system = RedisSystem()
+    for bug, value in (("appendfsync-everysec", "everysec"), ("appendfsync-no", "no")):
+        argv = system.server_argv(SystemConfig(bugs=frozenset((bug,))))
+        assert argv[argv.index("--appendonly") + 1] == "yes"
+        assert argv[argv.index("--appendfsync") + 1] == value
+        assert system.switches[bug].exposed_by.faults == ("power-loss",)
+
+
+def test_the_append_only_file_sits_in_the_declared_disk_dir_apart_from_the_configs() -> None:
+    system = RedisSystem(data_dir="/d")
+    argv = system.server_argv(SystemConfig())
+    assert argv[argv.index("--dir") + 1] == system.disk_dirs()["lock"] == "/d/data"
+    assert argv[1] == "/d/redis.conf"

@@ -104,6 +104,16 @@ def test_the_owned_sink_refuses_a_holder_whose_grant_is_gone() -> None:
         assert ask(run, "w2", late) == {"ok": False, "error": "not-owner"}
 
 
+def test_grant_seq_is_the_grant_counter_taken_where_the_lease_is_won() -> None:
+    with start(lease_ttl=1.0) as run:
+        first = ask(run, "w1", {"op": "acquire", "lock": "L", "wait": 10})
+        assert ask(run, "w1", {"op": "release", "lock": "L"})["ok"]
+        second = ask(run, "w2", {"op": "acquire", "lock": "L", "wait": 10})
+        assert (first["grant_seq"], second["grant_seq"]) == (first["epoch"], second["epoch"])
+        assert second["grant_seq"] > first["grant_seq"]
+        assert "lease_ended" not in second  # a waiter holds no lease of its own while it polls
+
+
 def test_no_aof_a_kill_forgets_the_counter() -> None:
     with start(lease_ttl=1.0, bugs={"no-aof"}) as run:
         epochs = [acquire(run, "w1") for _ in range(3)]
@@ -114,9 +124,12 @@ def test_no_aof_a_kill_forgets_the_counter() -> None:
 
 def test_random_value_token_the_token_is_the_locks_random_value() -> None:
     with start(bugs={"random-value-token"}) as run:
-        epoch = acquire(run, "w1")
+        granted = ask(run, "w1", {"op": "acquire", "lock": "L", "wait": 10})
+        epoch = granted["epoch"]
         assert redis_cli(run, "GET", "lock:L") == f"w1/{epoch}"
         assert redis_cli(run, "EXISTS", "epoch:L") == "0"
+        # The grants are still counted, in the step that wins the lease: Redis's grant_seq.
+        assert granted["grant_seq"] == 1 == int(redis_cli(run, "GET", "grants:L"))
 
 
 def test_unchecked_release_a_resumed_holder_takes_the_lock_back() -> None:

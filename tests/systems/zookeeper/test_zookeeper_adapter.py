@@ -20,7 +20,7 @@ def test_it_is_found_by_name_and_runs_three_members() -> None:
 def test_each_member_gets_the_ensemble_and_its_own_id() -> None:
     addresses = [f"10.0.0.{n}" for n in (1, 2, 3)]
     files = ZooKeeperSystem(data_dir="/d").config_files(addresses, 2)
-    assert files["/d/myid"] == b"2\n"
+    assert files["/d/data/myid"] == b"2\n"
     config = files["/d/zoo.cfg"].decode()
     assert "server.1=10.0.0.1:2888:3888\nserver.2=10.0.0.2:2888:3888\n" in config
     assert "tickTime=500\n" in config and "4lw.commands.whitelist=ruok,srvr,stat,mntr" in config
@@ -50,3 +50,11 @@ def test_the_inventory_and_switches() -> None:
     }
     assert all(sink.seq for sink in inventory if sink.fenced)
     assert set(BUG_SWITCHES) == {"trust-is-acquired", "sequence-token", "follower-read-check"}
+
+
+def test_the_data_dir_under_the_lazy_file_system_is_apart_from_the_config() -> None:
+    system = ZooKeeperSystem(data_dir="/d")
+    config = system.config_files(["10.0.0.1"], 1)["/d/zoo.cfg"].decode()
+    assert f"dataDir={system.disk_dirs()['lock']}\n" in config
+    assert system.disk_dirs() == {"lock": "/d/data", "store": "/d/store"}
+    assert "snapshot.trust.empty=true\n" in config  # its first snapshot is never fsynced
