@@ -32,6 +32,8 @@ from pathlib import Path
 from typing import Any
 
 from harness.record import NEMESIS, NemesisEvent, read_history
+from harness.record.files import load_object
+from harness.record.run_record import RunRecord
 
 __all__ = ["Moments", "main", "moments_of"]
 
@@ -73,8 +75,8 @@ class Moments:
 
 def moments_of(run: Path) -> Moments:
     """The moments of the run stored in ``run``."""
-    spec = json.loads((run / "test.json").read_text())["spec"]
-    work_ns = int(spec.get("work_ms", 0)) * 1_000_000
+    record = RunRecord.from_json(load_object(run / "test.json"))
+    work_ns = record.spec.work_ms * 1_000_000
     events = list(read_history(run / "history.jsonl"))
     workers = {e.node for e in events if e.node and e.process != NEMESIS}
     open_writes: dict[str, int] = {}  # node -> invoke time of its open write
