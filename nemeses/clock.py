@@ -220,7 +220,9 @@ def confirmed(where: str, done: dict[str, Any]) -> dict[str, Any]:
     readings = done["readings"]
     for midpoint, seen, round_trip in readings:
         expected = after.fake_at(midpoint)
-        slack = round_trip + _SLACK_S * max(1.0, after.rate)
+        # The process read its clock somewhere inside the round trip, and a clock at rate R moves
+        # R times as far as the real one meanwhile: the reading is uncertain by R round trips.
+        slack = (round_trip + _SLACK_S) * max(1.0, after.rate)
         held = 0.0 if after.rate == 1.0 else after.rate * (midpoint + round_trip / 2 - written)
         if not expected - slack - held <= seen <= expected + slack:
             raise NemesisError(

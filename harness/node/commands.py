@@ -10,7 +10,7 @@ from typing import Any
 
 from harness.node.protocol import CommandResult, NodeError
 
-__all__ = ["absolute_file", "failure", "shown", "text"]
+__all__ = ["absolute_file", "failure", "live_state", "shown", "text"]
 
 
 def text(data: Any) -> str:
@@ -37,3 +37,16 @@ def failure(node: str, argv: Sequence[str] | str, result: CommandResult) -> str:
         if output.strip():
             lines.append(f"--- {label} ---\n{output.rstrip()[-4000:]}")
     return "\n".join(lines)
+
+
+def live_state(states: Sequence[str]) -> str:
+    """A process's state from its leader's (first) and its threads' states (the rest).
+
+    A multi-threaded process killed while one thread sits in a slow system call (an fsync on a
+    busy disk) shows its leader as a zombie while that thread still exits, holding the files the
+    threads share, its listening socket among them: restarting it then fails with "address already
+    in use". Such a process is not gone yet: the state of a thread still alive is returned.
+    """
+    if states[0] != "Z":
+        return states[0]
+    return next((state for state in states[1:] if state not in ("Z", "X")), states[0])

@@ -30,7 +30,7 @@ from docker.models.containers import Container
 from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
 
 from harness.node import CommandResult, Daemon, NodeError, NodeIdentity
-from harness.node.commands import absolute_file, failure, shown, text
+from harness.node.commands import absolute_file, failure, live_state, shown, text
 
 __all__ = ["DAEMON_LOG_DIR", "CallStats", "DockerNode", "HostView"]
 
@@ -187,6 +187,26 @@ def _stat_fields(host_pid: int) -> list[str] | None:
         return None
     # The command name may hold spaces and parentheses; it ends at the last ')'.
     return text[text.rfind(")") + 2 :].split()
+
+
+def _group_state(host_pid: int, leader: str) -> str:
+    """``leader``'s state, or, when the leader is a zombie, that of a thread still exiting."""
+    if leader != "Z":
+        return leader
+    try:
+        tasks = os.listdir(f"/proc/{host_pid}/task")
+    except OSError:
+        return leader
+    states = [leader]
+    for task in tasks:
+        try:
+            path = f"/proc/{host_pid}/task/{task}/stat"
+            with open(path, encoding="ascii", errors="replace") as stat:
+                text = stat.read()
+        except OSError:
+            continue
+        states.append(text[text.rfind(")") + 2 :].split()[0])
+    return live_state(states)
 
 
 @dataclass(slots=True)
@@ -427,10 +447,16 @@ class DockerNode(NodeIdentity):
                 fields = _stat_fields(tracked.host_pid)
             if fields is None or fields[19] != tracked.start_ticks:
                 return None
-            return fields[0]
+            return _group_state(tracked.host_pid, fields[0])
         with self.stats.timed("process_state:exec"):
+            # The leader's state first, then its threads' (see live_state); a thread that ends
+            # meanwhile is no failure, a leader that cannot be read is gone.
+            pid = daemon.pid
+            script = (
+                f"cat /proc/{pid}/stat || exit 1; cat /proc/{pid}/task/*/stat 2>/dev/null; exit 0"
+            )
             try:
-                code, out, _ = self._exec(["cat", f"/proc/{daemon.pid}/stat"])
+                code, out, _ = self._exec(["sh", "-c", script])
             except NodeError:
                 if self._stopped():
                     # Killing the container's main process stops the container with it.
@@ -440,7 +466,8 @@ class DockerNode(NodeIdentity):
             return None
         # Inside the container the pid may have been reused too, but no other process is
         # started there by us; the state of whatever holds the pid is the best answer available.
-        return out[out.rfind(")") + 2 :].split()[0]
+        states = [line[line.rfind(")") + 2 :].split() for line in out.splitlines() if ")" in line]
+        return live_state([fields[0] for fields in states if fields]) if states else None
 
     def _stopped(self) -> bool:
         """Whether the container no longer runs (the engine's word, asked afresh)."""

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Final
 
 from harness.node import CommandResult, Daemon, NodeError, NodeIdentity
-from harness.node.commands import absolute_file, failure, shown, text
+from harness.node.commands import absolute_file, failure, live_state, shown, text
 from harness.node.ssh.cgroups import PROBE, CgroupLayout, parse_probe
 from harness.node.ssh.connection import ControlEndpoint, SshConnection
 
@@ -219,17 +219,23 @@ class SshNode(NodeIdentity):
     def process_state(self, daemon: Daemon) -> str | None:
         """The one-letter state from ``/proc/PID/stat`` (``R``, ``S``, ``T``…), None if gone."""
         # Shell builtins only (no cat): this is on the hot path of every pause.
-        out = self.connection.exec(
-            f"read -r s </proc/{daemon.pid}/stat && printf '%s\\n' \"$s\"", timeout=_guard()
+        # The leader's stat line, then its threads' (see live_state).
+        pid = daemon.pid
+        echo = "printf '%s\\n' \"$s\""
+        script = (
+            f"read -r s </proc/{pid}/stat || exit 1; {echo}; "
+            f'for t in /proc/{pid}/task/*/stat; do read -r s <"$t" 2>/dev/null && {echo}; done; '
+            "exit 0"
         )
+        out = self.connection.exec(script, timeout=_guard())
         if out.exit_code != 0:
             return None
-        stat = text(out.stdout)
-        fields = stat[stat.rfind(")") + 2 :].split()
+        lines = text(out.stdout).splitlines()
+        stats = [line[line.rfind(")") + 2 :].split() for line in lines if ")" in line]
         ticks = self._ticks(daemon)
-        if len(fields) < 20 or (ticks is not None and fields[19] != ticks):
+        if not stats or len(stats[0]) < 20 or (ticks is not None and stats[0][19] != ticks):
             return None
-        return fields[0]
+        return live_state([fields[0] for fields in stats if fields])
 
     # -- files and logs ---------------------------------------------------------------------
 
