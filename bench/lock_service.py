@@ -37,7 +37,7 @@ from typing import Final
 from rich.console import Console
 from rich.table import Table
 
-from checkers import CheckResult, check
+from checkers import Verdict, check
 from harness.record import Event, read_history
 from harness.record.run_record import RunRecord
 from harness.record.spec import TestSpec
@@ -65,7 +65,7 @@ class _Run:
     caught_without_either: bool = False  # ... and every waited too
 
 
-def first_violation(result: CheckResult, names: Sequence[str]) -> int | None:
+def first_violation(result: Verdict, names: Sequence[str]) -> int | None:
     """When the earliest counted anomaly of ``names`` completed (ns since the run began): the
     latest completion among the operations of its evidence, the moment it became visible."""
     times = [

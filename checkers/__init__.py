@@ -21,14 +21,10 @@ from harness.record.verdict import (
     Verdict,
 )
 
-CheckResult = Verdict
-"""The verdict's name before it carried the coverage too (kept so callers of then still run)."""
-
 __all__ = [
     "ANOMALY_NAMES",
     "DEFAULT_MAX_EVIDENCE",
     "Anomaly",
-    "CheckResult",
     "Counts",
     "Coverage",
     "FaultWindow",
