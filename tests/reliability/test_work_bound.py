@@ -110,13 +110,19 @@ def test_ctrl_c_stops_the_final_reads_promptly() -> None:
         sent.append(time.monotonic())
         os.kill(os.getpid(), signal.SIGINT)
 
+    # Ctrl-C as a program gets it: an earlier test of the session may have left another rule for
+    # SIGINT in this process (a whole-suite run once hung here for the 600 s timeout).
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     threading.Thread(target=ctrl_c, daemon=True).start()
-    with pytest.raises(KeyboardInterrupt):
-        _final_reads(
-            readers,  # type: ignore[arg-type]
-            _watched(readers, 10_000_000),
-            threading.Event(),
-        )
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _final_reads(
+                readers,  # type: ignore[arg-type]
+                _watched(readers, 10_000_000),
+                threading.Event(),
+            )
+    finally:
+        signal.signal(signal.SIGINT, previous)
     after = [t for reader in readers for t in reader.done if t > sent[0]]
     # The main thread notices the signal within a tenth of a second (it waits in slices), then
     # each reader finishes the read in hand and takes no other. No wall time is asserted: a busy

@@ -128,8 +128,10 @@ def test_a_paused_holders_write_is_refused_by_the_fence(
 def test_without_the_fence_the_paused_holders_write_lands_after_a_newer_one(
     make_cluster: MakeCluster, bugs: tuple[str, ...], sink: str
 ) -> None:
-    # long-ttl-no-fence multiplies the TTL by 5: 0.2 s becomes 1 s, still shorter than the pause.
-    cluster = make_cluster(workers=2, bugs=bugs, lease_ttl=0.2)
+    # long-ttl-no-fence multiplies the TTL by 5: 0.5 s becomes 2.5 s, and w1 stays paused until
+    # w2 holds the lease. Not 0.2 s: on a loaded machine w2's own renewals then came so late that
+    # its agent refused its write as not held.
+    cluster = make_cluster(workers=2, bugs=bugs, lease_ttl=0.5)
     reply, new = paused_holder_writes(cluster, sink)
     assert reply == {"ok": True, "seq": 2}  # the store numbers it after the newer write
     assert read(cluster, sink) == [("w2-1", new), ("w1-1", new - 1)]

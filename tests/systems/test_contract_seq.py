@@ -19,6 +19,7 @@ from rich.console import Console
 
 from harness.cli.adapter import render_report
 from harness.record import Sink
+from harness.record.results import StoredResults
 from harness.record.verdict import UNJUDGED_ACROSS_KEYS
 from harness.report.render import _seq_warnings
 from harness.run.contract import ContractReport, _Agents, _Battery
@@ -128,6 +129,7 @@ def test_the_verdict_and_the_report_warn_of_a_fenced_sink_without_seq() -> None:
     assert f"warning: store: {UNJUDGED_ACROSS_KEYS}" in shown.stdout
     numbered = {"fenced": True, "seq_observable": True, "accepted_writes": 3}
     bare = {**numbered, "seq_observable": False}
-    assert _seq_warnings({"sinks": {"a": numbered, "b": bare, "c": {**bare, "fenced": False}}}) == [
+    sinks = {"a": numbered, "b": bare, "c": {**bare, "fenced": False}}
+    assert _seq_warnings(StoredResults.from_json({"valid": True, "sinks": sinks})) == [
         ("b", f"{UNJUDGED_ACROSS_KEYS} (it reports no seq)")
     ]
