@@ -10,7 +10,7 @@ from typing import Any
 
 from harness.node.protocol import CommandResult, NodeError
 
-__all__ = ["absolute_file", "failure", "live_state", "shown", "text"]
+__all__ = ["absolute_file", "failure", "live_state", "shown", "stat_fields", "text"]
 
 
 def text(data: Any) -> str:
@@ -37,6 +37,12 @@ def failure(node: str, argv: Sequence[str] | str, result: CommandResult) -> str:
         if output.strip():
             lines.append(f"--- {label} ---\n{output.rstrip()[-4000:]}")
     return "\n".join(lines)
+
+
+def stat_fields(line: str) -> list[str]:
+    """The fields of a ``/proc/PID/stat`` line after the command name, the state first (the name
+    may hold spaces and parentheses; it ends at the last ')')."""
+    return line[line.rfind(")") + 2 :].split()
 
 
 def live_state(states: Sequence[str]) -> str:

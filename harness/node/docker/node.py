@@ -30,7 +30,7 @@ from docker.models.containers import Container
 from docker.utils.socket import consume_socket_output, demux_adaptor, frames_iter
 
 from harness.node import CommandResult, Daemon, NodeError, NodeIdentity
-from harness.node.commands import absolute_file, failure, live_state, shown, text
+from harness.node.commands import absolute_file, failure, live_state, shown, stat_fields, text
 
 __all__ = ["DAEMON_LOG_DIR", "CallStats", "DockerNode", "HostView"]
 
@@ -178,15 +178,14 @@ def _cgroup_procs_file(init_pid: int) -> Path | None:
     return None
 
 
-def _stat_fields(host_pid: int) -> list[str] | None:
-    """The fields of ``/proc/PID/stat`` after the command name (state first), or None if gone."""
+def _stat_fields(path: str) -> list[str] | None:
+    """The fields of the ``stat`` file at ``path`` after the command name (state first), or None
+    if it is gone."""
     try:
-        with open(f"/proc/{host_pid}/stat", encoding="ascii", errors="replace") as stat:
-            text = stat.read()
+        with open(path, encoding="ascii", errors="replace") as stat:
+            return stat_fields(stat.read())
     except OSError:
         return None
-    # The command name may hold spaces and parentheses; it ends at the last ')'.
-    return text[text.rfind(")") + 2 :].split()
 
 
 def _group_state(host_pid: int, leader: str) -> str:
@@ -197,16 +196,8 @@ def _group_state(host_pid: int, leader: str) -> str:
         tasks = os.listdir(f"/proc/{host_pid}/task")
     except OSError:
         return leader
-    states = [leader]
-    for task in tasks:
-        try:
-            path = f"/proc/{host_pid}/task/{task}/stat"
-            with open(path, encoding="ascii", errors="replace") as stat:
-                text = stat.read()
-        except OSError:
-            continue
-        states.append(text[text.rfind(")") + 2 :].split()[0])
-    return live_state(states)
+    threads = (_stat_fields(f"/proc/{host_pid}/task/{task}/stat") for task in tasks)
+    return live_state([leader, *(fields[0] for fields in threads if fields)])
 
 
 @dataclass(slots=True)
@@ -393,7 +384,7 @@ class DockerNode(NodeIdentity):
             pidfd = os.pidfd_open(host_pid)
         except OSError:
             return untracked
-        fields = _stat_fields(host_pid)
+        fields = _stat_fields(f"/proc/{host_pid}/stat")
         # Checked again once the pidfd exists: had the daemon died and its host pid been reused
         # in between, the pidfd would hold the wrong process.
         if fields is None or self._host.host_pid(pid) != host_pid:
@@ -444,7 +435,7 @@ class DockerNode(NodeIdentity):
         tracked = self._tracked_for(daemon)
         if tracked is not None and tracked.host_pid is not None:
             with self.stats.timed("process_state"):
-                fields = _stat_fields(tracked.host_pid)
+                fields = _stat_fields(f"/proc/{tracked.host_pid}/stat")
             if fields is None or fields[19] != tracked.start_ticks:
                 return None
             return _group_state(tracked.host_pid, fields[0])
@@ -466,7 +457,7 @@ class DockerNode(NodeIdentity):
             return None
         # Inside the container the pid may have been reused too, but no other process is
         # started there by us; the state of whatever holds the pid is the best answer available.
-        states = [line[line.rfind(")") + 2 :].split() for line in out.splitlines() if ")" in line]
+        states = [stat_fields(line) for line in out.splitlines() if ")" in line]
         return live_state([fields[0] for fields in states if fields]) if states else None
 
     def _stopped(self) -> bool:

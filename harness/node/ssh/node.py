@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Final
 
 from harness.node import CommandResult, Daemon, NodeError, NodeIdentity
-from harness.node.commands import absolute_file, failure, live_state, shown, text
+from harness.node.commands import absolute_file, failure, live_state, shown, stat_fields, text
 from harness.node.ssh.cgroups import PROBE, CgroupLayout, parse_probe
 from harness.node.ssh.connection import ControlEndpoint, SshConnection
 
@@ -231,7 +231,7 @@ class SshNode(NodeIdentity):
         if out.exit_code != 0:
             return None
         lines = text(out.stdout).splitlines()
-        stats = [line[line.rfind(")") + 2 :].split() for line in lines if ")" in line]
+        stats = [stat_fields(line) for line in lines if ")" in line]
         ticks = self._ticks(daemon)
         if not stats or len(stats[0]) < 20 or (ticks is not None and stats[0][19] != ticks):
             return None
