@@ -10,6 +10,7 @@ from outside: the process is gone (or a zombie), then the new one runs.
 from __future__ import annotations
 
 import signal
+from collections.abc import Mapping
 from typing import Any
 
 from harness.node import Daemon, Node, NodeError
@@ -31,6 +32,9 @@ from nemeses.protocol import Fault, FaultKey, HealReport, NemesisError, fault_fs
 __all__ = ["KIND", "KillNemesis"]
 
 
+_SERVICE_ROLES = ("store", "lock")
+
+
 class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
     """Kills the target nodes' daemons (``params["process"]`` names one; absent means all) at
     ``start-kill`` and restarts them at ``stop-kill`` with ``restarter``."""
@@ -44,20 +48,21 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
     ) -> None:
         super().__init__(locate, confirm_timeout)
         self._restarter = restarter
-        self._prepared: dict[tuple[FaultKey, str], tuple[list[Daemon], list[ProcessImage]]] = {}
         # By node and daemon name; may be shared by kill nemeses that restart the same daemons.
         self._images = {} if images is None else images
 
-    def prepare(self, fault: Fault) -> None:
-        """Find and capture the daemons ``fault`` will kill now, so that its ``start-kill`` only
-        signals: a kill that must land at a precise moment (right after a takeover) cannot wait
-        for the commands that read a daemon's command line on a busy node. A daemon's image is
-        read once: a restart runs the same command line, environment and directory again."""
-        for node in (self.node(name) for name in fault.targets):
-            daemons = self.daemons_of(node, fault)
-            images = [self._image(node, daemon) for daemon in daemons]
-            with self.lock:
-                self._prepared[(fault.key, node.name)] = (daemons, images)
+    def setup(self, nodes: Mapping[str, Node]) -> None:
+        """Remember the nodes, and read the images of the store and lock daemons now: a kill
+        aimed at a moment (right after a takeover, inside a holder's pause) must be a signal
+        away, not behind the commands that read a daemon's command line on a busy node."""
+        super().setup(nodes)
+        for node in nodes.values():
+            if node.role not in _SERVICE_ROLES:
+                continue
+            try:
+                self.capture(node)
+            except (NodeError, NemesisError):
+                continue  # only a head start: the kill reads them again and says why not
 
     def capture(self, node: Node) -> None:
         """Read the images of every daemon of ``node`` now, ahead of any fault."""
@@ -103,12 +108,8 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
         return {"pids": pids}
 
     def _kill(self, fault: Fault, node: Node) -> tuple[str, list[int]]:
-        with self.lock:
-            prepared = self._prepared.pop((fault.key, node.name), None)
-        if prepared is None:
-            daemons = self.daemons_of(node, fault)
-            prepared = (daemons, [self._image(node, daemon) for daemon in daemons])
-        daemons, images = prepared
+        daemons = self.daemons_of(node, fault)
+        images = [self._image(node, daemon) for daemon in daemons]
         with self.lock:
             self.held.setdefault(fault.key, []).extend((node.name, i) for i in images)
         for daemon in daemons:
@@ -151,7 +152,6 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
         with self.lock:
             pending = list(self.held.items())
             self.held.clear()
-            self._prepared.clear()
         report = HealReport()
         for key, images in pending:
             report.merge(self._restart_all(key, images, {}))
