@@ -188,6 +188,9 @@ class NemesisPlayer:
         self._resolved: dict[int, Fault] = {}
         self._ending = {window.index: threading.Event() for window in self._windows}
         self._begun = {window.index: threading.Event() for window in self._windows}
+        # Set once a window's moment came and its fault is being applied (before it is confirmed:
+        # a kill confirmed late on a busy node has still begun the restart its base waits for).
+        self._starting = {window.index: threading.Event() for window in self._windows}
         self._stopped = {window.index: threading.Event() for window in self._windows}
         self._thread: threading.Thread | None = None
         self._crash: BaseException | None = None
@@ -324,7 +327,10 @@ class NemesisPlayer:
     def _play_window(self, window: Window) -> None:
         try:
             started = self._await_anchor(window)
-            if started is None or not self._start(window, started):
+            if started is None:
+                return
+            self._starting[window.index].set()
+            if not self._start(window, started):
                 return
             self._begun[window.index].set()
             self._end(window, self._middle(window, started))
@@ -389,7 +395,7 @@ class NemesisPlayer:
         stale holder continued before the restarted daemon serves would meet it down."""
         latest = window.end_ns + round(_RELEASE_TAIL_TTL * _ttl_ns(window))
         while not self._stopping.is_set():
-            begun = [i for i in resumers if self._begun[i].is_set()]
+            begun = [i for i in resumers if self._starting[i].is_set()]
             done = [i for i in begun if self._stopped[i].is_set()]
             if done:
                 with self._lock:

@@ -145,10 +145,11 @@ _INSIDE_SHARE: Final = (0.1, 0.9)
 _OVERLAY_TAIL_TTL: Final = 0.5
 """An overlay ends at most this many TTLs after its base's scheduled end (the next base window
 starts at least 1.25 TTL after it: the system still gets time to recover)."""
-_LATEST_AFTER_START: Final = 0.9
 _LATEST_TAKEOVER_TTL: Final = 1.5
-"""A ``grant`` or ``takeover`` overlay starts by this share of its base, or this many TTLs into
-it, at the latest (a paused holder's lease lapses a TTL in, and the next is granted soon after)."""
+"""A ``grant`` or ``takeover`` overlay starts this many TTLs into its base at the latest, or at
+the base's end when that comes first (a paused holder's lease lapses up to a TTL in, and the next
+is granted soon after: 0.9 of a 1.1 TTL pause, the bound this replaced, came before the takeover
+in slow runs, and a store kill aimed at it then found nothing newer to forget)."""
 _LEAD_IN_TTL: Final = (1.0, 2.0)
 _GAP_TTL: Final = (1.25, 2.0)
 _TAIL_TTL: Final = 1.0
@@ -282,7 +283,7 @@ class _Overlays:
         elif anchor == "restart":
             start = base.end_ns
         else:
-            latest = min(base.duration_ns * _LATEST_AFTER_START, _LATEST_TAKEOVER_TTL * ttl)
+            latest = min(base.duration_ns, _LATEST_TAKEOVER_TTL * ttl)
             start = base.start_ns + round(latest)
             params[START_AFTER_WRITES] = 0 if anchor == "grant" else 1
         end = min(base.end_ns + round(_OVERLAY_TAIL_TTL * ttl), self.last_end_ns)
