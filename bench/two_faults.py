@@ -10,14 +10,15 @@ counts the ones that end invalid with a stale write:
 
 - ``defaults``: ``run --bug store-forgets`` with the faults it picks (its exposed_by);
 - ``overlap``: holder pauses and store kills drawn as overlapping pairs (``--overlap 1``);
-- ``pause alone``, ``kill alone``: either fault by itself (``--overlap 0``).
+- ``pause alone``, ``kill alone``: either fault by itself (``--overlap 0``), each a control
+  run (``--control``: the exposure check knows neither can show the bug, and would refuse it).
 
     PYTHONPATH=. python3 bench/two_faults.py [--runs 20] [--time-limit 60] [--bug store-forgets]
         [--settings defaults,overlap,pause,kill] [--first-seed 1] [--store /tmp/two-faults]
 
 Prints one line per run and one per setting (caught / runs); exit status 0 whatever the numbers.
-A setting the run refuses before starting (its exposure check: it cannot show the bug, exit 3)
-is counted as refused, not as missed.
+A setting without ``--control`` that the run refuses before starting (its exposure check: it
+cannot show the bug, exit 3) is counted as refused, not as missed.
 """
 
 from __future__ import annotations
@@ -26,37 +27,66 @@ import argparse
 import json
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
-__all__ = ["SETTINGS", "main"]
+__all__ = ["SETTINGS", "Ran", "main", "run_json"]
 
 SETTINGS: Final[dict[str, tuple[str, ...]]] = {
     "defaults": (),
     "overlap": ("--nemesis", "pause,kill", "--target", "holder,store", "--overlap", "1"),
-    "pause": ("--nemesis", "pause", "--target", "holder", "--overlap", "0"),
-    "kill": ("--nemesis", "kill", "--target", "store", "--overlap", "0"),
+    "pause": ("--nemesis", "pause", "--target", "holder", "--overlap", "0", "--control"),
+    "kill": ("--nemesis", "kill", "--target", "store", "--overlap", "0", "--control"),
 }
-"""The options of each setting, after ``run --bug BUG``."""
+"""The options of each setting, after ``run --bug BUG``: either fault alone is a control run
+(``--control``), which the exposure check would refuse otherwise."""
+
+
+@dataclass(frozen=True, slots=True)
+class Ran:
+    """One ``fencecheck run --json`` in its own process: its exit code, its printed result
+    (``None`` when it printed none: refused before starting, or broken) and its last words."""
+
+    code: int
+    result: dict[str, Any] | None
+    stderr: str
+
+    def why_none(self) -> str:
+        """Why there is no result: the exit code and the end of what the run said."""
+        return f"no result (exit {self.code}): {self.stderr.strip()[-200:]}"
+
+
+def run_json(options: list[str], seed: int, time_limit: float, store: Path) -> Ran:
+    """``fencecheck run OPTIONS`` with ``seed`` and ``time_limit`` into ``store``, as a user
+    types it (a process of its own: a run that breaks cannot take the bench with it)."""
+    argv = [sys.executable, "-m", "harness", "run", *options]
+    argv += ["--time-limit", f"{time_limit:g}", "--seed", str(seed)]
+    argv += ["--store", str(store), "--no-progress", "--json"]
+    done = subprocess.run(argv, capture_output=True, text=True, check=False)
+    try:
+        result = json.loads(done.stdout)
+    except ValueError:
+        result = None
+    return Ran(done.returncode, result if isinstance(result, dict) else None, done.stderr)
 
 
 def _caught(bug: str, setting: str, seed: int, time_limit: float, store: Path) -> str:
     """One run: ``caught``, ``missed`` or why it did not say (its exit code and last words)."""
-    argv = [sys.executable, "-m", "harness", "run", "--system", "reference", "--bug", bug]
-    argv += [*SETTINGS[setting], "--time-limit", f"{time_limit:g}", "--seed", str(seed)]
-    argv += ["--store", str(store), "--no-progress", "--json"]
-    done = subprocess.run(argv, capture_output=True, text=True, check=False)
-    if done.returncode == 3 and "cannot show in this run" in done.stderr:
+    options = ["--system", "reference", "--bug", bug, *SETTINGS[setting]]
+    done = run_json(options, seed, time_limit, store)
+    # A control run warns with the same words and goes ahead: only another run is refused.
+    refusable = "--control" not in SETTINGS[setting]
+    if refusable and done.code == 3 and "cannot show in this run" in done.stderr:
         return "refused"  # the run's exposure check: this setting cannot show the bug
-    try:
-        result = json.loads(done.stdout)
-    except ValueError:
-        return f"no result (exit {done.returncode}): {done.stderr.strip()[-200:]}"
-    if done.returncode == 1 and "stale-write" in result.get("anomaly_types", ()):
+    result = done.result
+    if result is None:
+        return done.why_none()
+    if done.code == 1 and "stale-write" in result.get("anomaly_types", ()):
         return "caught"
-    if done.returncode in (0, 1):
+    if done.code in (0, 1):
         return "missed"
-    return f"unknown (exit {done.returncode})"
+    return f"unknown (exit {done.code})"
 
 
 def main(argv: list[str] | None = None) -> int:

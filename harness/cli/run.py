@@ -19,6 +19,7 @@ from harness.cli.check import exit_code, render_result
 from harness.cli.hosts import load_hosts_option
 from harness.cli.units import Duration
 from harness.node.interrupts import interrupts_once, shielded
+from harness.record.results import control_note
 from harness.record.spec import (
     SPEC_FIELDS,
     SpecError,
@@ -227,13 +228,17 @@ def _conclude(
     coverage gaps exits 2, saying so)."""
     written = summary is not None
     coverage, gaps = _coverage(outcome.result)
+    record = outcome.record
+    control = control_note(record.unexposed) if record is not None and record.unexposed else None
     if as_json:
         data = outcome.result.to_json()
         extra = {"interrupted": outcome.interrupted, "run_dir": str(outcome.run_dir.path)}
         if outcome.error is not None:
             extra["run_error"] = outcome.error
-        if outcome.record is not None and outcome.record.lost:
-            extra["lost"] = list(outcome.record.lost)
+        if record is not None and record.lost:
+            extra["lost"] = list(record.lost)
+        if control is not None:
+            extra["control"] = control
         click.echo(json.dumps({**data, **extra}, indent=2))
     else:
         render_result(
@@ -241,6 +246,7 @@ def _conclude(
             outcome.result,
             outcome.run_dir.history,
             gaps,
+            [control] if control is not None else [],
         )
     if written:
         console.print(f"report: {outcome.run_dir.report}", soft_wrap=True)
@@ -315,10 +321,13 @@ def analyze_command(run_dir: Path, as_json: bool) -> None:
     except (OSError, ValueError, KeyError) as problem:
         raise click.ClickException(str(problem)) from None
     notes = list(stored.notes) if stored is not None else []
+    control = stored.control if stored is not None else None
     if as_json:
-        click.echo(json.dumps({**result.to_json(), "notes": notes}, indent=2))
+        said = {"notes": notes, **({"control": control} if control is not None else {})}
+        click.echo(json.dumps({**result.to_json(), **said}, indent=2))
     else:
-        render_result(Console(highlight=False), result, run.history, gaps, notes)
+        shown = [*notes, control] if control is not None else notes
+        render_result(Console(highlight=False), result, run.history, gaps, shown)
     raise click.exceptions.Exit(exit_code(result))
 
 

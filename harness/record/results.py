@@ -28,6 +28,7 @@ __all__ = [
     "StoredSink",
     "StoredSinkCoverage",
     "check_format",
+    "control_note",
     "outcome_of",
     "results_json",
 ]
@@ -72,6 +73,15 @@ def outcome_of(valid: object) -> Outcome:
     return "valid" if valid is True else "invalid" if valid is False else "unknown"
 
 
+def control_note(why: str) -> str:
+    """What a control run's verdict says beside it (``why``: its planted bug could not show):
+    the run did not test that bug, whatever its verdict."""
+    return (
+        f"A control run (--control): {why}; it could not have exposed that bug, so its verdict "
+        "does not say whether the system has it"
+    )
+
+
 def results_json(
     verdict: Verdict,
     *,
@@ -80,12 +90,16 @@ def results_json(
     interrupted: Interruption | None = None,
     run_error: str | None = None,
     lost: Sequence[str] = (),
+    control: str | None = None,
 ) -> dict[str, Any]:
     """``results.json``'s content: ``verdict`` (its coverage inside), what reading the history
-    found (``notes``: a torn last line) and how the run ended (``finished`` false for a run whose
+    found (``notes``: a torn last line), how the run ended (``finished`` false for a run whose
     process died before its check, the signal that ``interrupted`` it, the error it broke off
-    with, the parts ``lost`` in its final reads)."""
+    with, the parts ``lost`` in its final reads) and, for a control run, why its planted bug
+    could not show (``control``, said as :func:`control_note`)."""
     data = verdict.to_json()
+    if control is not None:
+        data["control"] = control_note(control)
     if notes:
         data["notes"] = list(notes)
     if not finished:
@@ -215,6 +229,8 @@ class StoredResults:
     anomaly_counts: Mapping[str, int] = field(default_factory=dict)
     """How many of each anomaly were found (more than the evidence kept, sometimes)."""
     expected_counts: Mapping[str, int] = field(default_factory=dict)
+    control: str | None = None
+    """A control run's note (:func:`control_note`): it could not have exposed its planted bug."""
 
     @property
     def gaps(self) -> tuple[str, ...]:
@@ -265,6 +281,7 @@ class StoredResults:
             evidence=_evidence(anomalies, False) + _evidence(expected_evidence, True),
             anomaly_counts=_counts(reader.mapping("anomaly_counts")),
             expected_counts=_counts(reader.mapping("expected_counts")),
+            control=reader.text("control"),
         )
 
 

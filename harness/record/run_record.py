@@ -55,6 +55,9 @@ class RunRecord:
     heal_errors: tuple[str, ...] = ()
     lost: tuple[str, ...] = ()
     """Parts that stopped answering in the final reads (an agent), named with what they said."""
+    unexposed: str | None = None
+    """For a control run (``spec.control``): why its planted bug could not show in it, as the
+    exposure check said before the run (``--bug X cannot show in this run: ...``)."""
     finished: bool = True
     """False from the run's start until the runner reaches its check: a record still false
     afterwards belongs to a run whose process died (SIGKILL, a crash, a power loss) before it
@@ -97,6 +100,8 @@ class RunRecord:
             data["heal_errors"] = list(self.heal_errors)
         if self.lost:
             data["lost"] = list(self.lost)
+        if self.unexposed is not None:
+            data["unexposed"] = self.unexposed
         return data
 
     @classmethod
@@ -131,6 +136,7 @@ class RunRecord:
                 heal_errors=tuple(str(e) for e in data.get("heal_errors", ())),
                 lost=tuple(str(part) for part in data.get("lost", ())),
                 finished=bool(data.get("finished", True)),
+                unexposed=str(data["unexposed"]) if data.get("unexposed") else None,
             )
         except KeyError as missing:
             raise ValueError(f"test.json lacks {missing.args[0]!r}") from None

@@ -395,6 +395,18 @@ class TestSpec:
             label="write-path proxy",
         ),
     )
+    control: bool = _field(
+        False,
+        SpecField(
+            "flag",
+            "--control",
+            "A control run: go ahead although a planted --bug cannot show in it (the exposure "
+            "check would refuse it: its fault is missing, say), to show the bug needs what the "
+            "run lacks. Warns, and the verdict says the run could not have exposed the bug. "
+            "Refused when the run could show every bug it plants.",
+            label="control run",
+        ),
+    )
     store: Path = _field(  # noqa: RUF009 (_field makes a dataclasses.field, not a shared default)
         _STORE,
         SpecField(

@@ -73,7 +73,10 @@ _SPEC_ROWS: Final = _spec_rows()
 _SPEC_DEFAULTS: Final = TestSpec(seed=0).to_json()
 """A field equal to its default is marked so: a reader tells what was asked from what was not."""
 _SPEC_ELSEWHERE: Final = frozenset(
-    ("inventory", "schedule", "versions", "command", "name", "test_name", "error", "store")
+    (
+        *("inventory", "schedule", "versions", "command", "name", "test_name", "error", "store"),
+        "unexposed",  # a control run's reason: the verdict says it (results.json's control)
+    )
 )
 
 
@@ -148,6 +151,9 @@ def _verdict(data: ReportData) -> str:
             "cannot check epochs (listed below, not counted against the verdict)."
         )
     details.extend(_e(reason) for reason in summary.unknown_reasons)
+    control = data.results.control if data.results is not None else None
+    if control is not None:
+        details.append(f'<span class="control-run">{_e(control)}.</span>')
     if verdict == "valid":
         # A pass that exercised nothing must not read as a plain pass (docs/design.md §10).
         details.extend(

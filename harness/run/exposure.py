@@ -4,7 +4,9 @@
 A run that plants ``unfenced-path`` but never writes to ``store-batch``, or plants
 ``epoch-in-memory`` but never restarts the lock service, would end ``valid`` and read as "the
 harness found nothing", which is a false verdict about the harness itself (docs/design.md §10).
-So ``run`` refuses such a spec with the fix (:func:`unexposed`), picks the exposing faults when
+So ``run`` refuses such a spec with the fix (:func:`unexposed`) unless it is asked for as a
+control run (``--control``: it goes ahead, warned, and its verdict says why the bug could not
+show, :func:`unshown`), picks the exposing faults when
 none were asked for, with every other field of the exposure the user did not set
 (:func:`exposure_fields`), and ``--expose`` takes the whole shape from the switch even over the
 options given (:func:`expose`). Which spec fields an exposure may set is the spec-field table's
@@ -49,6 +51,7 @@ __all__ = [
     "need_of",
     "switches_of",
     "unexposed",
+    "unshown",
 ]
 
 _STOPS: Final = frozenset(name for name, kind in KINDS.items() if kind.stops_holder)
@@ -156,15 +159,39 @@ def unexposed(
     roles: Mapping[str, str],
     switches: Mapping[str, BugSwitch],
 ) -> str | None:
-    """Why ``spec`` (with its generated ``schedule``) cannot expose one of its planted switches,
-    with the fix, or ``None`` when every one can show. Faults asked for of which none fits in the
-    run are refused too: such a run would test nothing it claims to."""
+    """Why ``spec`` (with its generated ``schedule``) is refused, with the fix, or ``None``: one
+    of its planted switches cannot show (:func:`unshown`), unless it is a control run
+    (``spec.control``), which is refused instead when every one can show. Faults asked for of
+    which none fits in the run are refused too, control or not: such a run would test nothing
+    it claims to."""
     if spec.nemeses and not schedule.windows:
         return (
             f"--nemesis {','.join(spec.nemeses)} schedules no fault at all in this run "
             "(the shortest fault length x TTL does not fit in --time-limit); "
             "lengthen --time-limit or shorten --fault-lengths"
         )
+    shortfall = unshown(spec, schedule, roles, switches)
+    if not spec.control:
+        return shortfall and f"{shortfall} (--control runs it anyway, as a control)"
+    if shortfall is None:
+        # A run labelled a control that could have shown the bug would misread either way.
+        planted = "this run can show every bug it plants" if spec.bugs else "it plants none"
+        return (
+            f"--control is for a run that cannot show a planted --bug, but {planted}; "
+            "drop --control"
+        )
+    return None
+
+
+def unshown(
+    spec: TestSpec,
+    schedule: Schedule,
+    roles: Mapping[str, str],
+    switches: Mapping[str, BugSwitch],
+) -> str | None:
+    """Why one of the switches ``spec`` plants cannot show with ``schedule``, with the fix
+    (``--bug X cannot show in this run: ...``), or ``None`` when every one can: the refusal of
+    a run, and the reason a control run carries."""
     for bug in spec.bugs:
         switch = switches.get(bug)
         if switch is None:

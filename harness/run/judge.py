@@ -162,6 +162,7 @@ def write_results(run_dir: RunDir, record: RunRecord, judged: Judged, result: Ve
             interrupted=record.interrupted,
             run_error=record.error,
             lost=record.lost,
+            control=record.unexposed,
         ),
     )
 

@@ -21,7 +21,7 @@ from harness.node.docker.cluster import ClusterError, NodeSpec
 from harness.node.ssh import HostsFile
 from harness.record.run_record import NodeEntry, RunRecord
 from harness.record.spec import SPEC_FIELDS, SpecError, TestSpec
-from harness.run.exposure import switches_of, unexposed
+from harness.run.exposure import switches_of, unexposed, unshown
 from harness.run.proxies import proxied
 from harness.run.store import RunDir, StoreError, check_store, store_problem
 from nemeses import (
@@ -87,6 +87,8 @@ class Plan:
     ttl: float
     schedule: Schedule
     fixed: bool
+    unexposed: str | None = None
+    """A control run's (``--control``) reason its planted bug cannot show (:func:`unshown`)."""
 
     @property
     def through_proxy(self) -> bool:
@@ -110,6 +112,7 @@ class Plan:
             topology=tuple(NodeEntry(node.name, node.role) for node in self.nodes),
             versions=_versions(),
             finished=False,
+            unexposed=self.unexposed,
         )
 
     def final_schedule(
@@ -166,14 +169,18 @@ def plan_run(
     # A recorded schedule may hold a kind that is played as others today (a history from before
     # restart-while-paused was a pause and a kill): it plays as that pair, as a new draw would.
     schedule = playable(schedule) if schedule is not None else schedule_for(spec, roles, ttl)
-    shortfall = unexposed(spec, schedule, roles, switches_of(system))
+    switches = switches_of(system)
+    shortfall = unexposed(spec, schedule, roles, switches)
     if shortfall is not None:
         raise RunError(shortfall)
     try:
         check_store(spec.store, spec.test_name)
     except StoreError as problem:
         raise RunError(str(problem)) from None
-    return Plan(spec, system, workload, config, nodes, tuple(inventory), ttl, schedule, fixed)
+    unexposed_bug = unshown(spec, schedule, roles, switches) if spec.control else None
+    return Plan(
+        spec, system, workload, config, nodes, tuple(inventory), ttl, schedule, fixed, unexposed_bug
+    )
 
 
 def spec_problem(spec: TestSpec) -> str | None:

@@ -112,6 +112,13 @@ def run_test(
     """
     console = console or Console(stderr=True)
     plan = plan_run(spec, hosts, schedule)
+    if plan.unexposed is not None:
+        console.print(
+            f"[yellow]warning:[/] {plan.unexposed}; going ahead as a control run (--control): "
+            "its verdict will not test that bug",
+            soft_wrap=True,
+            highlight=False,
+        )
     try:
         image = _image(plan.system, console) if hosts is None else None
     except KeyboardInterrupt as stop:

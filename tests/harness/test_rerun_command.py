@@ -35,6 +35,7 @@ _specs = st.builds(
     writes_per_lease=st.integers(1, 100),
     acquire=st.sampled_from(["wait", "try"]),
     op_timeout=st.sampled_from([0.0, 10.0]),
+    control=st.booleans(),
     seed=st.integers(0, 2**31 - 1),
     name=st.sampled_from(["", "nightly-row-3"]),
     store=st.sampled_from([Path("store"), Path("elsewhere/runs")]),
