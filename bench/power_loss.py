@@ -36,6 +36,7 @@ from rich.table import Table
 from bench.lock_service import first_violation
 from harness.record.spec import TestSpec
 from harness.run.exposure import exposure_fields, switches_of
+from harness.run.judge import RunOutcome
 from harness.run.runner import run_test
 from systems import load_system
 
@@ -58,6 +59,14 @@ _BUSY_LOAD: Final = 6.0
 """The one-minute load above which a run waits: on a shared machine a busier one starves the
 holders' renewals, and the verdict would be the machine's, not the system's."""
 _BUSY_WAIT_S: Final = 30.0
+
+
+def _stop_if_interrupted(outcome: RunOutcome) -> None:
+    """End the bench (exit 0) after a run a signal stopped: each run takes the signal as its own
+    end, and without this a Ctrl-C would only move the bench on to the next seed."""
+    if outcome.interrupted:
+        print("interrupted: the bench stops here", flush=True)
+        raise SystemExit(0)
 
 
 def _wait_for_quiet() -> None:
@@ -100,6 +109,7 @@ def detect(
             f"{at_first}, {dict(result.anomaly_counts)} {outcome.run_dir.path}",
             flush=True,
         )
+        _stop_if_interrupted(outcome)
     median = f"{statistics.median(firsts) / 1e9:.1f} s" if firsts else "-"
     print(
         f"SUMMARY {switch}: caught {caught}/{runs}, median to first violation {median}, "
@@ -128,6 +138,7 @@ def false_alarms(
             f"{outcome.run_dir.path}",
             flush=True,
         )
+        _stop_if_interrupted(outcome)
     invalid = sum(verdict == "False" for verdict in verdicts)
     print(
         f"SUMMARY {system} under {','.join(_NEMESES)}: invalid {invalid}/{runs}, "
