@@ -11,17 +11,23 @@ verdict was invalid (should be 0).
 
     PYTHONPATH=. python3 bench/power_loss.py [--runs 20] [--time-limit 60] [--seed 1]
         [--switch NAME ...] [--system NAME ...] [--no-detection] [--no-false-alarms]
+        [--store DIR]
 
-Each run is a real Docker cluster: the defaults take about 20 x 4 x 70 s. On a shared machine
-run a few (``--runs 3 --time-limit 30``). Exit status 0 whatever the numbers.
+Each run prints one line (seed, verdict, time to the first violation, run folder); each switch
+and each system ends with one summary line. Each run is a real Docker cluster: the defaults take
+about 20 x 4 x 70 s. On a shared machine run a few (``--runs 3 --time-limit 30``). Exit status 0
+whatever the numbers.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
+import time
 from collections.abc import Sequence
 from dataclasses import replace
+from pathlib import Path
 from typing import Final
 
 from rich.console import Console
@@ -30,6 +36,7 @@ from rich.table import Table
 from bench.lock_service import first_violation
 from harness.record.spec import TestSpec
 from harness.run.exposure import exposure_fields, switches_of
+from harness.run.judge import RunOutcome
 from harness.run.runner import run_test
 from systems import load_system
 
@@ -48,10 +55,28 @@ _BENCH_FIELDS: Final = frozenset(("time_limit", "seed"))
 
 
 _NEMESES: Final = ("power-loss", "kill", "pause")
+_BUSY_LOAD: Final = 6.0
+"""The one-minute load above which a run waits: on a shared machine a busier one starves the
+holders' renewals, and the verdict would be the machine's, not the system's."""
+_BUSY_WAIT_S: Final = 30.0
+
+
+def _stop_if_interrupted(outcome: RunOutcome) -> None:
+    """End the bench (exit 0) after a run a signal stopped: each run takes the signal as its own
+    end, and without this a Ctrl-C would only move the bench on to the next seed."""
+    if outcome.interrupted:
+        print("interrupted: the bench stops here", flush=True)
+        raise SystemExit(0)
+
+
+def _wait_for_quiet() -> None:
+    """Return once the one-minute load is at most :data:`_BUSY_LOAD`."""
+    while os.getloadavg()[0] > _BUSY_LOAD:
+        time.sleep(_BUSY_WAIT_S)
 
 
 def detect(
-    switch: str, runs: int, seed: int, time_limit: float, console: Console
+    switch: str, runs: int, seed: int, time_limit: float, store: Path, console: Console
 ) -> tuple[str, str, str, str]:
     """``runs`` seeded runs of ``switch`` as ``run --bug SWITCH`` makes them: its row (switch,
     detections out of the runs, median time to the first violation, the verdicts)."""
@@ -64,9 +89,13 @@ def detect(
     }
     caught, firsts, verdicts = 0, [], []
     for at in range(runs):
-        spec = TestSpec(system=system, bugs=(switch,), time_limit=time_limit, seed=seed + at)
+        spec = TestSpec(
+            system=system, bugs=(switch,), time_limit=time_limit, seed=seed + at, store=store
+        )
         spec = replace(spec, **picked)
-        result = run_test(spec, console=console, progress=False).result
+        _wait_for_quiet()
+        outcome = run_test(spec, console=console, progress=False)
+        result = outcome.result
         own = [name for name in bug.anomalies if result.anomaly_counts.get(name)]
         hit = result.valid is False and bool(own)
         first = first_violation(result, own) if hit else None
@@ -74,21 +103,48 @@ def detect(
         if first is not None:
             firsts.append(first)
         verdicts.append(str(result.valid))
-        console.print(f"{switch} seed {seed + at}: {result.valid}, caught {hit}")
+        at_first = f"{first / 1e9:.1f} s" if first is not None else "-"
+        print(
+            f"{switch} seed {seed + at}: valid {result.valid}, caught {hit}, first violation "
+            f"{at_first}, {dict(result.anomaly_counts)} {outcome.run_dir.path}",
+            flush=True,
+        )
+        _stop_if_interrupted(outcome)
     median = f"{statistics.median(firsts) / 1e9:.1f} s" if firsts else "-"
+    print(
+        f"SUMMARY {switch}: caught {caught}/{runs}, median to first violation {median}, "
+        f"seeds {seed}..{seed + runs - 1}, {time_limit:g} s runs",
+        flush=True,
+    )
     return switch, f"{caught}/{runs}", median, ", ".join(verdicts)
 
 
-def false_alarms(system: str, runs: int, seed: int, time_limit: float, console: Console) -> str:
+def false_alarms(
+    system: str, runs: int, seed: int, time_limit: float, store: Path, console: Console
+) -> str:
     """How many of ``runs`` seeded runs of correct ``system`` under power loss, kill and pause
     ended invalid, and every verdict."""
     verdicts = []
     for at in range(runs):
-        spec = TestSpec(system=system, nemeses=_NEMESES, time_limit=time_limit, seed=seed + at)
-        result = run_test(spec, console=console, progress=False).result
+        spec = TestSpec(
+            system=system, nemeses=_NEMESES, time_limit=time_limit, seed=seed + at, store=store
+        )
+        _wait_for_quiet()
+        outcome = run_test(spec, console=console, progress=False)
+        result = outcome.result
         verdicts.append(str(result.valid))
-        console.print(f"{system} seed {seed + at}: {result.valid} {dict(result.anomaly_counts)}")
+        print(
+            f"{system} seed {seed + at}: valid {result.valid} {dict(result.anomaly_counts)} "
+            f"{outcome.run_dir.path}",
+            flush=True,
+        )
+        _stop_if_interrupted(outcome)
     invalid = sum(verdict == "False" for verdict in verdicts)
+    print(
+        f"SUMMARY {system} under {','.join(_NEMESES)}: invalid {invalid}/{runs}, "
+        f"seeds {seed}..{seed + runs - 1}, {time_limit:g} s runs",
+        flush=True,
+    )
     return f"{invalid}/{runs} invalid ({', '.join(verdicts)})"
 
 
@@ -102,6 +158,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--system", action="append", help="correct systems (default reference)")
     parser.add_argument("--no-detection", action="store_true")
     parser.add_argument("--no-false-alarms", action="store_true")
+    parser.add_argument("--store", type=Path, default=Path("store"), help="folder of the runs")
     args = parser.parse_args(argv)
     console = Console(stderr=True)
     if not args.no_detection:
@@ -109,7 +166,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         for column in ("switch", "detected", "median to first violation", "verdicts"):
             table.add_column(column)
         for switch in args.switch or _SWITCHES:
-            table.add_row(*detect(switch, args.runs, args.seed, args.time_limit, console))
+            table.add_row(
+                *detect(switch, args.runs, args.seed, args.time_limit, args.store, console)
+            )
         Console().print(table)
     if not args.no_false_alarms:
         table = Table(title=f"correct systems under --nemesis {','.join(_NEMESES)}")
@@ -117,7 +176,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         table.add_column(f"{args.runs} runs of {args.time_limit:g} s")
         for system in args.system or ["reference"]:
             table.add_row(
-                system, false_alarms(system, args.runs, args.seed, args.time_limit, console)
+                system,
+                false_alarms(system, args.runs, args.seed, args.time_limit, args.store, console),
             )
         Console().print(table)
     return 0

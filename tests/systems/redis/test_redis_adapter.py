@@ -2,8 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
+from harness.record.spec import TestSpec
+from harness.run.exposure import exposure_fields
+from harness.run.plan import plan_run
+from nemeses.schedule import LOCK_LEADER
 from systems import ConfigError, SystemConfig, load_system
 from systems.base import read_packages, topology
 from systems.redis import BUG_SWITCHES, PACKAGES, RedisSystem
@@ -81,6 +88,23 @@ def test_the_appendfsync_switches_weaken_only_the_fsync_and_keep_the_aof() -> No
         assert argv[argv.index("--appendonly") + 1] == "yes"
         assert argv[argv.index("--appendfsync") + 1] == value
         assert system.switches[bug].exposed_by.faults == ("power-loss",)
+
+
+@pytest.mark.parametrize("bug", ["appendfsync-everysec", "appendfsync-no"])
+def test_the_appendfsync_switches_power_off_the_primary_in_every_window(
+    bug: str, tmp_path: Path
+) -> None:
+    """What ``run --bug X`` draws, over 20 seeds: every power loss lands on the primary (the
+    server Sentinel names when the window starts), none on a server drawn among both."""
+    picked = exposure_fields(BUG_SWITCHES, (bug,))
+    losses = []
+    for seed in range(1, 21):
+        spec = TestSpec(system="redis", bugs=(bug,), time_limit=60, seed=seed, store=tmp_path)
+        schedule = plan_run(replace(spec, **picked)).schedule
+        losses += [w for w in schedule.windows if w.kind == "power-loss"]
+    assert len(losses) >= 20
+    assert {w.targets for w in losses} == {(LOCK_LEADER,)}
+    assert not [w for w in losses if "restart" in w.params]
 
 
 def test_the_append_only_file_sits_in_the_declared_disk_dir_apart_from_the_configs() -> None:
