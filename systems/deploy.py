@@ -36,6 +36,7 @@ __all__ = [
     "LAZYFS_PROGRAM",
     "SECRET_FILE",
     "Pings",
+    "clock_shim",
     "data_dir",
     "fresh_dir",
     "install",
@@ -60,6 +61,9 @@ LAZYFS_PROGRAM: Final = f"{INSTALL_DIR}/lazyfs.py"
 """Where a node keeps the lazy file system's program (:mod:`harness.nodeside.lazyfs`)."""
 _LAZYFS_PACKAGE: Final = "python3-pyfuse3"
 _MOUNT_TIMEOUT_S: Final = 120.0  # a data dir made before the mount is copied into it first
+
+_SHIM_SOURCE: Final = (Path(clock.__file__).parent / "fakeclock.c").read_bytes()
+_COMPILE_TIMEOUT_S: Final = 120.0  # gcc on a loaded 2-core machine
 
 T = TypeVar("T")
 _LOG_TAIL_CHARS: Final = 3000
@@ -181,18 +185,45 @@ def start_clocked(
     ask: str,
     clocked: bool = True,
     wall_only: bool = False,
+    shim: bool = False,
 ) -> Daemon:
     """:func:`start_and_wait` under libfaketime, so that the clock faults can move the daemon's
     clock (:func:`harness.nodeside.clock.preloaded`; ``ask`` is how to read its clock back;
     ``wall_only``: its wall clock alone), when ``clocked``
-    (:attr:`systems.base.SystemConfig.clocked`); a plain start otherwise.
+    (:attr:`systems.base.SystemConfig.clocked`); a plain start otherwise. ``shim``: under
+    fencecheck's own clock shim instead (:func:`clock_shim`), for a daemon libfaketime cannot
+    start.
 
     A control file left by an earlier run is removed first: a daemon starts on the real clock.
     """
     if not clocked:
         return start_and_wait(node, name, argv, ready)
+    library = clock_shim(node) if shim else clock.PRELOAD
     node.run(["rm", "-f", clock.control_file(name)], check=True)
-    return start_and_wait(node, name, clock.preloaded(name, argv, ask, wall_only), ready)
+    preloaded = clock.preloaded(name, argv, ask, wall_only, library)
+    return start_and_wait(node, name, preloaded, ready)
+
+
+def clock_shim(node: Node) -> str:
+    """Compile fencecheck's clock shim (``harness/nodeside/fakeclock.c``) on ``node`` unless the
+    library there was compiled from this very source; its path (:data:`clock.SHIM`). Raises
+    :class:`AdapterError` when the node cannot compile it (no C compiler)."""
+    source = clock.SHIM.removesuffix(".so") + ".c"
+    node.put_file(f"{source}.new", _SHIM_SOURCE)
+    # Compiled once per source: a node keeps the library across runs and restarts.
+    built = node.run(
+        f"cmp -s {source}.new {source} && test -e {clock.SHIM} || "
+        f"{{ gcc -O2 -shared -fPIC -o {clock.SHIM}.new -x c {source}.new && "
+        f"mv {clock.SHIM}.new {clock.SHIM} && mv {source}.new {source}; }}",
+        timeout=_COMPILE_TIMEOUT_S,
+    )
+    if not built.ok:
+        raise AdapterError(
+            f"{node.name} cannot compile fencecheck's clock shim ({source}): "
+            f"{(built.stderr or built.stdout).strip()[-500:]}; it needs gcc and libc6-dev "
+            "(Debian's; in the system's packages.txt)"
+        )
+    return clock.SHIM
 
 
 def _wait_ready(node: Node, daemon: Daemon, ready: WaitStrategy) -> None:
