@@ -9,13 +9,16 @@ its own anomalies (detections out of N) and the median time, from the run's star
 such violation.
 
 False alarms: N seeded runs of each correct system (``reference``, ``redis``, ``zookeeper`` by
-default) under ``--nemesis clock-step,clock-rate`` with every other setting the run's default;
-per system the verdicts (``False`` is a false alarm). A run the harness refuses before it starts
-(a clock fault aimed at a daemon that cannot take one) is counted as refused, with the reason.
+default) under ``--nemesis clock-step,clock-rate`` with every other setting the run's default but
+the targets (``--target``, default the run's own: the holders' agents; ``holder,lock`` moves the
+lock service's clocks too); per system the verdicts (``False`` is a false alarm). A run the
+harness refuses before it starts (a clock fault aimed at a daemon that cannot take one) is counted
+as refused, with the reason.
 Every run prints one line (its verdict and its folder, which a false alarm keeps) as it ends.
 
     PYTHONPATH=. python3 bench/clock.py [--runs 20] [--time-limit 60] [--seed 1] [--store DIR]
-        [--switch NAME ...] [--system NAME ...] [--no-detection] [--no-false-alarms]
+        [--switch NAME ...] [--system NAME ...] [--target T,T] [--no-detection]
+        [--no-false-alarms]
 
 Each run is a real Docker cluster (about the time limit plus 10 s); on a shared machine run a
 few (``--runs 3 --time-limit 30``). Exit status 0 whatever the numbers.
@@ -104,6 +107,8 @@ def _correct(system: str, seed: int, args: argparse.Namespace, console: Console)
         seed=seed,
         store=args.store,
     )
+    if args.target:
+        spec = replace(spec, targets=tuple(args.target.split(",")))
     _wait_for_quiet(args.max_load)
     try:
         outcome = run_test(spec, console=console, progress=False)
@@ -139,6 +144,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--store", type=Path, default=Path("store"), help="folder of the runs")
     parser.add_argument("--switch", action="append", choices=tuple(_SWITCHES), help="default: all")
     parser.add_argument("--system", action="append", choices=_SYSTEMS, help="default: all")
+    parser.add_argument("--target", help="the false-alarm runs' targets (default: the run's)")
     parser.add_argument("--no-detection", action="store_true", help="skip the switches")
     parser.add_argument("--no-false-alarms", action="store_true", help="skip the systems")
     args = parser.parse_args(argv)
@@ -159,7 +165,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             verdicts = [_correct(system, seed, args, console) for seed in seeds]
             invalid = sum(verdict == "False" for verdict in verdicts)
             rows.append((system, f"{invalid}/{len(verdicts)}", ", ".join(dict.fromkeys(verdicts))))
-        title = f"false alarms: {args.runs} runs of {args.time_limit:g} s under clock faults"
+        aimed = f" at {args.target}" if args.target else ""
+        title = f"false alarms: {args.runs} runs of {args.time_limit:g} s under clock faults{aimed}"
         _print(title, ("system", "invalid", "verdicts"), rows)
     return 0
 

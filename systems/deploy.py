@@ -27,7 +27,7 @@ from typing import Final, TypeVar
 from harness import nodeside
 from harness.node import Daemon, Node, NodeError
 from harness.node.wait import WaitStrategy
-from harness.nodeside import client, clock, lazyfs, wire
+from harness.nodeside import client, clock, clockprobe, lazyfs, wire
 from systems.base import AdapterError
 
 __all__ = [
@@ -36,7 +36,9 @@ __all__ = [
     "LAZYFS_PROGRAM",
     "SECRET_FILE",
     "Pings",
+    "clock_probe_ask",
     "clock_shim",
+    "clocked_argv",
     "data_dir",
     "fresh_dir",
     "install",
@@ -47,6 +49,7 @@ __all__ = [
     "restart_daemon",
     "source_of",
     "start_and_wait",
+    "start_clock_probe",
     "start_clocked",
     "tear_down",
 ]
@@ -196,12 +199,48 @@ def start_clocked(
 
     A control file left by an earlier run is removed first: a daemon starts on the real clock.
     """
+    return start_and_wait(
+        node, name, clocked_argv(node, name, argv, ask, clocked, wall_only, shim), ready
+    )
+
+
+def clocked_argv(
+    node: Node,
+    name: str,
+    argv: Sequence[str],
+    ask: str,
+    clocked: bool = True,
+    wall_only: bool = False,
+    shim: bool = False,
+) -> list[str]:
+    """The command line :func:`start_clocked` starts daemon ``name`` with (``argv`` itself when
+    not ``clocked``), for a daemon started without waiting (members that wait for each other);
+    a control file left by an earlier run is removed first."""
     if not clocked:
-        return start_and_wait(node, name, argv, ready)
+        return list(argv)
     library = clock_shim(node) if shim else clock.PRELOAD
     node.run(["rm", "-f", clock.control_file(name)], check=True)
-    preloaded = clock.preloaded(name, argv, ask, wall_only, library)
-    return start_and_wait(node, name, preloaded, ready)
+    return clock.preloaded(name, argv, ask, wall_only, library)
+
+
+def start_clock_probe(
+    node: Node, name: str, port: int, secret_file: str | None, install_dir: str = INSTALL_DIR
+) -> Daemon:
+    """Start a clock probe (:mod:`harness.nodeside.clockprobe`) as daemon ``name-clock`` on
+    ``node``, under libfaketime with daemon ``name``'s control file, and wait until it answers;
+    daemon ``name`` is started with the probe's ``wire:HOST:PORT`` as its ``ask``
+    (:func:`clock_probe_ask`), for a daemon that reports no clock of its own."""
+    program = f"{install_dir}/clockprobe.py"
+    install(node, {program: source_of(clockprobe), **nodeside_files(install_dir)})
+    argv = ["python3", program, "--host", node.ip, "--port", str(port)]
+    argv += ["--secret-file", secret_file] if secret_file else []
+    preloaded = clock.preloaded(name, argv, clock_probe_ask(node, port))
+    return start_and_wait(node, f"{name}-clock", preloaded, Pings(port))
+
+
+def clock_probe_ask(node: Node, port: int) -> str:
+    """How to read the clock of a daemon through the clock probe on ``port`` of ``node``."""
+    return f"wire:{node.ip}:{port}"
 
 
 def clock_shim(node: Node) -> str:
