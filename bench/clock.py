@@ -1,7 +1,7 @@
 """Clock faults: how often the mistakes only they expose are caught, and false alarms without them.
 
 Detection: for each switch (the reference's ``wall-clock-expiry`` and ``timestamp-token``, the
-holder flaw ``trust-own-timer`` on the reference, Redis's ``log-trusts-lease`` by default) N
+holder flaw ``trust-own-timer`` on the reference, Redis's ``owned-trusts-lease`` by default) N
 seeded runs of its system with what ``fencecheck run --bug X`` picks from the switch's
 ``exposed_by`` (faults, targets, workload, fault lengths, lock-delay, writes per lease: every
 field but the bench's length and seed); per switch the runs whose verdict was invalid with one of
@@ -51,7 +51,7 @@ _SWITCHES: Final = {
     "wall-clock-expiry": "reference",
     "trust-own-timer": "reference",
     "timestamp-token": "reference",
-    "log-trusts-lease": "redis",
+    "owned-trusts-lease": "redis",
 }
 """Each switch and the system it is planted in."""
 _BENCH_FIELDS: Final = ("time_limit", "seed")

@@ -56,7 +56,6 @@ _NO_AOF: Final = "no-aof"
 _ASYNC_FAILOVER: Final = "async-failover"
 _EVERYSEC: Final = "appendfsync-everysec"
 _FSYNC_NO: Final = "appendfsync-no"
-_LOG_TRUSTS_LEASE: Final = "log-trusts-lease"
 _APPENDFSYNC: Final = {_EVERYSEC: "everysec", _FSYNC_NO: "no"}
 """The bug switches that weaken ``appendfsync``, and the value each sets."""
 _POWER_LOSS_AT_GRANT: Final = Exposure(
@@ -119,13 +118,14 @@ BUG_SWITCHES: Final = switch_table(
         ("store",),
     ),
     BugSwitch(
-        _LOG_TRUSTS_LEASE,
-        "the unfenced log relies on the lease (a holder writes to it only inside its lease, "
-        "with no token): Redis expires the lock key on its own wall clock, so a step forward "
-        "or a fast clock on the primary frees the lock under its holder, and the two holders' "
-        "writes interleave (only a clock fault shows it)",
+        client.OWNED_TRUSTS_LEASE,
+        "the owned sink appends without checking the lock: it relies on the lease (a holder "
+        "writes only while its own timer says it holds it). Redis expires the lock key on its "
+        "own wall clock, so a step forward or a fast clock on the primary frees the lock under "
+        "its holder, and both holders' writes land (only a clock fault shows it)",
         # Holders that keep their lease many writes long are mid-lease when the primary's wall
-        # clock moves; a fast rate (2x or 4x, drawn for the lock) shrinks the lease too.
+        # clock moves; a fast rate (2x or 4x, drawn for the lock) shrinks the lease too. The
+        # stale holder goes on until the store, which compares epochs, refuses it.
         Exposure(
             faults=("clock-step", "clock-rate"),
             targets=("lock-leader",),
@@ -134,7 +134,7 @@ BUG_SWITCHES: Final = switch_table(
             writes_per_lease=50,
         ),
         ("stale-write",),
-        ("log",),
+        ("owned",),
     ),
 )
 """The system's bug switches."""
@@ -198,8 +198,8 @@ class RedisSystem(PackagesBeside, SwitchTable):
         return {"lock": RoleSpec(2, "r"), "worker": RoleSpec(1, "w")}
 
     def inventory(self, config: SystemConfig) -> tuple[Sink, ...]:
-        """``store`` and ``owned`` fenced (each reports ``seq``), ``log`` unfenced (relying on the
-        lease with ``log-trusts-lease``)."""
+        """``store`` and ``owned`` fenced (each reports ``seq``; ``owned`` relies on the lease
+        instead with ``owned-trusts-lease``), ``log`` unfenced."""
         return (
             Sink(
                 "store",
@@ -209,25 +209,34 @@ class RedisSystem(PackagesBeside, SwitchTable):
                 "the lock's highest seen (numerically), appends, and takes seq from a counter",
                 seq=True,
             ),
-            Sink(
-                "owned",
-                fenced=True,
-                mitigation="none",
-                description="a list per key in Redis; one Lua script appends only while the "
-                "lock key still holds this grant's value (seq from its own counter)",
-                seq=True,
-            ),
+            self._owned(config),
             Sink(
                 "log",
                 fenced=False,
-                mitigation="lock-delay" if _LOG_TRUSTS_LEASE in config.bugs else "none",
-                description="a plain RPUSH to a list per key: accepts every write"
-                + (
-                    "; relies on the lease (a holder writes only inside it; no lock-delay)"
-                    if _LOG_TRUSTS_LEASE in config.bugs
-                    else ""
-                ),
+                mitigation="none",
+                description="a plain RPUSH to a list per key: accepts every write",
             ),
+        )
+
+    def _owned(self, config: SystemConfig) -> Sink:
+        """The owned sink: fenced by ownership, or with ``owned-trusts-lease`` a sink that relies
+        on the lease (the careful holder confirms its lease before a write late in it)."""
+        if client.OWNED_TRUSTS_LEASE in config.bugs:
+            return Sink(
+                "owned",
+                fenced=False,
+                mitigation="lock-delay",
+                description="a list per key in Redis; one Lua script appends with no check (it "
+                "relies on the lease; no lock-delay) and takes seq from its own counter",
+                seq=True,
+            )
+        return Sink(
+            "owned",
+            fenced=True,
+            mitigation="none",
+            description="a list per key in Redis; one Lua script appends only while the lock "
+            "key still holds this grant's value (seq from its own counter)",
+            seq=True,
         )
 
     def server_argv(self, config: SystemConfig) -> list[str]:
