@@ -140,9 +140,16 @@ static double offset_at(double now) {
     }
 }
 
+#define ABANDONED_AFTER 1000000
+
 static void lock(void) {
-    /* Held for one small file read: a waiter yields rather than spin out its time slice. */
-    while (__atomic_test_and_set(&state.busy, __ATOMIC_ACQUIRE)) syscall(SYS_sched_yield);
+    /* Held for one small file read: a waiter yields rather than spin out its time slice. A lock
+     * held that long was inherited held by a child forked meanwhile (its holder is not in the
+     * child): take it over. */
+    for (long tries = 0; __atomic_test_and_set(&state.busy, __ATOMIC_ACQUIRE); tries++) {
+        if (tries >= ABANDONED_AFTER) return;
+        syscall(SYS_sched_yield);
+    }
 }
 
 static void unlock(void) { __atomic_clear(&state.busy, __ATOMIC_RELEASE); }
@@ -197,7 +204,8 @@ static int moves(clockid_t id) {
 
 int clock_gettime(clockid_t id, struct timespec *ts) {
     int which = moves(id);
-    if (!which) return real_clock(id, ts);
+    /* Read without the lock: set once, at the first call, which is a wall clock's or not. */
+    if (!which || (which == 2 && state.started && state.wall_only)) return real_clock(id, ts);
     struct timespec wall;
     if (real_clock(CLOCK_REALTIME, &wall) != 0) return -1;
     double offset = current_offset(seconds(&wall));
