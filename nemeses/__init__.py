@@ -21,7 +21,7 @@ from nemeses.processes import Restarter
 from nemeses.protocol import Fault, HealReport, Nemesis, NemesisError
 from nemeses.recovery import heal_nodes
 from nemeses.registry import DEFAULT_NEMESES, FAULT_KINDS, KINDS, fault_kind, standard_nemesis
-from nemeses.restart_while_paused import RESTART_WHILE_PAUSED, RestartWhilePausedNemesis
+from nemeses.restart_while_paused import RESTART_WHILE_PAUSED
 from nemeses.schedule import (
     DEFAULT_OVERLAP,
     DEFAULT_TTL_MULTIPLES,
@@ -30,12 +30,12 @@ from nemeses.schedule import (
     HOLDER_MEMBER,
     LOCK_FOLLOWER,
     LOCK_LEADER,
-    STEP_AT_NS,
     WAITER,
     Refusal,
     Schedule,
     Window,
     generate_schedule,
+    playable,
     resolve,
 )
 from nemeses.throttle import ThrottleNemesis
@@ -53,7 +53,6 @@ __all__ = [
     "LOCK_FOLLOWER",
     "LOCK_LEADER",
     "RESTART_WHILE_PAUSED",
-    "STEP_AT_NS",
     "TOPOLOGIES",
     "WAITER",
     "CompositeNemesis",
@@ -69,7 +68,6 @@ __all__ = [
     "PartitionNemesis",
     "PauseNemesis",
     "Refusal",
-    "RestartWhilePausedNemesis",
     "Restarter",
     "Schedule",
     "ThrottleNemesis",
@@ -78,6 +76,7 @@ __all__ = [
     "generate_schedule",
     "heal_nodes",
     "partition_fault",
+    "playable",
     "resolve",
     "standard_nemesis",
 ]

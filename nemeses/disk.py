@@ -7,11 +7,12 @@ one of them; each is confirmed from that file system's own report and recorded.
 
 - ``power-loss``: SIGKILL every daemon of the node, drop every unsynced byte and directory entry,
   and at the window's end start the daemons again on what was synced. Aimed at a store or lock
-  node it is one window; aimed at the holder it is the lease-aware shape: the holder is paused
-  past its lease and the power loss lands right after the takeover (the store's once the new
-  holder had its first write accepted, the lock service's right after the grant), then the
-  holder is continued: what the takeover taught the server, if unsynced, is gone when the old
-  holder writes again.
+  node it is one window; aimed at the holder it is the lease-aware shape, played as a pair of
+  the general overlap mechanism (:mod:`nemeses.schedule`): the holder is paused past its lease
+  and the power loss lands right after the takeover (the store's once the new holder had its
+  first write accepted, the lock service's right after the grant), then the holder is continued
+  once the node serves again: what the takeover taught the server, if unsynced, is gone when the
+  old holder writes again.
 - ``disk-full``: every write, create and growing truncate fails with ENOSPC for the window.
 - ``fsync-error``: every fsync fails with EIO for the window (the data stays unsynced).
 - ``slow-disk``: every fsync waits a multiple of the lease TTL first.
@@ -28,13 +29,14 @@ from typing import Any, Final
 from harness.node import Node
 from harness.nodeside import lazyfs
 from harness.record import SAID
+from harness.record.schedule import Window
 from nemeses._base import NodeNemesis
 from nemeses.kill import KillNemesis
-from nemeses.kinds import END_AFTER_WRITES, Draw, FaultKind, Leftovers, ManualCommand
+from nemeses.kinds import END_AFTER_WRITES, Composition, Draw, FaultKind, Leftovers, ManualCommand
 from nemeses.kinds import ManualOption as Option
-from nemeses.processes import Locator, Restarter, recorded_daemons, restart, run_script
+from nemeses.processes import run_script
 from nemeses.protocol import Fault, HealReport, NemesisError, fault_fs
-from nemeses.restart_while_paused import RestartWhilePausedNemesis
+from nemeses.restart_while_paused import play_as_pair
 
 __all__ = [
     "DISK_FAULTS",
@@ -119,48 +121,18 @@ def _power_off(node: Node) -> dict[str, Any]:
     return {"dropped": dropped, "lost": _totals(dropped), SAID: said}
 
 
-class _PowerLossAtTakeover(RestartWhilePausedNemesis):
-    """The lease-aware shape: the holder paused; the node named ``restart`` loses power right
-    after the takeover (the window ends there, :data:`END_AFTER_WRITES`); the holder continued."""
-
-    def invoke(self, f: str, fault: Fault) -> dict[str, Any]:
-        """As restart-while-paused, saying the pause at the start (the stop says the loss)."""
-        facts = super().invoke(f, fault)
-        if f.startswith("start-"):
-            return {**facts, SAID: f"{', '.join(fault.targets)} was paused"}
-        return facts
-
-    def restart_node(self, node: Node, kill: KillNemesis, victim: Fault) -> dict[str, Any]:
-        """Kill every daemon of ``node``, drop what was unsynced, start them again."""
-        killed = kill.invoke("start-kill", victim)
-        facts = _power_off(node)
-        restarted = kill.invoke("stop-kill", victim)
-        return {**facts, "killed_pids": killed["pids"], "restarted_pids": restarted["pids"]}
-
-
 class PowerLossNemesis(KillNemesis):
-    """``power-loss`` at a store or lock node (kill every daemon and drop; restart at the stop),
-    or, for a fault with ``params["restart"]``, the lease-aware shape around a paused holder."""
-
-    def __init__(self, locate: Locator = recorded_daemons, restarter: Restarter = restart) -> None:
-        super().__init__(locate, restarter=restarter)
-        self._at_takeover = _PowerLossAtTakeover(locate, restarter, kind=POWER_LOSS)
+    """``power-loss`` at a store or lock node: kill every daemon and drop what was unsynced;
+    restart them at the stop. (Aimed at a holder it is played as a pause and a power-loss
+    overlay on a store or lock node: :data:`POWER_LOSS_KIND`'s ``composed``.)"""
 
     @property
     def fs(self) -> frozenset[str]:
         """``start-power-loss`` and ``stop-power-loss``."""
         return fault_fs(POWER_LOSS)
 
-    def setup(self, nodes: Mapping[str, Node]) -> None:
-        """Both shapes learn the nodes."""
-        super().setup(nodes)
-        self._at_takeover.setup(nodes)
-
     def invoke(self, f: str, fault: Fault) -> dict[str, Any]:
-        """Start: the power goes (or, at the holder, the pause begins). Stop: the daemons start
-        again on what was synced (or the power loss lands and then the holder continues)."""
-        if "restart" in fault.params:
-            return self._at_takeover.invoke(f, fault)
+        """Start: the power goes. Stop: the daemons start again on what was synced."""
         whole = Fault(fault.kind, fault.targets, {})  # a power loss kills every daemon
         facts = super().invoke(f, whole)
         if not self.starts(f):
@@ -174,10 +146,6 @@ class PowerLossNemesis(KillNemesis):
             "lost": _totals({name: off["lost"] for name, off in offs.items()}),
             SAID: "; ".join(off[SAID] for off in offs.values()),
         }
-
-    def heal(self) -> HealReport:
-        """Start every daemon a power loss left dead; continue every paused holder."""
-        return super().heal().merge(self._at_takeover.heal())
 
 
 def _disk_roles(draw: Draw) -> dict[str, list[str]]:
@@ -197,7 +165,8 @@ def _disk_target(draw: Draw) -> tuple[str, str]:
 
 
 def _draw_power_loss(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
-    """At a store or lock node: that node. At the holder: the lease-aware shape."""
+    """At a store or lock node: that node. At the holder: the lease-aware shape (played as a
+    pair, :func:`_play_power_loss`)."""
     if draw.role in _DISK_ROLES:
         return (draw.target,), {}
     node, role = _disk_target(draw)
@@ -209,6 +178,13 @@ def _draw_power_loss(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
     if draw.processes.get(draw.role) is not None:
         params["process"] = draw.processes[draw.role]
     return (draw.target,), params
+
+
+def _play_power_loss(window: Window, index: int, ttl_ns: int) -> tuple[Window, ...] | None:
+    """A power loss aimed at the holder as its pause and a power-loss overlay at the takeover."""
+    if "restart" not in window.params:
+        return None
+    return play_as_pair(window, index, ttl_ns, POWER_LOSS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -350,10 +326,9 @@ POWER_LOSS_KIND = FaultKind(
     restarts=True,
     kills="targets",
     needs_disk=True,  # what it drops is what the lazy FS holds unsynced
-    # At the holder it restarts the store or lock node it names (``restart``), else its targets.
-    restarted=lambda targets, params: (str(params["restart"]),) if "restart" in params else targets,
-    build=lambda locate, restarter: PowerLossNemesis(locate, restarter),
+    build=lambda locate, restarter: PowerLossNemesis(locate, restarter=restarter),
     draw=_draw_power_loss,
+    composed=Composition(("pause", POWER_LOSS), _play_power_loss),
     recover=None,  # the kill kind's recovery restarts what a crashed run left dead
     manual=ManualCommand(
         help="SIGKILL every daemon on NODES and drop what they never fsynced; start them again "

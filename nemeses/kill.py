@@ -4,12 +4,18 @@ Tests that epochs and highest-seen marks survive restarts (docs/design.md §7). 
 daemon's command line, environment and working directory are captured, so the restart runs the same
 program on the same data (the restart model). The restart goes through a :data:`Restarter`: in a
 run, the system's own restart (which waits until the daemon serves) where it has one. Confirmed
-from outside: the process is gone (or a zombie), then the new one runs.
+from outside: the process is gone (or a zombie), then the new one runs, and a store or lock
+daemon's restart is done once it serves again (``served_by``): by the system's readiness check
+where it has one, else once the ports its node listened on at setup accept connections. A paused
+holder that a restart resumes (``restart-while-paused``) must meet the daemon serving, not down.
 """
 
 from __future__ import annotations
 
+import functools
 import signal
+import socket
+from collections.abc import Mapping
 from typing import Any
 
 from harness.node import Daemon, Node, NodeError
@@ -18,6 +24,7 @@ from nemeses._observe import CONFIRM_TIMEOUT_S, observe
 from nemeses.kinds import FaultKind, Leftovers
 from nemeses.pause import draw_process, process_command
 from nemeses.processes import (
+    ChecksServing,
     Locator,
     ProcessImage,
     Restarter,
@@ -29,6 +36,10 @@ from nemeses.processes import (
 from nemeses.protocol import Fault, FaultKey, HealReport, NemesisError, fault_fs
 
 __all__ = ["KIND", "KillNemesis"]
+
+
+_SERVICE_ROLES = ("store", "lock")
+_SERVES_TIMEOUT_S = 20.0
 
 
 class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
@@ -44,20 +55,23 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
     ) -> None:
         super().__init__(locate, confirm_timeout)
         self._restarter = restarter
-        self._prepared: dict[tuple[FaultKey, str], tuple[list[Daemon], list[ProcessImage]]] = {}
         # By node and daemon name; may be shared by kill nemeses that restart the same daemons.
         self._images = {} if images is None else images
+        self._ports: dict[str, set[int]] = {}  # by store or lock node: a system's ports stay
 
-    def prepare(self, fault: Fault) -> None:
-        """Find and capture the daemons ``fault`` will kill now, so that its ``start-kill`` only
-        signals: a kill that must land at a precise moment (right after a takeover) cannot wait
-        for the commands that read a daemon's command line on a busy node. A daemon's image is
-        read once: a restart runs the same command line, environment and directory again."""
-        for node in (self.node(name) for name in fault.targets):
-            daemons = self.daemons_of(node, fault)
-            images = [self._image(node, daemon) for daemon in daemons]
-            with self.lock:
-                self._prepared[(fault.key, node.name)] = (daemons, images)
+    def setup(self, nodes: Mapping[str, Node]) -> None:
+        """Remember the nodes, and read the images of the store and lock daemons now: a kill
+        aimed at a moment (right after a takeover, inside a holder's pause) must be a signal
+        away, not behind the commands that read a daemon's command line on a busy node."""
+        super().setup(nodes)
+        for node in nodes.values():
+            if node.role not in _SERVICE_ROLES:
+                continue
+            try:
+                self.capture(node)
+                self._ports[node.name] = _listening_ports(node)
+            except (NodeError, NemesisError):
+                continue  # only a head start: the kill reads them again and says why not
 
     def capture(self, node: Node) -> None:
         """Read the images of every daemon of ``node`` now, ahead of any fault."""
@@ -97,18 +111,15 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
                 f"stop-kill {fault.describe()}: this controller killed nothing there to restart"
             )
         pids: dict[str, list[int]] = {}
-        report = self._restart_all(fault.key, images, pids)
+        served: dict[str, str] = {}
+        report = self._restart_all(fault.key, images, pids, served)
         if not report.ok:
             raise NemesisError("; ".join(report.errors))
-        return {"pids": pids}
+        return {"pids": pids, "served_by": served} if served else {"pids": pids}
 
     def _kill(self, fault: Fault, node: Node) -> tuple[str, list[int]]:
-        with self.lock:
-            prepared = self._prepared.pop((fault.key, node.name), None)
-        if prepared is None:
-            daemons = self.daemons_of(node, fault)
-            prepared = (daemons, [self._image(node, daemon) for daemon in daemons])
-        daemons, images = prepared
+        daemons = self.daemons_of(node, fault)
+        images = [self._image(node, daemon) for daemon in daemons]
         with self.lock:
             self.held.setdefault(fault.key, []).extend((node.name, i) for i in images)
         for daemon in daemons:
@@ -129,13 +140,19 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
         )
 
     def _restart_all(
-        self, key: FaultKey, images: list[tuple[str, ProcessImage]], pids: dict[str, list[int]]
+        self,
+        key: FaultKey,
+        images: list[tuple[str, ProcessImage]],
+        pids: dict[str, list[int]],
+        served: dict[str, str] | None = None,
     ) -> HealReport:
-        """Restart ``images`` (node name, image), noting new pids by node in ``pids``."""
+        """Restart ``images`` (node name, image), noting new pids by node in ``pids`` and, for
+        a store or lock node, how it was seen serving again in ``served``."""
         report = HealReport()
         for name, image in images:
+            node = self.node(name)
             try:
-                daemon = self._restarter(self.node(name), image)
+                daemon = self._restarter(node, image)
             except NemesisError as problem:
                 report.errors.append(str(problem))
                 with self.lock:
@@ -144,14 +161,43 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
                 continue
             pids.setdefault(name, []).append(daemon.pid)
             report.healed.append(f"restarted {name}:{image.name} as pid {daemon.pid}")
+            try:
+                how = self._await_serving(node, image.name)
+            except NemesisError as problem:
+                report.errors.append(str(problem))
+                continue
+            if how is not None and served is not None:
+                served[name] = how
         return report
+
+    def _await_serving(self, node: Node, daemon: str) -> str | None:
+        """Wait until the restarted ``daemon`` of a store or lock ``node`` serves: by the
+        system's readiness check where it has one, else until its node's ports accept
+        connections; how it was seen (``None`` for a node of another role)."""
+        serves = self._restarter.serves if isinstance(self._restarter, ChecksServing) else None
+        if serves is not None and serves(node, daemon) is not None:
+            observe(
+                lambda: serves(node, daemon) is True,
+                f"{daemon} on {node.name} serving again (its readiness check)",
+                _SERVES_TIMEOUT_S,
+            )
+            return "readiness check"
+        ports = self._ports.get(node.name)
+        if not ports:
+            return None
+        for port in sorted(ports):
+            observe(
+                functools.partial(_accepts, node.ip, port),
+                f"{node.ip}:{port} accepting connections again",
+                _SERVES_TIMEOUT_S,
+            )
+        return "listening port"
 
     def heal(self) -> HealReport:
         """Restart every daemon this nemesis killed and has not restarted yet."""
         with self.lock:
             pending = list(self.held.items())
             self.held.clear()
-            self._prepared.clear()
         report = HealReport()
         for key, images in pending:
             report.merge(self._restart_all(key, images, {}))
@@ -189,3 +235,25 @@ KIND = FaultKind(
     ),
 )
 """The kill fault kind's registry entry."""
+
+
+def _listening_ports(node: Node) -> set[int]:
+    """The TCP ports ``node`` listens on (other than loopback-only ones)."""
+    result = node.run(["ss", "-Hltn"], timeout=5.0, check=True)
+    ports = set()
+    for line in result.stdout.splitlines():
+        fields = line.split()
+        host, _, port = (fields[3] if len(fields) > 3 else "").rpartition(":")
+        if port.isdigit() and not host.startswith(("127.", "[::1]")):
+            ports.add(int(port))
+    return ports
+
+
+def _accepts(host: str, port: int) -> bool:
+    """One tight try: the paused holder must be continued before another holder's write could
+    teach the restarted store its mark again."""
+    try:
+        socket.create_connection((host, port), timeout=0.2).close()
+    except OSError:
+        return False
+    return True

@@ -20,14 +20,19 @@ from typing import Any, Final, Literal
 
 from harness.node import Node
 from harness.record import NemesisFacts
-from harness.record.schedule import LOCK_FOLLOWER
+from harness.record.schedule import LOCK_FOLLOWER, Window
 from nemeses.processes import Locator, ProcessImage, Restarter
 from nemeses.protocol import Fault, Nemesis, NemesisError
 
 __all__ = [
+    "ANCHOR",
+    "COMPOUND",
     "END_AFTER_WRITES",
     "LOCK_FOLLOWER",
-    "STEP_AT_NS",
+    "OVERLAPS",
+    "RESUMES_BASE",
+    "START_AFTER_WRITES",
+    "Composition",
     "Draw",
     "FaultKind",
     "Leftovers",
@@ -38,14 +43,26 @@ __all__ = [
 ]
 
 
-STEP_AT_NS: Final = "step_at_ns"
-"""Window parameter: when (ns after the window's start) the player performs ``step-<kind>``; a
-step at or past the window's end is not performed (the kind's stop does its work then)."""
 END_AFTER_WRITES: Final = "end_after_writes"
 """Window parameter: end the window once a node other than its targets holds the lease and has
 had this many writes accepted since its grant (a lease-aware end: "right after the takeover, while
 the new holder has written only a few times"), at its scheduled end at the latest. Counted in
 writes, not time: what a store loses on a restart is writes, and their pace depends on the run."""
+OVERLAPS: Final = "overlaps"
+"""Overlay parameter: the index of the base window it overlaps (:mod:`nemeses.schedule`)."""
+ANCHOR: Final = "anchor"
+"""Overlay parameter: the moment of the base window it is aimed at (``inside``, ``grant``,
+``takeover``, ``restart``; :data:`nemeses.schedule.ANCHORS`)."""
+START_AFTER_WRITES: Final = "start_after_writes"
+"""Overlay parameter (``grant``, ``takeover``): start once another node than the base's targets
+holds the lease and had this many writes accepted since its grant."""
+RESUMES_BASE: Final = "resumes_base"
+"""Overlay parameter (of a kind whose stop restarts a daemon, on a base aimed at the holder): the
+base ends as soon as this overlay's stop is done, the daemon restarted and serving, so the stale
+holder's write meets the restarted daemon before anyone else's does."""
+COMPOUND: Final = "compound"
+"""Window parameter: the kind a window plays a part of (:attr:`FaultKind.composed`), kept on both
+windows of the pair so that histories, replays and reports say what the pair stands for."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +89,21 @@ class Draw:
     def of_role(self, role: str) -> list[str]:
         """The nodes of ``role``, sorted."""
         return sorted(name for name, node_role in self.nodes.items() if node_role == role)
+
+
+@dataclass(frozen=True, slots=True)
+class Composition:
+    """How a kind's drawn window is played as overlapping windows of other kinds (a compound, or
+    a shape of one such as a power loss aimed at a holder), by the general overlap mechanism of
+    :mod:`nemeses.schedule` and :class:`nemeses.player.NemesisPlayer`.
+
+    ``kinds``: the kinds the windows play (a run builds their nemeses). ``play`` gets the drawn
+    window, the index its second window takes and the lease TTL, and returns the windows that play
+    it (the first keeps its index), or ``None`` when this window plays as itself.
+    """
+
+    kinds: tuple[str, ...]
+    play: Callable[[Window, int, int], tuple[Window, ...] | None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,7 +154,8 @@ class FaultKind:
     schedule prefers durations longer than the lease (the shape means nothing otherwise).
     ``recover`` undoes the kind on one node without knowing what was applied (``None``: another
     kind's recovery covers it). ``build`` gets how to find the daemons a fault aims at and how
-    to start a killed one again (a run passes the system's own restart where it has one).
+    to start a killed one again (a run passes the system's own restart where it has one);
+    ``None`` for a kind only ever played as windows of others (:attr:`composed`).
     """
 
     name: str
@@ -130,7 +163,7 @@ class FaultKind:
     verb: str
     colour: str
     heal_rank: int
-    build: Callable[[Locator, Restarter], Nemesis]
+    build: Callable[[Locator, Restarter], Nemesis] | None
     draw: Callable[[Draw], tuple[tuple[str, ...], dict[str, Any]]]
     recover: Callable[[Node, Leftovers], object] | None = None
     manual: ManualCommand | None = None
@@ -180,6 +213,9 @@ class FaultKind:
     pinnable: bool = True
     """A replay may aim a window at the very nodes it landed on; false for a kind whose fault
     is worked out from the symbolic targets (a partition's drops)."""
+    composed: Composition | None = None
+    """How a drawn window of this kind is played as overlapping windows of other kinds, when it
+    is (``restart-while-paused``: a holder pause and a kill of the store inside it)."""
 
     def facts(self) -> NemesisFacts:
         """What readers below the nemeses (checkers, the report) need to know of this kind: the

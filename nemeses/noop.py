@@ -7,7 +7,7 @@ from collections.abc import Collection, Mapping
 from typing import Any
 
 from harness.node import Node
-from nemeses.protocol import Fault, HealReport, NemesisError, fault_fs, kind_of, step_f
+from nemeses.protocol import Fault, HealReport, NemesisError, fault_fs, kind_of
 from nemeses.registry import FAULT_KINDS
 
 __all__ = ["NoopNemesis"]
@@ -22,7 +22,7 @@ class NoopNemesis:
     """
 
     def __init__(self, kinds: Collection[str] = FAULT_KINDS, failing: Collection[str] = ()) -> None:
-        self._fs = fault_fs(*kinds) | {step_f(kind) for kind in kinds}
+        self._fs = fault_fs(*kinds)
         self._failing = frozenset(failing)
         self._lock = threading.Lock()
         self.calls: list[tuple[str, Fault]] = []
@@ -32,7 +32,7 @@ class NoopNemesis:
 
     @property
     def fs(self) -> frozenset[str]:
-        """``start-<kind>``, ``step-<kind>`` and ``stop-<kind>`` of every kind given."""
+        """``start-<kind>`` and ``stop-<kind>`` of every kind given."""
         return self._fs
 
     def setup(self, nodes: Mapping[str, Node]) -> None:
@@ -45,12 +45,10 @@ class NoopNemesis:
             raise NemesisError(f"no-op nemesis does not handle {f!r}")
         with self._lock:
             self.calls.append((f, fault))
-            # A compound's middle step (step-<kind>) leaves its fault in force.
-            if not f.startswith("step-"):
-                if kind_of(f)[1]:
-                    self.in_force.append(fault)
-                elif fault in self.in_force:
-                    self.in_force.remove(fault)
+            if kind_of(f)[1]:
+                self.in_force.append(fault)
+            elif fault in self.in_force:
+                self.in_force.remove(fault)
         if f in self._failing:
             raise NemesisError(f"{f} {fault.describe()}: failing as asked")
         return {}

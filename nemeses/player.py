@@ -31,13 +31,11 @@ kind that restarts a daemon names the nodes it restarted (``restarted``), so tha
 the nemeses never test a kind's name. The player is the one writer of this value: each event is
 built as a :class:`harness.record.NemesisEvent` (its schema) and recorded as its JSON.
 
-A compound window places its second fault by two parameters (see :mod:`nemeses.schedule`): with
-``step_at_ns`` the player performs ``step-<kind>`` that long after the window started and adds
-``step_scheduled`` and ``step_confirmed`` (or ``step_error``, which makes the window not applied)
-and the step's facts to the stop event; with ``end_after_writes`` it ends the window once another
-node took the lease over from the window's targets and had that many writes accepted since its
-grant, adding ``takeover`` (run clock, ns) and ``new_holder``; that stop's ``scheduled`` is when
-it was due.
+A window with ``end_after_writes`` ends once another node took the lease over from the window's
+targets and had that many writes accepted since its grant, adding ``takeover`` (run clock, ns) and
+``new_holder``; that stop's ``scheduled`` is when it was due. A compound kind is played as
+overlapping windows of its parts (:attr:`nemeses.kinds.FaultKind.composed`), by the mechanism
+below: the player never sees one.
 
 Overlapping windows (issue 26; the parameters are :mod:`nemeses.schedule`'s): each window plays in
 a thread of its own, a base window once every earlier one ended, an overlay (``overlaps``) beside
@@ -63,7 +61,7 @@ from typing import Any, Final, Protocol
 from harness.node import Node
 from harness.record import SAID, NemesisEvent, PowerLoss
 from nemeses.kinds import conflict
-from nemeses.protocol import Fault, HealReport, Nemesis, NemesisError, start_f, step_f, stop_f
+from nemeses.protocol import Fault, HealReport, Nemesis, NemesisError, start_f, stop_f
 from nemeses.registry import fault_kind, fault_words
 from nemeses.schedule import (
     AIM,
@@ -79,7 +77,6 @@ from nemeses.schedule import (
     RESUME,
     RESUMES_BASE,
     START_AFTER_WRITES,
-    STEP_AT_NS,
     WAITER,
     Window,
     resolve,
@@ -191,6 +188,9 @@ class NemesisPlayer:
         self._resolved: dict[int, Fault] = {}
         self._ending = {window.index: threading.Event() for window in self._windows}
         self._begun = {window.index: threading.Event() for window in self._windows}
+        # Set once a window's moment came and its fault is being applied (before it is confirmed:
+        # a kill confirmed late on a busy node has still begun the restart its base waits for).
+        self._starting = {window.index: threading.Event() for window in self._windows}
         self._stopped = {window.index: threading.Event() for window in self._windows}
         self._thread: threading.Thread | None = None
         self._crash: BaseException | None = None
@@ -251,7 +251,7 @@ class NemesisPlayer:
             open_windows = list(self._in_force.values())
             self._in_force.clear()
             for window, _, value in open_windows:
-                errors = [*_step_errors(value), *report.errors]
+                errors = list(report.errors)
                 self._record_safely(
                     stop_f(window.kind),
                     self._outcome(
@@ -327,7 +327,10 @@ class NemesisPlayer:
     def _play_window(self, window: Window) -> None:
         try:
             started = self._await_anchor(window)
-            if started is None or not self._start(window, started):
+            if started is None:
+                return
+            self._starting[window.index].set()
+            if not self._start(window, started):
                 return
             self._begun[window.index].set()
             self._end(window, self._middle(window, started))
@@ -364,15 +367,9 @@ class NemesisPlayer:
         return work is None or work.accepted_since_grant(holder) >= writes
 
     def _middle(self, window: Window, started: int) -> int:
-        """Play what happens inside ``window`` (its step) and wait for its end; returns when the
-        end was due: its length after it ``started``, or a while after a takeover (module
-        docs)."""
+        """Wait for ``window``'s end; returns when the end was due: its length after it
+        ``started``, or a while after a takeover, a release or a restart (module docs)."""
         end = started + window.duration_ns
-        step = window.params.get(STEP_AT_NS)
-        if isinstance(step, int) and 0 <= step < window.duration_ns:
-            if not self._sleep_until(started + step):
-                return end
-            self._step(window, started + step)
         writes = window.params.get(END_AFTER_WRITES)
         if isinstance(writes, int):
             due = self._await_takeover(window, writes, end)
@@ -393,17 +390,21 @@ class NemesisPlayer:
 
     def _await_resumer(self, window: Window, resumers: list[int]) -> int:
         """When the first of the overlays ``resumers`` that began has stopped (its daemon
-        restarted and serving), or half a TTL past ``window``'s end when none did."""
+        restarted and serving), or half a TTL past ``window``'s end when none began by then. One
+        that began is waited for however long its restart takes (the nemesis bounds that): the
+        stale holder continued before the restarted daemon serves would meet it down."""
         latest = window.end_ns + round(_RELEASE_TAIL_TTL * _ttl_ns(window))
-        while self._clock() < latest:
-            done = [i for i in resumers if self._begun[i].is_set() and self._stopped[i].is_set()]
+        while not self._stopping.is_set():
+            begun = [i for i in resumers if self._starting[i].is_set()]
+            done = [i for i in begun if self._stopped[i].is_set()]
             if done:
                 with self._lock:
                     if window.index in self._in_force:
                         self._in_force[window.index][2]["resumed_on_restart"] = done[0]
-                return self._clock()
-            if self._stopping.wait(_WRITE_POLL_S / 4):
                 break
+            if not begun and self._clock() >= latest:
+                break
+            self._stopping.wait(_WRITE_POLL_S / 4)
         return self._clock()
 
     def _await_restart_overlays(self, window: Window) -> None:
@@ -430,20 +431,6 @@ class NemesisPlayer:
             if self._clock() >= latest or self._stopping.wait(_WRITE_POLL_S / 4):
                 break
         return self._clock()
-
-    def _step(self, window: Window, scheduled: int) -> None:
-        """Perform ``window``'s middle step; its facts (or error) go on the stop event."""
-        with self._kind_locks[window.kind]:
-            if window.index not in self._in_force:
-                return
-            _, fault, value = self._in_force[window.index]
-            value["step_scheduled"] = scheduled
-            try:
-                value.update(self._nemesis.invoke(step_f(window.kind), fault))
-            except Exception as problem:  # recorded on the stop: the window was not applied
-                value["step_error"] = str(problem)
-                return
-            value["step_confirmed"] = self._clock()
 
     def _await_takeover(self, window: Window, writes: int, end: int) -> int | None:
         """When a node other than the window's targets, holding the lease, had ``writes`` writes
@@ -586,7 +573,7 @@ class NemesisPlayer:
             if window.index not in self._in_force:
                 return
             _, fault, value = self._in_force[window.index]
-            errors = _step_errors(value)
+            errors: list[str] = []
             try:
                 value.update(self._nemesis.invoke(f, fault))
             except Exception as problem:  # recorded; heal() retries what is still in force
@@ -752,8 +739,6 @@ class NemesisPlayer:
             mid_write=rest.pop("mid_write", None),
             said=rest.pop(SAID, None),
             restarted=restarted,
-            step_scheduled=rest.pop("step_scheduled", None),
-            step_confirmed=rest.pop("step_confirmed", None),
             by_s=rest.pop("by_s", None),
             rate=rest.pop("rate", None),
             lost=PowerLoss.from_json(lost, 0) if isinstance(lost, dict) else None,
@@ -774,11 +759,5 @@ def _ttl_ns(window: Window) -> float:
 
 
 def _fs_of(window: Window) -> tuple[str, ...]:
-    """The operations playing ``window`` takes: start and stop, and its step if it has one."""
-    steps = (step_f(window.kind),) if STEP_AT_NS in window.params else ()
-    return (start_f(window.kind), stop_f(window.kind), *steps)
-
-
-def _step_errors(value: dict[str, Any]) -> list[str]:
-    """Why the window's step failed, as the first of its stop's errors (or none)."""
-    return [f"step: {value['step_error']}"] if "step_error" in value else []
+    """The operations playing ``window`` takes: its start and its stop."""
+    return (start_f(window.kind), stop_f(window.kind))

@@ -4,8 +4,8 @@ A nemesis has four methods, in Jepsen's spirit: :meth:`Nemesis.setup` once the n
 :meth:`Nemesis.invoke` to start or stop one fault, :meth:`Nemesis.heal` to undo everything still in
 force, :meth:`Nemesis.teardown` at the end. The operations it performs are listed in
 :attr:`Nemesis.fs` as ``start-<kind>`` / ``stop-<kind>``; they are the ``f`` of its history events.
-A compound kind that places a second fault inside its window also performs ``step-<kind>``
-(see :data:`nemeses.schedule.STEP_AT_NS`); its facts are recorded on the window's stop event.
+A compound kind has no nemesis of its own: it is played as overlapping windows of its parts
+(:attr:`nemeses.kinds.FaultKind.composed`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,6 @@ __all__ = [
     "fault_fs",
     "kind_of",
     "start_f",
-    "step_f",
     "stop_f",
 ]
 
@@ -93,11 +92,6 @@ def start_f(kind: str) -> str:
 def stop_f(kind: str) -> str:
     """The history ``f`` of the event that ends a fault of ``kind``: ``stop-<kind>``."""
     return f"stop-{kind}"
-
-
-def step_f(kind: str) -> str:
-    """The operation that performs the middle step of a compound fault of ``kind``."""
-    return f"step-{kind}"
 
 
 def fault_fs(*kinds: str) -> frozenset[str]:

@@ -94,15 +94,25 @@ def healing_order(kinds: Collection[str] = FAULT_KINDS) -> list[FaultKind]:
     return sorted((fault_kind(name) for name in kinds), key=lambda kind: kind.heal_rank)
 
 
+def _composed_of(name: str) -> tuple[str, ...]:
+    composed = fault_kind(name).composed
+    return composed.kinds if composed is not None else ()
+
+
 def standard_nemesis(
     kinds: Collection[str] = FAULT_KINDS,
     *,
     locate: Locator = recorded_daemons,
     restarter: Restarter = restart,
 ) -> CompositeNemesis:
-    """One nemesis for every fault kind in ``kinds``, healing in :func:`healing_order`.
+    """One nemesis for every fault kind in ``kinds`` and every kind their windows are played as
+    (:attr:`~nemeses.kinds.FaultKind.composed`: a compound has no nemesis of its own), healing
+    in :func:`healing_order`.
 
     ``locate`` finds the daemons process faults aim at (the nodes' own records by default);
     ``restarter`` starts a daemon the kill fault killed again (the plain relaunch by default).
     """
-    return CompositeNemesis(*(kind.build(locate, restarter) for kind in healing_order(kinds)))
+    played = dict.fromkeys(part for name in kinds for part in (name, *_composed_of(name)))
+    return CompositeNemesis(
+        *(kind.build(locate, restarter) for kind in healing_order(played) if kind.build is not None)
+    )

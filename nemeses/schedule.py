@@ -31,13 +31,12 @@ refused at draw time and the reason kept in :attr:`Schedule.refused` (a symbolic
 clear of a node a conflicting fault holds when the window starts, so refusal is needed only when no
 node could be left).
 
-A compound kind places a second fault inside one window by its parameters
-(``restart-while-paused``: a store or lock-service restart inside a holder's pause). Two
-parameters, drawn by the kind and kept with the window so that a replay plays them again, tell
-the player (:class:`nemeses.player.NemesisPlayer`) when: :data:`STEP_AT_NS`, the offset from the
-window's start at which it performs the kind's middle step (``step-<kind>``), and
-:data:`END_AFTER_WRITES`, which ends the window once another node took the lease over from the
-window's targets and had that many writes accepted (at its scheduled end at the latest).
+A compound kind (``restart-while-paused``: a store or lock-service restart inside a holder's
+pause) is played by this same mechanism: its drawn window becomes the windows of its parts
+(:attr:`nemeses.kinds.FaultKind.composed`), a base and an overlay aimed at the moment the
+compound exists for, both marked with :data:`COMPOUND`; so does a kind's shape that is one (a
+power loss aimed at a holder). A schedule recorded before a kind was composed is composed the
+same way when it is played again (:func:`playable`).
 
 A target may be the symbolic ``"holder"``: whoever holds the lease when the window starts, asked
 of the runner then (see :class:`nemeses.player.NemesisPlayer`), or, when nobody does, a worker drawn
@@ -71,7 +70,17 @@ from harness.record.schedule import (
     ScheduleError,
     Window,
 )
-from nemeses.kinds import END_AFTER_WRITES, STEP_AT_NS, Draw, FaultKind, conflict
+from nemeses.kinds import (
+    ANCHOR,
+    COMPOUND,
+    END_AFTER_WRITES,
+    OVERLAPS,
+    RESUMES_BASE,
+    START_AFTER_WRITES,
+    Draw,
+    FaultKind,
+    conflict,
+)
 from nemeses.protocol import Fault, NemesisError
 from nemeses.registry import FAULT_KINDS, fault_kind
 from nemeses.throttle import DEFAULT_CPU
@@ -81,6 +90,7 @@ __all__ = [
     "ANCHOR",
     "ANCHORS",
     "CALL_SHARE",
+    "COMPOUND",
     "DEFAULT_OVERLAP",
     "DEFAULT_TTL_MULTIPLES",
     "END_AFTER_WRITES",
@@ -93,26 +103,19 @@ __all__ = [
     "RESUME",
     "RESUMES_BASE",
     "START_AFTER_WRITES",
-    "STEP_AT_NS",
     "WAITER",
     "Refusal",
     "Schedule",
     "ScheduleError",
     "Window",
     "generate_schedule",
+    "playable",
     "resolve",
 ]
 
 _WORKER_SYMBOLS: Final = (HOLDER, WAITER)
 _MEMBER_SYMBOLS: Final = (LOCK_LEADER, LOCK_FOLLOWER, HOLDER_MEMBER)
 
-OVERLAPS: Final = "overlaps"
-"""Overlay parameter: the index of the base window it overlaps."""
-ANCHOR: Final = "anchor"
-"""Overlay parameter: the moment of the base window it is aimed at (one of :data:`ANCHORS`)."""
-START_AFTER_WRITES: Final = "start_after_writes"
-"""Overlay parameter (``grant``, ``takeover``): start once another node than the base's targets
-holds the lease and had this many writes accepted since its grant."""
 ANCHORS: Final[tuple[str, ...]] = ("inside", "grant", "takeover", "restart")
 """The moments an overlay is aimed at (see the module documentation)."""
 AIM: Final = "aim"
@@ -129,11 +132,6 @@ in flight (a quarter TTL at most past the scheduled end): the stale write meets 
 RELEASE_WITH: Final = "release_with"
 """Overlay parameter: the index of the base window whose end also ends this one (two stale
 holders released at once)."""
-RESUMES_BASE: Final = "resumes_base"
-"""Overlay parameter (``grant``, ``takeover``, of a kind whose stop restarts a daemon, on a base
-aimed at the holder): the base ends as soon as this overlay's stop is done, the daemon restarted
-and serving, so the stale holder's write meets the restarted daemon before anyone else's does
-(the shape ``restart-while-paused`` is built around, drawn from any pair of kinds)."""
 _RESUME_ON_RESTART: Final = 1 / 2
 _INSTANT_RESTART_TTL: Final = 0.01
 """A ``resumes_base`` overlay's length, in TTLs: killed and started again at once."""
@@ -147,10 +145,11 @@ _INSIDE_SHARE: Final = (0.1, 0.9)
 _OVERLAY_TAIL_TTL: Final = 0.5
 """An overlay ends at most this many TTLs after its base's scheduled end (the next base window
 starts at least 1.25 TTL after it: the system still gets time to recover)."""
-_LATEST_AFTER_START: Final = 0.9
 _LATEST_TAKEOVER_TTL: Final = 1.5
-"""A ``grant`` or ``takeover`` overlay starts by this share of its base, or this many TTLs into
-it, at the latest (a paused holder's lease lapses a TTL in, and the next is granted soon after)."""
+"""A ``grant`` or ``takeover`` overlay starts this many TTLs into its base at the latest, or at
+the base's end when that comes first (a paused holder's lease lapses up to a TTL in, and the next
+is granted soon after: 0.9 of a 1.1 TTL pause, the bound this replaced, came before the takeover
+in slow runs, and a store kill aimed at it then found nothing newer to forget)."""
 _LEAD_IN_TTL: Final = (1.0, 2.0)
 _GAP_TTL: Final = (1.25, 2.0)
 _TAIL_TTL: Final = 1.0
@@ -216,16 +215,26 @@ def generate_schedule(
         selector = rng.choice(list(targets))
         target, role, fallback = _draw_target(rng, selector, nodes)
         duration = round(multiple * ttl)
-        earlier = sum(1 for w in windows if w.kind == kind.name and OVERLAPS not in w.params)
+        earlier = sum(
+            1
+            for w in windows
+            if w.params.get(COMPOUND, w.kind) == kind.name and (OVERLAPS not in w.params)
+        )
         chosen, params = kind.draw(
             Draw(rng, target, role, nodes, processes or {}, cpu, duration, ttl, earlier)
         )
         ordinal = sum(1 for w in windows if OVERLAPS not in w.params)
         aimed = _aimed(random.Random(f"aim-{seed}-{ordinal}"), kind, chosen, params)
         base = Window(len(windows), start, duration, kind.name, chosen, multiple, fallback, aimed)
-        windows.append(base)
-        others = [name for name in dict.fromkeys(kinds) if name != kind.name]
-        if others and overlay_rng.random() < overlap:
+        pair = _composed(base, len(windows) + 1, ttl)
+        windows.extend(pair or (base,))
+        others = [
+            name
+            for name in dict.fromkeys(kinds)
+            if name != kind.name and not fault_kind(name).parts
+        ]
+        # A compound is an overlap already: a third fault on it is left to a later base window.
+        if others and pair is None and overlay_rng.random() < overlap:
             drawn = overlays.draw(base, fault_kind(overlay_rng.choice(others)), len(windows))
             if isinstance(drawn, Refusal):
                 refused.append(drawn)
@@ -274,7 +283,7 @@ class _Overlays:
         elif anchor == "restart":
             start = base.end_ns
         else:
-            latest = min(base.duration_ns * _LATEST_AFTER_START, _LATEST_TAKEOVER_TTL * ttl)
+            latest = min(base.duration_ns, _LATEST_TAKEOVER_TTL * ttl)
             start = base.start_ns + round(latest)
             params[START_AFTER_WRITES] = 0 if anchor == "grant" else 1
         end = min(base.end_ns + round(_OVERLAY_TAIL_TTL * ttl), self.last_end_ns)
@@ -311,6 +320,9 @@ class _Overlays:
         overlay = Window(
             index, start, duration, kind.name, chosen, multiple, fallback, {**drawn, **params}
         )
+        if _composed(overlay, index + 1, ttl) is not None:
+            why = f"{kind.name} aimed at the holder is a pair of its own, not an overlay"
+            return Refusal(base.index, kind.name, chosen, why)
         reason = composition_problem(base, overlay, self.nodes)
         if reason is not None:
             return Refusal(base.index, kind.name, chosen, reason)
@@ -328,6 +340,30 @@ class _Overlays:
             return asked
         roles = set(self.nodes.values())
         return [s for s, role in ((LOCK_LEADER, "lock"), ("store", "store")) if role in roles]
+
+
+def _composed(window: Window, index: int, ttl_ns: int) -> tuple[Window, ...] | None:
+    """The windows that play ``window`` when its kind is played as others
+    (:attr:`nemeses.kinds.FaultKind.composed`), the second numbered ``index``; else ``None``."""
+    composed = fault_kind(window.kind).composed
+    return None if composed is None else composed.play(window, index, ttl_ns)
+
+
+def playable(schedule: Schedule) -> Schedule:
+    """``schedule`` with every window of a kind that is played as others composed (a schedule
+    recorded before its kind was: one ``restart-while-paused`` window becomes its pause and its
+    kill), each new window right after the one it overlaps and numbered after every recorded
+    one, so the recorded windows keep their indices."""
+    windows: list[Window] = []
+    free = max((w.index for w in schedule.windows), default=-1) + 1
+    for window in schedule.windows:
+        pair = _composed(window, free, schedule.lease_ttl_ns)
+        if pair is None:
+            windows.append(window)
+            continue
+        windows.extend(pair)
+        free += len(pair) - 1
+    return replace(schedule, windows=tuple(windows))
 
 
 def _aimed(

@@ -151,7 +151,10 @@ def _apply(
     nodes: dict[str, Node] = dict(cluster.nodes)
     try:
         fault = build(nodes)
-        nemesis = fault_kind(fault.kind).build(running_daemons, restart)
+        make = fault_kind(fault.kind).build
+        if make is None:  # a compound: only its parts have manual commands
+            raise NemesisError(f"{fault.kind} is played as its parts; apply each of them")
+        nemesis = make(running_daemons, restart)
         nemesis.setup(nodes)
     except NemesisError as problem:
         raise click.ClickException(str(problem)) from problem

@@ -2,7 +2,8 @@
 
 A nemesis event is a history event of process ``nemesis`` (docs/design.md §4). Its ``f`` is
 ``start-<kind>`` once a fault is confirmed in force, ``stop-<kind>`` once it is confirmed undone,
-``step-<kind>`` for a compound's middle step, or any other word for an instant. Its ``value`` is
+``step-<kind>`` for a compound's middle step (histories recorded before compounds were played as
+pairs of windows), or any other word for an instant. Its ``value`` is
 written by one writer, :meth:`NemesisEvent.to_json` (called by the player, ``nemeses/player.py``),
 and read by one reader, :meth:`NemesisEvent.of` / :meth:`NemesisEvent.from_json`, which names the
 field at fault. Readers (checkers, coverage, the report, replay) use its attributes.

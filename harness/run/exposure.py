@@ -207,12 +207,19 @@ def _shortfall(
             f"no fault hits a {' or '.join(sorted(need.roles))} node; "
             f"run it with --target {','.join(how.targets)}"
         )
-    if need.past_lease and not any(w.duration_ns > schedule.lease_ttl_ns for w in hits):
+    if need.past_lease and not any(_span_ns(w, schedule) > schedule.lease_ttl_ns for w in hits):
         return (
             "no scheduled fault outlasts the lease TTL; "
             "give a fault length above 1 TTL (e.g. --fault-lengths 3) and a --time-limit it fits in"
         )
     return None
+
+
+def _span_ns(window: Window, schedule: Schedule) -> int:
+    """How long ``window`` holds a holder stopped: its own length, or for an overlay (a power
+    loss at the takeover inside a holder's pause) its base's when that is longer."""
+    bases = [w.duration_ns for w in schedule.windows if w.index == window.params.get(OVERLAPS)]
+    return max([window.duration_ns, *bases])
 
 
 def _compounds_of(window: Window, schedule: Schedule) -> frozenset[str]:

@@ -33,6 +33,7 @@ from nemeses import (
     FaultKind,
     Schedule,
     generate_schedule,
+    playable,
 )
 from systems import (
     HOLDER_FLAWS,
@@ -162,7 +163,9 @@ def plan_run(
     roles = {node.name: node.role for node in nodes}
     ttl = lease_ttl_of(system, config)
     fixed = schedule is not None
-    schedule = schedule if schedule is not None else schedule_for(spec, roles, ttl)
+    # A recorded schedule may hold a kind that is played as others today (a history from before
+    # restart-while-paused was a pause and a kill): it plays as that pair, as a new draw would.
+    schedule = playable(schedule) if schedule is not None else schedule_for(spec, roles, ttl)
     shortfall = unexposed(spec, schedule, roles, switches_of(system))
     if shortfall is not None:
         raise RunError(shortfall)

@@ -49,7 +49,14 @@ from harness.run.replay import Finding, StoredRun, finding_of
 from harness.run.runner import run_test
 from harness.run.store import RunDir
 from nemeses import Schedule, Window
-from nemeses.schedule import ANCHOR, OVERLAPS, RELEASE_WITH, START_AFTER_WRITES
+from nemeses.schedule import (
+    ANCHOR,
+    COMPOUND,
+    OVERLAPS,
+    RELEASE_WITH,
+    RESUMES_BASE,
+    START_AFTER_WRITES,
+)
 from systems import AdapterError, load_system, topology
 
 __all__ = [
@@ -71,7 +78,7 @@ _TAIL_TTL: Final = 2.0
 _TAIL_S: Final = 1.0
 """...plus this many seconds, for the write the resumed holder was about to make."""
 _DEFAULT_BUDGET: Final = 20
-_OVERLAY_KEYS: Final = (OVERLAPS, ANCHOR, START_AFTER_WRITES, RELEASE_WITH)
+_OVERLAY_KEYS: Final = (OVERLAPS, ANCHOR, START_AFTER_WRITES, RELEASE_WITH, RESUMES_BASE)
 """What ties an overlay to its base: gone with the base, the overlay stands alone."""
 
 
@@ -370,7 +377,9 @@ class _Search:
                 gap = moved[1]
             previous_end = max((w.end_ns for w in placed), default=0)
             at = previous_end + gap if placed else gap
-            alone = {k: v for k, v in head.params.items() if k not in _OVERLAY_KEYS}
+            # A compound's half left alone is a plain fault: it no longer says it is a pair's.
+            ties = (*_OVERLAY_KEYS, COMPOUND) if len(group) == 1 else _OVERLAY_KEYS
+            alone = {k: v for k, v in head.params.items() if k not in ties}
             placed.append(replace(head, start_ns=at, params=alone))
             for overlay in group[1:]:
                 offset = self.offsets[overlay.index]

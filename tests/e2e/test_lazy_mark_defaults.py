@@ -43,7 +43,15 @@ def test_lazy_mark_is_caught_with_the_default_faults_lengths_and_work(tmp_path: 
     assert tuple(spec["nemeses"]) == DEFAULT_NEMESES
     assert spec["fault_lengths"] == [] and spec["work_ms"] == 50 and spec["time_limit"] == 30
     windows = test["schedule"]["windows"]
-    assert {w["ttl_multiple"] for w in windows} <= set(DEFAULT_TTL_MULTIPLES)
-    takeovers = [w for w in windows if w["params"].get("restart_at") == "takeover"]
+    pauses = [w for w in windows if "overlaps" not in w["params"]]
+    assert {w["ttl_multiple"] for w in pauses} <= set(DEFAULT_TTL_MULTIPLES)
+    # restart-while-paused is played as a pause and a kill of the store aimed at the takeover.
+    takeovers = [
+        w
+        for w in windows
+        if w["kind"] == "kill"
+        and w["params"].get("anchor") == "takeover"
+        and "overlaps" in w["params"]
+    ]
     assert takeovers, "the schedule overlapped no restart with a takeover"
     assert result["coverage"]["restarts"].get("store", 0) >= 1, story

@@ -4,14 +4,14 @@ from __future__ import annotations
 
 import pytest
 
-from harness.node import Node
-from nemeses import FAULT_KINDS, standard_nemesis
+from harness.node import Daemon, Node
+from nemeses import FAULT_KINDS, fault_kind, standard_nemesis
 from nemeses.composite import CompositeNemesis
 from nemeses.freeze import FreezeNemesis
 from nemeses.kill import KillNemesis
 from nemeses.noop import NoopNemesis
 from nemeses.pause import PauseNemesis
-from nemeses.processes import ProcessImage, running_daemons
+from nemeses.processes import ProcessImage, restart, running_daemons
 from nemeses.protocol import Fault, NemesisError, fault_fs
 from nemeses.recovery import heal_nodes
 from nemeses.throttle import ThrottleNemesis, cfs_quota
@@ -69,19 +69,19 @@ def test_a_paused_daemon_that_died_meanwhile_is_not_a_heal_error() -> None:
     assert report.ok and "exited" in report.healed[0]
 
 
-def test_a_prepared_kill_only_signals_and_restarts_what_was_captured_before(
+def test_a_store_kill_only_signals_and_restarts_what_setup_captured(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """A kill aimed at a moment (right after a takeover) must be a signal away."""
     nodes = fake_cluster()
     node = nodes["s1"]
     node.processes[node.daemon("stored").pid].env = {"MARK": "kept"}
     nemesis = KillNemesis()
     nemesis.setup(nodes)
     fault = Fault("kill", ("s1",), {"process": "stored"})
-    nemesis.prepare(fault)
 
     def no_commands(*args: object, **kwargs: object) -> None:
-        raise AssertionError("a prepared kill ran a command on the node")
+        raise AssertionError("a store kill ran a command on the node after setup")
 
     monkeypatch.setattr(node, "run", no_commands)
     old = node.daemon("stored")
@@ -111,6 +111,33 @@ def test_kill_captures_the_process_and_restart_runs_it_again_the_same_way() -> N
     assert nemesis.killed() == {}
     with pytest.raises(NemesisError, match="killed nothing there"):
         nemesis.invoke("stop-kill", fault)
+
+
+class _SlowToServe:
+    """A system's restart whose daemon serves only on the third readiness check."""
+
+    def __init__(self) -> None:
+        self.checks = 0
+
+    def __call__(self, node: Node, image: ProcessImage) -> Daemon:
+        return restart(node, image)
+
+    def serves(self, node: Node, daemon: str) -> bool | None:
+        self.checks += 1
+        return self.checks >= 3
+
+
+def test_a_restarted_store_is_done_once_its_readiness_check_says_it_serves() -> None:
+    """A paused holder resumed by the restart must meet the store serving, not starting."""
+    nodes = fake_cluster()
+    restarter = _SlowToServe()
+    nemesis = KillNemesis(restarter=restarter)
+    nemesis.setup(nodes)
+    fault = Fault("kill", ("s1",), {"process": "stored"})
+    nemesis.invoke("start-kill", fault)
+    facts = nemesis.invoke("stop-kill", fault)
+    assert facts["served_by"] == {"s1": "readiness check"}
+    assert restarter.checks >= 3
 
 
 def test_heal_restarts_what_was_killed() -> None:
@@ -182,7 +209,8 @@ def test_cfs_quota_refuses_shares_the_kernel_cannot_enforce() -> None:
 def test_composite_routes_by_kind_and_refuses_two_members_for_one_kind() -> None:
     nodes = fake_cluster()
     nemesis = standard_nemesis()
-    assert fault_fs(*FAULT_KINDS) <= nemesis.fs
+    played = [name for name in FAULT_KINDS if fault_kind(name).build is not None]
+    assert fault_fs(*played) == nemesis.fs
     nemesis.setup(nodes)
     nemesis.invoke("start-freeze", Fault("freeze", ("w3",)))
     nemesis.invoke("start-pause", Fault("pause", ("w2",), {}))

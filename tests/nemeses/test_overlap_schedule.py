@@ -1,5 +1,6 @@
 """Overlapping faults in the default schedule: restarts inside a holder's pause and right after
-the takeover, the lengths just over the TTL, and how the player places the overlap."""
+the takeover (``restart-while-paused``, played as a pause and a kill overlay), the lengths just
+over the TTL, and how the player places the overlap."""
 
 from __future__ import annotations
 
@@ -14,14 +15,14 @@ from harness.record.spec import TestSpec
 from nemeses import (
     DEFAULT_NEMESES,
     DEFAULT_TTL_MULTIPLES,
-    END_AFTER_WRITES,
     HOLDER,
     RESTART_WHILE_PAUSED,
-    STEP_AT_NS,
     Schedule,
     Window,
     generate_schedule,
+    playable,
 )
+from nemeses.kinds import ANCHOR, COMPOUND, OVERLAPS, RESUMES_BASE, START_AFTER_WRITES
 from nemeses.noop import NoopNemesis
 from nemeses.player import NemesisPlayer
 from systems import load_system
@@ -46,7 +47,30 @@ def default_schedule(seed: int, duration_ns: int = 60 * TTL) -> Schedule:
 
 
 def compounds(schedule: Schedule) -> list[Window]:
-    return [w for w in schedule.windows if w.kind == RESTART_WHILE_PAUSED]
+    """The pauses that play a restart-while-paused window."""
+    return [
+        w
+        for w in schedule.windows
+        if w.params.get(COMPOUND) == RESTART_WHILE_PAUSED and OVERLAPS not in w.params
+    ]
+
+
+def restarts(schedule: Schedule) -> list[tuple[Window, Window]]:
+    """Each such pause with the kill overlay that restarts a daemon inside it."""
+    by_base = {w.params[OVERLAPS]: w for w in schedule.windows if OVERLAPS in w.params}
+    return [(base, by_base[base.index]) for base in compounds(schedule)]
+
+
+def test_a_compound_is_played_as_a_pause_and_a_kill_right_after_it() -> None:
+    schedule = default_schedule(5)
+    assert RESTART_WHILE_PAUSED not in {w.kind for w in schedule.windows}
+    for position, window in enumerate(schedule.windows):
+        if window.params.get(COMPOUND) == RESTART_WHILE_PAUSED and OVERLAPS in window.params:
+            base = schedule.windows[position - 1]
+            assert (base.kind, window.kind) == ("pause", "kill")
+            assert window.params[OVERLAPS] == base.index
+            assert window.targets in (("s1",), ("l1",))
+    assert [w.index for w in schedule.windows] == list(range(len(schedule.windows)))
 
 
 def test_the_defaults_overlap_a_restart_with_a_holder_pause() -> None:
@@ -57,38 +81,41 @@ def test_the_defaults_overlap_a_restart_with_a_holder_pause() -> None:
 
 
 def test_over_many_runs_every_overlap_shape_and_both_restarted_roles_are_drawn() -> None:
-    windows = compounds(default_schedule(4, duration_ns=3000 * TTL))
-    shapes = {w.params["restart_at"] for w in windows}
+    pairs = restarts(default_schedule(4, duration_ns=3000 * TTL))
+    shapes = {kill.params["restart_at"] for _, kill in pairs}
     assert shapes == {"resume", "inside", "takeover"}
-    inside = [w for w in windows if w.params["restart_at"] == "inside"]
-    assert {NODES[w.params["restart"]] for w in inside} == {"store", "lock"}
-    assert {w.params["restart_process"] for w in inside} == {"store", "lock-server"}
+    inside = [kill for _, kill in pairs if kill.params["restart_at"] == "inside"]
+    assert {NODES[kill.targets[0]] for kill in inside} == {"store", "lock"}
+    assert {kill.params["process"] for kill in inside} == {"store", "lock-server"}
     # The shape that finds a lazily saved mark restarts the store.
-    assert {w.params["restart"] for w in windows if w.params["restart_at"] == "takeover"} == {"s1"}
+    takeover = [kill for _, kill in pairs if kill.params["restart_at"] == "takeover"]
+    assert {kill.targets for kill in takeover} == {("s1",)}
 
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**31))
 def test_an_inside_restart_lands_inside_the_pause(seed: int) -> None:
-    for window in compounds(default_schedule(seed)):
-        assert window.targets == (HOLDER,) and window.params["process"] == "agent"
-        assert window.ttl_multiple > 1, "the holder must be paused past its lease"
-        step = window.params.get(STEP_AT_NS)
-        if window.params["restart_at"] == "inside":
-            assert isinstance(step, int)
-            assert 0.1 * window.duration_ns <= step <= 0.9 * window.duration_ns
-            assert END_AFTER_WRITES not in window.params
+    for pause, kill in restarts(default_schedule(seed)):
+        assert pause.targets == (HOLDER,) and pause.params["process"] == "agent"
+        assert pause.ttl_multiple > 1, "the holder must be paused past its lease"
+        assert kill.duration_ns < pause.duration_ns / 10, "killed and started again at once"
+        if kill.params["restart_at"] == "inside":
+            offset = kill.start_ns - pause.start_ns
+            assert 0.1 * pause.duration_ns <= offset <= 0.9 * pause.duration_ns
+            assert kill.params[ANCHOR] == "inside" and RESUMES_BASE not in kill.params
         else:
-            assert step is None
+            assert kill.params[RESUMES_BASE] is True
 
 
 @settings(max_examples=60, deadline=None)
 @given(seed=st.integers(0, 2**31))
 def test_a_takeover_restart_is_due_after_the_new_holders_first_few_writes(seed: int) -> None:
-    for window in compounds(default_schedule(seed)):
-        writes = window.params.get(END_AFTER_WRITES)
-        if window.params["restart_at"] == "takeover":
+    for pause, kill in restarts(default_schedule(seed)):
+        writes = kill.params.get(START_AFTER_WRITES)
+        if kill.params["restart_at"] == "takeover":
+            assert kill.params[ANCHOR] == "takeover"
             assert isinstance(writes, int) and 1 <= writes <= 3
+            assert kill.start_ns == pause.end_ns, "at the pause's end at the latest"
         else:
             assert writes is None
 
@@ -97,8 +124,22 @@ def test_a_takeover_restart_is_due_after_the_new_holders_first_few_writes(seed: 
 @given(seed=st.integers(0, 2**31))
 def test_every_default_run_has_a_takeover_restart(seed: int) -> None:
     """Even 30 s: the shape that finds a lazily saved mark is never left to luck."""
-    windows = compounds(default_schedule(seed, duration_ns=30 * TTL))
-    assert windows and windows[0].params["restart_at"] == "takeover"
+    pairs = restarts(default_schedule(seed, duration_ns=30 * TTL))
+    assert pairs and pairs[0][1].params["restart_at"] == "takeover"
+
+
+def test_a_recorded_compound_window_is_played_as_the_same_pair_keeping_the_indices() -> None:
+    """A history from before the pair existed: one restart-while-paused window, then others."""
+    old = compound(3000, restart_at="takeover", end_after_writes=2)
+    later = Window(1, 9000 * MS, 500 * MS, "pause", (HOLDER,), 0.5, "w2", {"process": "agent"})
+    schedule = playable(Schedule(1, TTL, 20 * TTL, (old, later)))
+    pause, kill, after = schedule.windows
+    assert [w.index for w in schedule.windows] == [0, 2, 1]
+    assert (pause.kind, kill.kind, after) == ("pause", "kill", later)
+    assert pause.params == {"process": "agent", COMPOUND: RESTART_WHILE_PAUSED}
+    assert kill.targets == ("s1",) and kill.params["process"] == "store"
+    assert kill.params[START_AFTER_WRITES] == 2 and kill.params[OVERLAPS] == 0
+    assert playable(schedule) == schedule, "a played schedule is played as it is"
 
 
 @settings(max_examples=60, deadline=None)
@@ -115,9 +156,9 @@ def test_every_kind_is_played_once_before_any_is_played_twice(seed: int, kinds: 
 
 def test_the_default_lengths_table_has_the_lengths_just_over_the_ttl() -> None:
     assert DEFAULT_TTL_MULTIPLES == (0.15, 0.8, 1.1, 1.5, 3.0, 8.0)
-    windows = default_schedule(2, duration_ns=3000 * TTL).windows
-    assert {w.ttl_multiple for w in windows} == set(DEFAULT_TTL_MULTIPLES)
-    assert {w.ttl_multiple for w in windows if w.kind == RESTART_WHILE_PAUSED} == {
+    windows = [w for w in default_schedule(2, 3000 * TTL).windows if OVERLAPS not in w.params]
+    assert {w.ttl_multiple for w in windows} >= set(DEFAULT_TTL_MULTIPLES)
+    assert {w.ttl_multiple for w in compounds(default_schedule(2, 3000 * TTL))} == {
         1.1,
         1.5,
         3.0,
@@ -132,7 +173,8 @@ def test_a_given_lengths_table_is_honoured_by_the_overlaps_too() -> None:
         9, NODES, lease_ttl_ns=TTL, duration_ns=600 * TTL, kinds=DEFAULT_NEMESES,
         ttl_multiples=(0.5, 1.1),
     )  # fmt: skip
-    assert {w.ttl_multiple for w in schedule.windows} == {0.5, 1.1}
+    bases = [w for w in schedule.windows if OVERLAPS not in w.params]
+    assert {w.ttl_multiple for w in bases} == {0.5, 1.1}
     assert {w.ttl_multiple for w in compounds(schedule)} == {1.1}
 
 
@@ -159,49 +201,38 @@ def test_lazy_mark_is_exposed_by_the_defaults() -> None:
 
 
 def compound(duration_ms: int, **params: Any) -> Window:
+    """A restart-while-paused window as it was drawn (and as old histories recorded it)."""
     base = {"restart": "s1", "process": "agent", "restart_process": "store"}
     return Window(
         0, 1 * MS, duration_ms * MS, RESTART_WHILE_PAUSED, (HOLDER,), 3.0, "w3", base | params
     )
 
 
-def play(window: Window, nemesis: NoopNemesis, resolve_holder: Any) -> Recording:
+def play(
+    window: Window, nemesis: NoopNemesis, resolve_holder: Any, writes: Any = None
+) -> Recording:
+    """Play ``window`` as a run does: composed into its pair first."""
     record = Recording()
-    with NemesisPlayer(fake_cluster(), nemesis, [window], clock(), record, resolve_holder) as p:
-        p.join(30)
+    windows = playable(Schedule(1, TTL, 120 * TTL, (window,))).windows
+    with NemesisPlayer(
+        fake_cluster(), nemesis, windows, clock(), record, resolve_holder, holder_work=writes
+    ) as player:
+        player.join(30)
     return record
 
 
 def test_the_player_restarts_at_the_drawn_moment_inside_the_pause() -> None:
     nemesis = NoopNemesis()
-    record = play(compound(80, restart_at="inside", **{STEP_AT_NS: 30 * MS}), nemesis, lambda: "w1")
-    assert [f for f, _ in nemesis.calls] == [
-        "start-restart-while-paused",
-        "step-restart-while-paused",
-        "stop-restart-while-paused",
-    ]
-    (_, start), (_, stop) = record.events
-    assert stop["step_scheduled"] == 31 * MS
-    assert start["confirmed"] <= stop["step_scheduled"] <= stop["step_confirmed"]
-    assert stop["step_confirmed"] <= stop["confirmed"] and stop["scheduled"] == 81 * MS
-    assert stop["applied"] is True
-
-
-def test_a_step_past_a_shortened_window_is_left_to_the_stop() -> None:
-    nemesis = NoopNemesis()
-    play(compound(20, restart_at="inside", **{STEP_AT_NS: 40 * MS}), nemesis, lambda: "w1")
-    assert [f for f, _ in nemesis.calls] == [
-        "start-restart-while-paused",
-        "stop-restart-while-paused",
-    ]
-
-
-def test_a_failed_step_makes_the_window_not_applied() -> None:
-    nemesis = NoopNemesis(failing=["step-restart-while-paused"])
-    record = play(compound(40, restart_at="inside", **{STEP_AT_NS: 10 * MS}), nemesis, lambda: "w1")
-    stop = record.events[-1][1]
-    assert stop["applied"] is False and stop["error"].startswith("step: ")
-    assert nemesis.in_force == []
+    record = play(compound(80, restart_at="inside", step_at_ns=30 * MS), nemesis, lambda: "w1")
+    assert [f for f, _ in nemesis.calls] == ["start-pause", "start-kill", "stop-kill", "stop-pause"]
+    starts = {f: value for f, value in record.events if f.startswith("start-")}
+    stops = {f: value for f, value in record.events if f.startswith("stop-")}
+    assert starts["start-kill"]["scheduled"] == 31 * MS
+    assert starts["start-pause"]["confirmed"] <= starts["start-kill"]["confirmed"]
+    assert stops["stop-kill"]["confirmed"] <= stops["stop-pause"]["confirmed"]
+    assert stops["stop-pause"]["scheduled"] == 81 * MS, "an inside restart keeps the pause's end"
+    assert all(value["applied"] is True for value in stops.values())
+    assert {value[COMPOUND] for _, value in record.events} == {RESTART_WHILE_PAUSED}
 
 
 class Writes:
@@ -218,7 +249,7 @@ class Writes:
         return self.accepted.get(node, 0)
 
 
-def test_a_takeover_window_ends_once_the_new_holder_had_its_writes_accepted() -> None:
+def test_a_takeover_restart_lands_once_the_new_holder_had_its_writes_accepted() -> None:
     nemesis = NoopNemesis()
     writes = Writes()
     granted = threading.Event()
@@ -239,33 +270,30 @@ def test_a_takeover_window_ends_once_the_new_holder_had_its_writes_accepted() ->
             writes.accepted["w2"] = writes.accepted.get("w2", 0) + 1
         moments["second write"] = now()
 
-    window = compound(60_000, restart_at="takeover", **{END_AFTER_WRITES: 2})
+    window = compound(60_000, restart_at="takeover", end_after_writes=2)
     record = Recording()
+    windows = playable(Schedule(1, TTL, 120 * TTL, (window,))).windows
     with NemesisPlayer(
-        fake_cluster(), nemesis, [window], now, record, holder, holder_work=writes
+        fake_cluster(), nemesis, windows, now, record, holder, holder_work=writes
     ) as player:
         player.join(30)
-    (_, start), (_, stop) = record.events
-    assert start["targets"] == ["w1"]
-    assert stop["new_holder"] == "w2"
-    assert stop["takeover"] >= moments["granted"], "the restart waits for the new grant"
-    assert moments["second write"] <= stop["scheduled"] < window.end_ns
-    assert stop["confirmed"] >= stop["scheduled"]
-    assert [f for f, _ in nemesis.calls][-1] == "stop-restart-while-paused"
+    events = dict(record.events)
+    assert events["start-pause"]["targets"] == ["w1"]
+    assert events["start-kill"]["targets"] == ["s1"]
+    assert moments["second write"] <= events["start-kill"]["scheduled"] < window.end_ns
+    # The paused holder runs again once the restart is done, not at the pause's end.
+    assert events["stop-pause"]["resumed_on_restart"] == 1
+    assert events["stop-kill"]["confirmed"] <= events["stop-pause"]["scheduled"] < window.end_ns
+    assert [f for f, _ in nemesis.calls][-1] == "stop-pause"
 
 
-def test_without_a_view_of_writes_a_takeover_window_ends_at_the_takeover() -> None:
+def test_a_resume_restart_lands_at_the_pauses_end_and_the_holder_waits_for_it() -> None:
     nemesis = NoopNemesis()
-    taken = threading.Event()
-
-    def holder() -> str:
-        if nemesis.calls:
-            taken.set()
-        return "w2" if taken.is_set() else "w1"
-
-    record = play(compound(60_000, restart_at="takeover", **{END_AFTER_WRITES: 3}), nemesis, holder)
-    stop = record.events[-1][1]
-    assert stop["new_holder"] == "w2" and stop["scheduled"] == stop["takeover"]
+    record = play(compound(40, restart_at="resume"), nemesis, lambda: "w1")
+    events = dict(record.events)
+    assert events["start-kill"]["scheduled"] == 41 * MS
+    assert events["stop-pause"]["resumed_on_restart"] == 1
+    assert events["stop-pause"]["confirmed"] >= events["stop-kill"]["confirmed"]
 
 
 def test_a_holder_window_starts_inside_one_of_the_holders_writes() -> None:
@@ -307,9 +335,10 @@ def test_a_holder_that_does_not_write_is_faulted_after_a_quarter_lease() -> None
     assert start["confirmed"] >= 1 * MS + 0.25 * 40 * MS  # the TTL is 20 ms / 0.5
 
 
-def test_a_takeover_that_never_comes_ends_the_window_on_schedule() -> None:
+def test_a_takeover_that_never_comes_restarts_at_the_pauses_end() -> None:
     nemesis = NoopNemesis()
-    window = compound(40, restart_at="takeover", **{END_AFTER_WRITES: 1})
+    window = compound(40, restart_at="takeover", end_after_writes=1)
     record = play(window, nemesis, lambda: "w1")
-    stop = record.events[-1][1]
-    assert stop["scheduled"] == window.end_ns and "takeover" not in stop
+    events = dict(record.events)
+    assert events["start-kill"]["scheduled"] >= window.end_ns
+    assert events["stop-pause"]["resumed_on_restart"] == 1

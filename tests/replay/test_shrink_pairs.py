@@ -15,8 +15,8 @@ from harness.record.spec import TestSpec as RunSpec  # not "Test*": pytest would
 from harness.run.matrix import entries_from
 from harness.run.replay import Finding, load_run
 from harness.run.shrink import Attempt, shrink
-from nemeses import Schedule, Window, generate_schedule
-from nemeses.schedule import OVERLAPS
+from nemeses import Schedule, Window, generate_schedule, playable
+from nemeses.schedule import COMPOUND, OVERLAPS
 from tests.support.stored_runs import store_run
 
 _ROLES = {"l1": "lock", "s1": "store", "w1": "worker", "w2": "worker", "w3": "worker"}
@@ -179,3 +179,28 @@ def test_a_shrunk_pair_still_overlaps_and_each_overlay_stays_on_its_base(seed: i
                 assert base.start_ns <= window.start_ns <= base.end_ns
         starts = [w.start_ns for w in schedule.windows if OVERLAPS not in w.params]
         assert starts == sorted(starts)
+
+
+class _PauseAlone(_Pair):
+    """The anomaly shows whenever a holder is paused (the store's restart plays no part)."""
+
+    def __call__(self, spec: RunSpec, schedule: Schedule) -> Attempt:
+        self.runs.append(schedule)
+        shows = any(w.kind == "pause" for w in schedule.windows)
+        finding = Finding("invalid", ("stale-write",)) if shows else Finding("valid", ())
+        return Attempt(finding, self.folder / str(len(self.runs)))
+
+
+def test_a_compound_shrinks_to_the_half_that_shows_and_it_no_longer_says_pair(
+    tmp_path: Path,
+) -> None:
+    ttl = round(_TTL * 1e9)
+    drawn = Window(
+        0, 2 * ttl, 3 * ttl, "restart-while-paused", ("holder",), 3.0, "w1",
+        {"restart": "s1", "restart_at": "takeover", "end_after_writes": 1},
+    )  # fmt: skip
+    pause, kill = playable(Schedule(1, ttl, 40 * 10**9, (drawn,))).windows
+    assert pause.params[COMPOUND] == kill.params[COMPOUND] == "restart-while-paused"
+    result = shrink(load_run(_stored(tmp_path, 1, (pause, kill))), _PauseAlone(tmp_path), budget=20)
+    (alone,) = result.minimal.windows
+    assert alone.kind == "pause" and COMPOUND not in alone.params
