@@ -108,8 +108,12 @@ class ClockNemesis(ProcessNemesis[tuple[Node, Daemon, Preload]]):
             ]
         wanted = self.change(fault, starting)
         facts: dict[str, Any] = {}
+        changed: set[str] = set()
         for _, daemon, preload in aimed:
             where = f"{node.name}:{daemon.name}"
+            if preload.control in changed:
+                continue  # a clock probe shares its daemon's file: one change moves both
+            changed.add(preload.control)
             if wanted is None:
                 facts[where] = {"stays": True}
                 continue

@@ -27,7 +27,7 @@ from typing import Final, TypeVar
 from harness import nodeside
 from harness.node import Daemon, Node, NodeError
 from harness.node.wait import WaitStrategy
-from harness.nodeside import client, clock, lazyfs, wire
+from harness.nodeside import client, clock, clockprobe, lazyfs, wire
 from systems.base import AdapterError
 
 __all__ = [
@@ -36,6 +36,9 @@ __all__ = [
     "LAZYFS_PROGRAM",
     "SECRET_FILE",
     "Pings",
+    "clock_probe_ask",
+    "clock_shim",
+    "clocked_argv",
     "data_dir",
     "fresh_dir",
     "install",
@@ -46,6 +49,7 @@ __all__ = [
     "restart_daemon",
     "source_of",
     "start_and_wait",
+    "start_clock_probe",
     "start_clocked",
     "tear_down",
 ]
@@ -60,6 +64,9 @@ LAZYFS_PROGRAM: Final = f"{INSTALL_DIR}/lazyfs.py"
 """Where a node keeps the lazy file system's program (:mod:`harness.nodeside.lazyfs`)."""
 _LAZYFS_PACKAGE: Final = "python3-pyfuse3"
 _MOUNT_TIMEOUT_S: Final = 120.0  # a data dir made before the mount is copied into it first
+
+_SHIM_SOURCE: Final = (Path(clock.__file__).parent / "fakeclock.c").read_bytes()
+_COMPILE_TIMEOUT_S: Final = 120.0  # gcc on a loaded 2-core machine
 
 T = TypeVar("T")
 _LOG_TAIL_CHARS: Final = 3000
@@ -181,18 +188,81 @@ def start_clocked(
     ask: str,
     clocked: bool = True,
     wall_only: bool = False,
+    shim: bool = False,
 ) -> Daemon:
     """:func:`start_and_wait` under libfaketime, so that the clock faults can move the daemon's
     clock (:func:`harness.nodeside.clock.preloaded`; ``ask`` is how to read its clock back;
     ``wall_only``: its wall clock alone), when ``clocked``
-    (:attr:`systems.base.SystemConfig.clocked`); a plain start otherwise.
+    (:attr:`systems.base.SystemConfig.clocked`); a plain start otherwise. ``shim``: under
+    fencecheck's own clock shim instead (:func:`clock_shim`), for a daemon libfaketime cannot
+    start.
 
     A control file left by an earlier run is removed first: a daemon starts on the real clock.
     """
+    return start_and_wait(
+        node, name, clocked_argv(node, name, argv, ask, clocked, wall_only, shim), ready
+    )
+
+
+def clocked_argv(
+    node: Node,
+    name: str,
+    argv: Sequence[str],
+    ask: str,
+    clocked: bool = True,
+    wall_only: bool = False,
+    shim: bool = False,
+) -> list[str]:
+    """The command line :func:`start_clocked` starts daemon ``name`` with (``argv`` itself when
+    not ``clocked``), for a daemon started without waiting (members that wait for each other);
+    a control file left by an earlier run is removed first."""
     if not clocked:
-        return start_and_wait(node, name, argv, ready)
+        return list(argv)
+    library = clock_shim(node) if shim else clock.PRELOAD
     node.run(["rm", "-f", clock.control_file(name)], check=True)
-    return start_and_wait(node, name, clock.preloaded(name, argv, ask, wall_only), ready)
+    return clock.preloaded(name, argv, ask, wall_only, library)
+
+
+def start_clock_probe(
+    node: Node, name: str, port: int, secret_file: str | None, install_dir: str = INSTALL_DIR
+) -> Daemon:
+    """Start a clock probe (:mod:`harness.nodeside.clockprobe`) as daemon ``name-clock`` on
+    ``node``, under libfaketime with daemon ``name``'s control file, and wait until it answers;
+    daemon ``name`` is started with the probe's ``wire:HOST:PORT`` as its ``ask``
+    (:func:`clock_probe_ask`), for a daemon that reports no clock of its own."""
+    program = f"{install_dir}/clockprobe.py"
+    install(node, {program: source_of(clockprobe), **nodeside_files(install_dir)})
+    argv = ["python3", program, "--host", node.ip, "--port", str(port)]
+    argv += ["--secret-file", secret_file] if secret_file else []
+    preloaded = clock.preloaded(name, argv, clock_probe_ask(node, port))
+    return start_and_wait(node, f"{name}-clock", preloaded, Pings(port))
+
+
+def clock_probe_ask(node: Node, port: int) -> str:
+    """How to read the clock of a daemon through the clock probe on ``port`` of ``node``."""
+    return f"wire:{node.ip}:{port}"
+
+
+def clock_shim(node: Node) -> str:
+    """Compile fencecheck's clock shim (``harness/nodeside/fakeclock.c``) on ``node`` unless the
+    library there was compiled from this very source; its path (:data:`clock.SHIM`). Raises
+    :class:`AdapterError` when the node cannot compile it (no C compiler)."""
+    source = clock.SHIM.removesuffix(".so") + ".c"
+    node.put_file(f"{source}.new", _SHIM_SOURCE)
+    # Compiled once per source: a node keeps the library across runs and restarts.
+    built = node.run(
+        f"cmp -s {source}.new {source} && test -e {clock.SHIM} || "
+        f"{{ gcc -O2 -shared -fPIC -o {clock.SHIM}.new -x c {source}.new && "
+        f"mv {clock.SHIM}.new {clock.SHIM} && mv {source}.new {source}; }}",
+        timeout=_COMPILE_TIMEOUT_S,
+    )
+    if not built.ok:
+        raise AdapterError(
+            f"{node.name} cannot compile fencecheck's clock shim ({source}): "
+            f"{(built.stderr or built.stdout).strip()[-500:]}; it needs gcc and libc6-dev "
+            "(Debian's; in the system's packages.txt)"
+        )
+    return clock.SHIM
 
 
 def _wait_ready(node: Node, daemon: Daemon, ready: WaitStrategy) -> None:

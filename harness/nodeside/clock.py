@@ -21,6 +21,14 @@ package) by :func:`preloaded`, with a control file of its own. Measured on the n
   backwards by the time between the write and that next read; the writer reads the process's
   clock right after writing (:func:`main`), which bounds it.
 - Go programs (etcd) read the clock through the vDSO without libc: the preload changes nothing.
+- A process whose malloc reads the clock at its start cannot start under libfaketime, which looks
+  the real clock functions up with ``dlsym``, which allocates: Debian bookworm's redis-server
+  7.0 links jemalloc and hangs or exits on "recursive calls to clock_gettime()"
+  (wolfcw/libfaketime#130; measured with and without a control file, wall only or not). Such a
+  daemon runs under fencecheck's own shim instead (``fakeclock.c`` beside this file, compiled on
+  the node: :data:`SHIM`): it reads the same control file in the same formats (``+D x1``,
+  ``@T xR``) from the same environment, through raw system calls, allocating nothing; it moves
+  ``clock_gettime``, ``gettimeofday`` and ``time``, and nothing else (no timers, no sleeps).
 - A daemon that sleeps only in timed waits (the reference lock server) can run **wall only**
   (``FAKETIME_DONT_FAKE_MONOTONIC=1``, read once at its start): its monotonic clock stays real,
   as an NTP step leaves ``CLOCK_MONOTONIC`` alone, and its timed waits time out (measured). Its
@@ -48,6 +56,7 @@ __all__ = [
     "ASK_ENV",
     "CONTROL_DIR",
     "PRELOAD",
+    "SHIM",
     "ClockState",
     "Preload",
     "apply",
@@ -63,12 +72,16 @@ __all__ = [
 PRELOAD: Final = "/usr/$LIB/faketime/libfaketime.so.1"
 """libfaketime as Debian installs it; the dynamic loader expands ``$LIB`` to the multiarch
 directory (``lib/x86_64-linux-gnu``), so one path serves every architecture."""
+SHIM: Final = "/opt/fencecheck/clock/fakeclock.so"
+"""fencecheck's own clock shim (``fakeclock.c``), where :func:`systems.deploy.clock_shim`
+compiles it on a node, for the daemons libfaketime cannot start (see the module docstring)."""
 CONTROL_DIR: Final = "/var/lib/fencecheck/clock"
 """Where each clock-faultable daemon's control file lives, one per daemon name."""
 ASK_ENV: Final = "FENCECHECK_CLOCK_ASK"
 """The environment variable (in the daemon's command line) naming how to read its own clock:
 ``wire:HOST:PORT`` (a :mod:`harness.nodeside.wire` server's ``clock`` request) or
-``redis:HOST:PORT`` (Redis ``TIME``)."""
+``redis:HOST:PORT[:FILE]`` (Redis ``TIME``, authenticated with the password held in ``FILE`` on
+the node, the run's secret: never in a command line)."""
 _FILE_ENV: Final = "FAKETIME_TIMESTAMP_FILE"
 _WALL_ONLY_ENV: Final = "FAKETIME_DONT_FAKE_MONOTONIC"
 _RATE_GAP_S: Final = 0.05
@@ -141,8 +154,11 @@ class Preload:
     wall_only: bool = False
 
 
-def preloaded(name: str, argv: Sequence[str], ask: str, wall_only: bool = False) -> list[str]:
-    """``argv`` run under libfaketime with daemon ``name``'s control file.
+def preloaded(
+    name: str, argv: Sequence[str], ask: str, wall_only: bool = False, library: str = PRELOAD
+) -> list[str]:
+    """``argv`` run under libfaketime (or ``library``: :data:`SHIM`, which reads the same
+    settings) with daemon ``name``'s control file.
 
     The settings go in the command line (through ``env``, which execs: same pid), not in the
     environment of the start: a restart runs the recorded command line again, and a nemesis reads
@@ -152,7 +168,7 @@ def preloaded(name: str, argv: Sequence[str], ask: str, wall_only: bool = False)
     """
     return [
         "env",
-        f"LD_PRELOAD={PRELOAD}",
+        f"LD_PRELOAD={library}",
         f"{_FILE_ENV}={control_file(name)}",
         "FAKETIME_NO_CACHE=1",
         "FAKETIME_FMT=%s",
@@ -186,18 +202,35 @@ def preload_in(environment: Sequence[str]) -> Preload | None:
 
 def _ask_clock(ask: str) -> float:
     """The process's own clock (seconds since the epoch, as it reads them), through ``ask``."""
-    kind, _, address = ask.partition(":")
-    host, _, port = address.rpartition(":")
+    kind, host, port, *secret = ask.split(":")
+    password = _read_secret(secret[0]) if kind == "redis" and secret else None
     with socket.create_connection((host, int(port)), timeout=_ASK_TIMEOUT_S) as connection:
         reader = connection.makefile("rb")
         if kind == "wire":
             connection.sendall(b'{"op":"clock"}\n')
             return float(json.loads(reader.readline())["wall"])
         if kind == "redis":
-            connection.sendall(b"*1\r\n$4\r\nTIME\r\n")
+            if password is not None:
+                connection.sendall(_resp(b"AUTH", password))
+                answer = reader.readline()
+                if not answer.startswith(b"+OK"):
+                    raise ValueError(f"Redis refused the run's password: {answer!r}")
+            connection.sendall(_resp(b"TIME"))
             values = [reader.readline() for _ in range(5)]  # *2, $n, seconds, $n, microseconds
             return int(values[2]) + int(values[4]) / 1e6
-    raise ValueError(f"unknown clock probe {ask!r}; expected wire:HOST:PORT or redis:HOST:PORT")
+    raise ValueError(
+        f"unknown clock probe {ask!r}; expected wire:HOST:PORT or redis:HOST:PORT[:FILE]"
+    )
+
+
+def _read_secret(path: str) -> bytes:
+    with open(path, "rb") as secret:
+        return secret.read().strip()
+
+
+def _resp(*words: bytes) -> bytes:
+    """One Redis command in RESP."""
+    return b"*%d\r\n" % len(words) + b"".join(b"$%d\r\n%s\r\n" % (len(w), w) for w in words)
 
 
 def _reading(ask: str) -> list[float]:

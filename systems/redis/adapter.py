@@ -119,6 +119,25 @@ BUG_SWITCHES: Final = switch_table(
         ("grant-regression", "epoch-reuse", "lost-write", "stale-write"),
         ("store",),
     ),
+    BugSwitch(
+        client.OWNED_TRUSTS_LEASE,
+        "the owned sink appends without checking the lock: it relies on the lease (a holder "
+        "writes only while its own timer says it holds it). Redis expires the lock key on its "
+        "own wall clock, so a step forward or a fast clock on the primary frees the lock under "
+        "its holder, and both holders' writes land (only a clock fault shows it)",
+        # Holders that keep their lease many writes long are mid-lease when the primary's wall
+        # clock moves; a fast rate (2x or 4x, drawn for the lock) shrinks the lease too. The
+        # stale holder goes on until the store, which compares epochs, refuses it.
+        Exposure(
+            faults=("clock-step", "clock-rate"),
+            targets=("lock-leader",),
+            workload="sinks",
+            ttl_multiples=(3.0,),
+            writes_per_lease=50,
+        ),
+        ("stale-write",),
+        ("owned",),
+    ),
 )
 """The system's bug switches."""
 
@@ -152,24 +171,21 @@ class RedisSystem(PackagesBeside, SwitchTable):
         return {"lock": ("resp", "EVALSHA")}
 
     def clock_roles(self) -> Mapping[str, str]:
-        """None: measured, Debian bookworm's redis-server 7.0 does not start under libfaketime.
+        """Both Redis servers, wall clock only, under fencecheck's clock shim (not libfaketime).
 
-        Why, measured in the system image: redis-server links jemalloc, whose initialisation
-        reads the clock; libfaketime's clock_gettime then looks its real functions up with
-        dlsym, which allocates through jemalloc again (wolfcw/libfaketime#130, open; #327,
-        #478: no fix on libfaketime's side). It hangs or exits with "Cannot recover from
-        unexpected recursive calls to clock_gettime()" with and without a control file, with
-        FAKETIME_DONT_FAKE_MONOTONIC=1, FAKETIME_FORCE_MONOTONIC_FIX=0, FAKETIME_DONT_RESET=1 or
-        MALLOC_CONF=background_thread:false; preloading glibc ahead of jemalloc (so malloc is
-        glibc's) makes it segfault at start (Redis calls jemalloc's own functions too).
+        Measured in the system image: Debian bookworm's redis-server 7.0 does not start under
+        libfaketime 0.9.10. It links jemalloc, whose initialisation reads the clock;
+        libfaketime's clock_gettime then looks its real functions up with dlsym, which allocates
+        through jemalloc again (wolfcw/libfaketime#130, open; #327, #478). It hangs or exits with
+        "Cannot recover from unexpected recursive calls to clock_gettime()" with and without a
+        control file, with FAKETIME_DONT_FAKE_MONOTONIC=1, FAKETIME_FORCE_MONOTONIC_FIX=0,
+        FAKETIME_DONT_RESET=1 or MALLOC_CONF=background_thread:false; preloading glibc ahead of
+        jemalloc makes it segfault. The shim (:data:`harness.nodeside.clock.SHIM`) reads the same
+        control file through raw system calls; Redis ``TIME`` confirms each change. Wall only:
+        Redis expires keys (and times ``WAIT``) on the wall clock, which an NTP step moves; its
+        event loop's timers stay on the real monotonic clock. Sentinel keeps the real clock.
         """
-        return {
-            "lock": "redis-server 7.0 (Debian bookworm) does not start under libfaketime 0.9.10: "
-            "it links jemalloc, whose start-up clock read recurses into libfaketime's dlsym "
-            "(wolfcw/libfaketime#130; measured: it hangs or exits on recursive clock_gettime() "
-            "calls, with or without FAKETIME_DONT_FAKE_MONOTONIC, and segfaults with glibc's "
-            "malloc preloaded ahead)",
-        }
+        return {"lock": ""}
 
     def describe(self) -> str:
         """What the system is."""
@@ -184,7 +200,8 @@ class RedisSystem(PackagesBeside, SwitchTable):
         return {"lock": RoleSpec(2, "r"), "worker": RoleSpec(1, "w")}
 
     def inventory(self, config: SystemConfig) -> tuple[Sink, ...]:
-        """``store`` and ``owned`` fenced (each reports ``seq``), ``log`` unfenced."""
+        """``store`` and ``owned`` fenced (each reports ``seq``; ``owned`` relies on the lease
+        instead with ``owned-trusts-lease``), ``log`` unfenced."""
         return (
             Sink(
                 "store",
@@ -194,20 +211,34 @@ class RedisSystem(PackagesBeside, SwitchTable):
                 "the lock's highest seen (numerically), appends, and takes seq from a counter",
                 seq=True,
             ),
-            Sink(
-                "owned",
-                fenced=True,
-                mitigation="none",
-                description="a list per key in Redis; one Lua script appends only while the "
-                "lock key still holds this grant's value (seq from its own counter)",
-                seq=True,
-            ),
+            self._owned(config),
             Sink(
                 "log",
                 fenced=False,
                 mitigation="none",
                 description="a plain RPUSH to a list per key: accepts every write",
             ),
+        )
+
+    def _owned(self, config: SystemConfig) -> Sink:
+        """The owned sink: fenced by ownership, or with ``owned-trusts-lease`` a sink that relies
+        on the lease (the careful holder confirms its lease before a write late in it)."""
+        if client.OWNED_TRUSTS_LEASE in config.bugs:
+            return Sink(
+                "owned",
+                fenced=False,
+                mitigation="lock-delay",
+                description="a list per key in Redis; one Lua script appends with no check (it "
+                "relies on the lease; no lock-delay) and takes seq from its own counter",
+                seq=True,
+            )
+        return Sink(
+            "owned",
+            fenced=True,
+            mitigation="none",
+            description="a list per key in Redis; one Lua script appends only while the lock "
+            "key still holds this grant's value (seq from its own counter)",
+            seq=True,
         )
 
     def server_argv(self, config: SystemConfig) -> list[str]:
@@ -316,7 +347,7 @@ class RedisSystem(PackagesBeside, SwitchTable):
                 deploy.fresh_dir(node, self.data_dir)
                 deploy.data_dir(node, self.aof_dir, config.lazy_disks)
                 node.put_file(self._config_file, self._server_conf(secret, source), 0o600)
-                self.daemons.start(node, _DAEMON, self.server_argv(config))
+                self._start_server(node, config)
             wait_for(replica, self._replicating(replica))
             replica.put_file(
                 self._sentinel_file,
@@ -339,6 +370,18 @@ class RedisSystem(PackagesBeside, SwitchTable):
             ),
             targets=self.daemons.targets(nodes),
             lease_ttl=self.lease_ttl(config),
+        )
+
+    def _start_server(self, node: Node, config: SystemConfig) -> Daemon:
+        """Start Redis on ``node``; in a run with clock faults under the clock shim, wall clock
+        only, read back with ``TIME`` (authenticated with the run's secret, if any)."""
+        ready = self.daemons.entry(_DAEMON).ready(node)
+        ask = f"redis:{node.ip}:{self.port}" + (
+            f":{config.secret_file}" if config.secret_file else ""
+        )
+        argv = self.server_argv(config)
+        return deploy.start_clocked(
+            node, _DAEMON, argv, ready, ask, config.clocked, wall_only=True, shim=True
         )
 
     @property

@@ -37,8 +37,9 @@ the node: the password of Redis and of Sentinel, or none), ``node`` (the holder'
 ``timeout`` (seconds to wait for a reply), ``replica_acks`` (how many replicas must acknowledge;
 0: replication is asynchronous), ``wait_ms`` (how long ``WAIT`` waits for them), and ``bugs``:
 ``random-value-token`` (the lock's random value is the token, as redis-py's ``Lock`` and Redlock
-have it) and ``unchecked-release`` (renew re-sets the lock and release deletes it, neither checking
-whose it is).
+have it), ``unchecked-release`` (renew re-sets the lock and release deletes it, neither checking
+whose it is) and ``owned-trusts-lease`` (the owned sink appends without checking the lock: it
+relies on the holder writing only inside its lease).
 """
 
 from __future__ import annotations
@@ -56,6 +57,7 @@ __all__ = ["Client"]
 
 RANDOM_VALUE_TOKEN = "random-value-token"
 UNCHECKED_RELEASE = "unchecked-release"
+OWNED_TRUSTS_LEASE = "owned-trusts-lease"
 
 # KEYS: lock, counter. ARGV: owner, ttl ms. Returns the new epoch, or nil when the lock is held.
 _ACQUIRE = """
@@ -170,7 +172,9 @@ class Client:
         self._acquire_script = script(_ACQUIRE_RANDOM if self._random_token else _ACQUIRE)
         self._renew_script = script(_RENEW_UNCHECKED if unchecked else _RENEW)
         self._release_script = script(_RELEASE_UNCHECKED if unchecked else _RELEASE)
-        guards = {_STORE: _EPOCH_GUARD, _OWNED: _OWNER_GUARD}
+        # With owned-trusts-lease the owned sink checks nothing: the holder's lease is its guard.
+        owner_guard = "" if OWNED_TRUSTS_LEASE in bugs else _OWNER_GUARD
+        guards = {_STORE: _EPOCH_GUARD, _OWNED: owner_guard}
         self._writes = {
             sink: script(_MARK + guard + _RAISE + _APPEND) for sink, guard in guards.items()
         }

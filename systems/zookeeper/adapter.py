@@ -56,6 +56,8 @@ MEMBERS: Final = 3
 
 _DAEMON: Final = "zookeeper"
 _STORE_DAEMON: Final = "ref-store"
+_PROBE: Final = f"{_DAEMON}-clock"
+"""The clock probe beside each member (:func:`systems.deploy.start_clock_probe`)."""
 _TICK_MS: Final = 500
 _MIN_SESSION_S: Final = 2 * _TICK_MS / 1000
 _MAX_SESSION_S: Final = 20 * _TICK_MS / 1000
@@ -185,23 +187,22 @@ class ZooKeeperSystem(PackagesBeside, SwitchTable):
     client_timeout: float = 10.0
     heap: str = "96m"
     store_port: int = 7002
+    clock_probe_port: int = 7003
     install_dir: str = deploy.INSTALL_DIR
 
     def clock_roles(self) -> Mapping[str, str]:
-        """None yet: the JVM follows libfaketime (measured); the members do not run under it.
+        """The members, both clocks, under libfaketime; confirmed through a clock probe.
 
-        Measured in the system image: a standalone member under libfaketime (both clocks)
-        starts and serves in 2 s, and with its clock at 4x a kazoo session of 4 s expired after
-        1.2 s of real time (the session tracker follows the faked clock; the JVM's timed waits
-        time out, unlike Python's). What is missing is a confirmation from inside the member:
-        ZooKeeper reports no clock of its own (no four-letter word does), and a probe process
-        under the same control file would read a rate window's "@" anchor afresh.
+        Measured in the system image: OpenJDK 17 follows libfaketime (both clocks: the session
+        tracker measures sessions on ``System.nanoTime``, the monotonic clock), and a member
+        under it starts and serves as fast as without. ZooKeeper reports no clock of its own (no
+        four-letter word does), so each member has a clock probe beside it
+        (:mod:`harness.nodeside.clockprobe`) under the same preload and control file, which the
+        clock nemeses read to confirm a change: it shows what the file makes of a clock under
+        that preload, not the member's own reading. The reference store on ``s1`` is not started
+        under libfaketime.
         """
-        return {
-            "lock": "the ZooKeeper members are not started under libfaketime: OpenJDK 17 follows "
-            "it (measured: at 4x a 4 s session expired after 1.2 s), but no member reports its "
-            "own clock, so a fault on one could not be confirmed from inside it",
-        }
+        return {"lock": ""}
 
     def describe(self) -> str:
         """What the system is."""
@@ -356,7 +357,12 @@ class ZooKeeperSystem(PackagesBeside, SwitchTable):
                 # and a power loss must not leave it empty.
                 node.run(["python3", "-c", _WRITE_SYNCED, myid], check=True, stdin=files.pop(myid))
                 deploy.install(node, files)
-                return node.start_daemon(_DAEMON, self.server_argv())
+                ask = deploy.clock_probe_ask(node, self.clock_probe_port)
+                argv = deploy.clocked_argv(node, _DAEMON, self.server_argv(), ask, config.clocked)
+                if config.clocked:
+                    port, secret = self.clock_probe_port, config.secret_file
+                    deploy.start_clock_probe(node, _DAEMON, port, secret, self.install_dir)
+                return node.start_daemon(_DAEMON, argv)
 
             deploy.on_each([*members, store], start)
             wait_all([(node, self._serving(node)) for node in members])
@@ -418,12 +424,17 @@ class ZooKeeperSystem(PackagesBeside, SwitchTable):
     def daemons(self) -> DaemonTable:
         """A member on each lock node, ready once it has joined a quorum (the members start
         together, so setup waits for all of them at once); the reference store on the store
-        node, ready when it answers a ping."""
+        node, ready when it answers a ping; in a run with clock faults, each member's clock probe
+        (faults do not aim at it), ready when it answers a ping."""
         return DaemonTable(
             self.name,
             DaemonEntry(_DAEMON, "lock", self._serving),
             DaemonEntry(_STORE_DAEMON, "store", lambda _: self._store_ready()),
+            DaemonEntry(_PROBE, "lock", lambda _: self._probe_ready(), targeted=False),
         )
+
+    def _probe_ready(self) -> deploy.Pings:
+        return deploy.Pings(self.clock_probe_port, self.ready_timeout)
 
     def teardown(self, nodes: Mapping[str, Node]) -> None:
         """SIGKILL the members and the store (their data directories stay for inspection)."""

@@ -12,7 +12,7 @@ from harness.run.exposure import exposure_fields
 from harness.run.plan import plan_run
 from nemeses.schedule import LOCK_LEADER
 from systems import ConfigError, SystemConfig, load_system
-from systems.base import read_packages, topology
+from systems.base import clock_problem, read_packages, topology
 from systems.redis import BUG_SWITCHES, PACKAGES, RedisSystem
 
 
@@ -32,6 +32,8 @@ def test_it_is_found_by_name_and_runs_on_a_primary_and_its_replica() -> None:
         "python3-redis",
         "python3-pyfuse3",
         "fuse3",
+        "gcc",
+        "libc6-dev",
     }
     assert system.packages() == read_packages(PACKAGES)
 
@@ -40,6 +42,24 @@ def test_the_inventory_has_two_fenced_sinks_and_an_unfenced_log() -> None:
     sinks = {sink.name: sink for sink in RedisSystem().inventory(SystemConfig())}
     assert {name for name, sink in sinks.items() if sink.fenced} == {"store", "owned"}
     assert not sinks["log"].fenced and sinks["log"].mitigation == "none"
+
+
+def test_owned_trusts_lease_makes_owned_a_sink_that_relies_on_the_lease() -> None:
+    planted = SystemConfig(bugs=frozenset({"owned-trusts-lease"}))
+    sinks = {sink.name: sink for sink in RedisSystem().inventory(planted)}
+    assert not sinks["owned"].fenced and sinks["owned"].mitigation == "lock-delay"
+    assert sinks["owned"].seq and sinks["owned"].expects("stale-write") is False  # it counts
+    assert sinks["store"].fenced and sinks["log"].mitigation == "none"
+    how = BUG_SWITCHES["owned-trusts-lease"].exposed_by
+    assert how.targets == ("lock-leader",) and "clock-step" in how.faults
+
+
+def test_clock_faults_reach_the_redis_servers_but_not_sentinel() -> None:
+    system = RedisSystem()
+    assert (
+        clock_problem(system, ["clock-step", "clock-rate"], ["lock-leader", "r2", "holder"]) is None
+    )
+    assert [entry.name for entry in system.daemons.entries if entry.targeted] == ["redis-server"]
 
 
 def test_redis_keeps_an_append_only_file_unless_no_aof() -> None:
@@ -71,6 +91,7 @@ def test_every_switch_names_its_exposure_and_anomaly() -> None:
         "async-failover",
         "appendfsync-everysec",
         "appendfsync-no",
+        "owned-trusts-lease",
     }
     for switch in BUG_SWITCHES.values():
         assert switch.exposed_by.faults and switch.anomalies

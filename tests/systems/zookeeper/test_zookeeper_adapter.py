@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from systems import ConfigError, SystemConfig, load_system
-from systems.base import topology
+from systems.base import clock_problem, topology
 from systems.zookeeper import BUG_SWITCHES, ZooKeeperSystem
 
 
@@ -58,3 +58,15 @@ def test_the_data_dir_under_the_lazy_file_system_is_apart_from_the_config() -> N
     assert f"dataDir={system.disk_dirs()['lock']}\n" in config
     assert system.disk_dirs() == {"lock": "/d/data", "store": "/d/store"}
     assert "snapshot.trust.empty=true\n" in config  # its first snapshot is never fsynced
+
+
+def test_clock_faults_reach_the_members_and_not_the_store() -> None:
+    system = ZooKeeperSystem()
+    assert clock_problem(system, ["clock-rate"], ["lock-leader", "z2", "holder"]) is None
+    refused = clock_problem(system, ["clock-step"], ["s1"])
+    assert refused is not None and "s1: its daemons are not started under libfaketime" in refused
+    # The probe beside each member is never a fault's target.
+    assert [entry.name for entry in system.daemons.entries if entry.targeted] == [
+        "zookeeper",
+        "ref-store",
+    ]
