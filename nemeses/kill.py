@@ -16,7 +16,7 @@ import functools
 import signal
 import socket
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 from harness.node import Daemon, Node, NodeError
 from nemeses._base import ProcessNemesis
@@ -159,8 +159,8 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
         for name, image in images:
             node = self.node(name)
             try:
-                relaunch = restart if prompt and node.role in _SERVICE_ROLES else self._restarter
-                daemon = relaunch(node, image)
+                plain = (prompt and self._checked(node, image.name)) or self._restarter is restart
+                daemon = (restart if plain else self._restarter)(node, image)
             except NemesisError as problem:
                 report.errors.append(str(problem))
                 with self.lock:
@@ -170,7 +170,7 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
             pids.setdefault(name, []).append(daemon.pid)
             report.healed.append(f"restarted {name}:{image.name} as pid {daemon.pid}")
             try:
-                how = self._await_serving(node, image.name)
+                how = self._await_serving(node, image.name, plain)
             except NemesisError as problem:
                 report.errors.append(str(problem))
                 continue
@@ -178,12 +178,21 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
                 served[name] = how
         return report
 
-    def _await_serving(self, node: Node, daemon: str) -> str | None:
-        """Wait until the restarted ``daemon`` of a store or lock ``node`` serves: by the
-        system's readiness check where it has one, else until its node's ports accept
-        connections; how it was seen (``None`` for a node of another role)."""
+    def _checked(self, node: Node, daemon: str) -> bool:
+        """True when ``daemon`` of a store or lock ``node`` has a readiness check to poll."""
         serves = self._restarter.serves if isinstance(self._restarter, ChecksServing) else None
-        if serves is not None and serves(node, daemon) is not None:
+        return (
+            node.role in _SERVICE_ROLES and serves is not None and serves(node, daemon) is not None
+        )
+
+    def _await_serving(self, node: Node, daemon: str, plain: bool) -> str | None:
+        """Wait until the restarted ``daemon`` of a store or lock ``node`` serves: by the
+        system's readiness check where it has one; after a ``plain`` relaunch without one, until
+        its node's ports accept connections (the system's own restart waits by itself: a node's
+        ports may include one only a leader opens, as ZooKeeper's 2888); how it was seen
+        (``None`` when nothing was checked here)."""
+        if self._checked(node, daemon):
+            serves = cast(ChecksServing, self._restarter).serves
             observe(
                 lambda: serves(node, daemon) is True,
                 f"{daemon} on {node.name} serving again (its readiness check)",
@@ -191,7 +200,7 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
             )
             return "readiness check"
         ports = self._ports.get(node.name)
-        if not ports:
+        if not plain or not ports:
             return None
         for port in sorted(ports):
             observe(
