@@ -15,8 +15,8 @@ from __future__ import annotations
 import functools
 import signal
 import socket
-from collections.abc import Mapping
-from typing import Any, cast
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from harness.node import Daemon, Node, NodeError
 from nemeses._base import ProcessNemesis
@@ -115,7 +115,7 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
         # A restart that resumes a paused holder (``resumes_base``) relaunches the command line
         # and polls the readiness check tightly itself: the system's own restart waits at its
         # own pace, and the next holder's retry reached the store first in 2 of 5 replays.
-        prompt = bool(fault.params.get(RESUMES_BASE)) and isinstance(self._restarter, ChecksServing)
+        prompt = bool(fault.params.get(RESUMES_BASE))
         report = self._restart_all(fault.key, images, pids, served, prompt=prompt)
         if not report.ok:
             raise NemesisError("; ".join(report.errors))
@@ -158,8 +158,10 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
         report = HealReport()
         for name, image in images:
             node = self.node(name)
+            # Asked once, before the restart: whether the daemon has a readiness check to poll.
+            serves = self._readiness(node, image.name)
             try:
-                plain = (prompt and self._checked(node, image.name)) or self._restarter is restart
+                plain = (prompt and serves is not None) or self._restarter is restart
                 daemon = (restart if plain else self._restarter)(node, image)
             except NemesisError as problem:
                 report.errors.append(str(problem))
@@ -170,7 +172,7 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
             pids.setdefault(name, []).append(daemon.pid)
             report.healed.append(f"restarted {name}:{image.name} as pid {daemon.pid}")
             try:
-                how = self._await_serving(node, image.name, plain)
+                how = self._await_serving(node, image.name, plain, serves)
             except NemesisError as problem:
                 report.errors.append(str(problem))
                 continue
@@ -178,21 +180,27 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
                 served[name] = how
         return report
 
-    def _checked(self, node: Node, daemon: str) -> bool:
-        """True when ``daemon`` of a store or lock ``node`` has a readiness check to poll."""
-        serves = self._restarter.serves if isinstance(self._restarter, ChecksServing) else None
-        return (
-            node.role in _SERVICE_ROLES and serves is not None and serves(node, daemon) is not None
-        )
+    def _readiness(self, node: Node, daemon: str) -> Callable[[Node, str], bool | None] | None:
+        """The system's readiness check of ``daemon`` on a store or lock ``node``, or ``None``
+        where it has none (one probe tells)."""
+        if node.role not in _SERVICE_ROLES or not isinstance(self._restarter, ChecksServing):
+            return None
+        serves = self._restarter.serves
+        return serves if serves(node, daemon) is not None else None
 
-    def _await_serving(self, node: Node, daemon: str, plain: bool) -> str | None:
-        """Wait until the restarted ``daemon`` of a store or lock ``node`` serves: by the
-        system's readiness check where it has one; after a ``plain`` relaunch without one, until
-        its node's ports accept connections (the system's own restart waits by itself: a node's
-        ports may include one only a leader opens, as ZooKeeper's 2888); how it was seen
+    def _await_serving(
+        self,
+        node: Node,
+        daemon: str,
+        plain: bool,
+        serves: Callable[[Node, str], bool | None] | None,
+    ) -> str | None:
+        """Wait until the restarted ``daemon`` of a store or lock ``node`` serves: by its
+        readiness check ``serves`` where it has one; after a ``plain`` relaunch without one,
+        until its node's ports accept connections (the system's own restart waits by itself: a
+        node's ports may include one only a leader opens, as ZooKeeper's 2888); how it was seen
         (``None`` when nothing was checked here)."""
-        if self._checked(node, daemon):
-            serves = cast(ChecksServing, self._restarter).serves
+        if serves is not None:
             observe(
                 lambda: serves(node, daemon) is True,
                 f"{daemon} on {node.name} serving again (its readiness check)",
