@@ -22,7 +22,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
-from typing import Final, TypeVar
+from typing import Final, Literal, TypeVar
 
 from harness import nodeside
 from harness.node import Daemon, Node, NodeError
@@ -35,6 +35,7 @@ __all__ = [
     "INSTALL_DIR",
     "LAZYFS_PROGRAM",
     "SECRET_FILE",
+    "Mover",
     "Pings",
     "clock_probe_ask",
     "clock_shim",
@@ -67,6 +68,13 @@ _MOUNT_TIMEOUT_S: Final = 120.0  # a data dir made before the mount is copied in
 
 _SHIM_SOURCE: Final = (Path(clock.__file__).parent / "fakeclock.c").read_bytes()
 _COMPILE_TIMEOUT_S: Final = 120.0  # gcc on a loaded 2-core machine
+
+Mover = Literal["libfaketime", "shim", "itself"]
+"""What moves a clock-faultable daemon's clock: libfaketime preloaded; fencecheck's own clock
+shim preloaded (:func:`clock_shim`), for a daemon libfaketime cannot start; or the process itself
+(a Python program that calls :func:`harness.nodeside.clock.follow_control_file`: the holders'
+agents, whose timed lock waits libfaketime breaks). :mod:`harness.nodeside.clock` says who needs
+which."""
 
 T = TypeVar("T")
 _LOG_TAIL_CHARS: Final = 3000
@@ -113,14 +121,15 @@ def source_of(module: ModuleType | str) -> bytes:
 
 
 def nodeside_files(install_dir: str = INSTALL_DIR) -> dict[str, bytes]:
-    """:mod:`harness.nodeside` (``wire`` and ``client``) as a package of its own beside the node
-    programs that import it."""
+    """:mod:`harness.nodeside` (``wire``, ``client`` and ``clock``) as a package of its own beside
+    the node programs that import it."""
     # An empty top-level __init__: the controller's imports modules that need more than stdlib.
     return {
         f"{install_dir}/harness/__init__.py": b"",
         f"{install_dir}/harness/nodeside/__init__.py": source_of(nodeside),
         f"{install_dir}/harness/nodeside/wire.py": source_of(wire),
         f"{install_dir}/harness/nodeside/client.py": source_of(client),
+        f"{install_dir}/harness/nodeside/clock.py": source_of(clock),
     }
 
 
@@ -188,19 +197,18 @@ def start_clocked(
     ask: str,
     clocked: bool = True,
     wall_only: bool = False,
-    shim: bool = False,
+    mover: Mover = "libfaketime",
 ) -> Daemon:
     """:func:`start_and_wait` under libfaketime, so that the clock faults can move the daemon's
     clock (:func:`harness.nodeside.clock.preloaded`; ``ask`` is how to read its clock back;
     ``wall_only``: its wall clock alone), when ``clocked``
-    (:attr:`systems.base.SystemConfig.clocked`); a plain start otherwise. ``shim``: under
-    fencecheck's own clock shim instead (:func:`clock_shim`), for a daemon libfaketime cannot
-    start.
+    (:attr:`systems.base.SystemConfig.clocked`); a plain start otherwise. ``mover``: what moves
+    the clock (:data:`Mover`).
 
     A control file left by an earlier run is removed first: a daemon starts on the real clock.
     """
     return start_and_wait(
-        node, name, clocked_argv(node, name, argv, ask, clocked, wall_only, shim), ready
+        node, name, clocked_argv(node, name, argv, ask, clocked, wall_only, mover), ready
     )
 
 
@@ -211,14 +219,18 @@ def clocked_argv(
     ask: str,
     clocked: bool = True,
     wall_only: bool = False,
-    shim: bool = False,
+    mover: Mover = "libfaketime",
 ) -> list[str]:
     """The command line :func:`start_clocked` starts daemon ``name`` with (``argv`` itself when
     not ``clocked``), for a daemon started without waiting (members that wait for each other);
     a control file left by an earlier run is removed first."""
     if not clocked:
         return list(argv)
-    library = clock_shim(node) if shim else clock.PRELOAD
+    library: str | None = clock.PRELOAD
+    if mover == "shim":
+        library = clock_shim(node)
+    elif mover == "itself":
+        library = None
     node.run(["rm", "-f", clock.control_file(name)], check=True)
     return clock.preloaded(name, argv, ask, wall_only, library)
 

@@ -5,11 +5,13 @@ The harness starts one agent on each worker node (the system adapter never does)
     python3 /opt/fencecheck/agent.py --port 7000 --node w1 --client /opt/fencecheck/client.py \
         --config '{"ttl": 2.0, "flaws": [], "client": {...}}'
 
-It is stdlib-only (it imports only :mod:`harness.nodeside`'s ``wire`` and ``client``, copied next
-to it) because nodes have no fencecheck installation. ``--client`` names the system's client
-module, which must define a class ``Client(config)`` implementing
-:class:`harness.nodeside.client.HolderClient`; it gets the ``client`` object of the config plus
-``node``.
+It is stdlib-only (it imports only :mod:`harness.nodeside`'s ``wire``, ``client`` and ``clock``,
+copied next to it) because nodes have no fencecheck installation. In a run with clock faults it
+moves its own clock as its control file says (:func:`harness.nodeside.clock.follow_control_file`,
+before the client is loaded): under libfaketime its renewals' timed waits would never return.
+``--client`` names the system's client module, which must define a class ``Client(config)``
+implementing :class:`harness.nodeside.client.HolderClient`; it gets the ``client`` object of the
+config plus ``node``.
 
 The agent behaves as a careful holder that a fence is still needed for: it renews its lease every
 TTL/3, checks the lease by its own monotonic clock before each write, then does its critical
@@ -79,7 +81,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from harness.nodeside import wire
+from harness.nodeside import clock, wire
 from harness.nodeside.client import (
     UNAVAILABLE,
     Accepted,
@@ -524,6 +526,8 @@ def main(argv: Sequence[str] | None = None) -> None:
     parser.add_argument("--client", required=True, help="path of the system's client module")
     parser.add_argument("--config", required=True, help="JSON: ttl, flaws, client")
     args = parser.parse_args(argv)
+    # First: the client's imports bind the clock functions they use.
+    clock.follow_control_file()
     try:
         config = AgentConfig.from_json(args.config)
     except ValueError as problem:

@@ -9,10 +9,20 @@ package) by :func:`preloaded`, with a control file of its own. Measured on the n
 - ``time.time()`` and ``time.monotonic()`` (Java: ``currentTimeMillis``, ``nanoTime``) both follow
   it: under the preload the monotonic clock reads the same epoch-based value as the wall clock.
   Both move: leaving the monotonic clock alone (``FAKETIME_DONT_FAKE_MONOTONIC=1``) made every
-  ``time.sleep`` of a preloaded agent fail with EINVAL (measured). The price, also measured: a
-  Python ``Lock.acquire(timeout=...)`` computes its deadline on the faked monotonic clock and
-  waits in ``sem_clockwait``, which libfaketime does not intercept, so it never times out (it
-  returns when the lock is released). That is why only runs with clock faults preload.
+  ``time.sleep`` of a preloaded Python process fail with EINVAL (measured; wolfcw/libfaketime#426).
+- The price, measured in python3 3.11 under the preload, with no control file, after a step of
+  +30 s or -30 s and at 0.5x and 2x alike: every timed wait on a Python lock never times out
+  (``Lock.acquire(timeout=)``, ``Event.wait``, ``Condition.wait``, ``Queue.get(timeout=)``,
+  ``Thread.join(timeout=)``: each returns only when woken). CPython takes the deadline from the
+  faked monotonic clock, which reads seconds since the epoch, and waits in ``sem_clockwait``,
+  which libfaketime 0.9.10 does not intercept (wolfcw/libfaketime#390), so the kernel waits for a
+  monotonic clock decades ahead. ``time.sleep``, ``select``, ``poll``, ``epoll`` and socket
+  timeouts return on time. An agent's renewals (``Event.wait(ttl / 3)``) and a client's keepalives
+  would stop. Hence the rule: **a Python process whose lease logic times itself with lock waits
+  moves its own clock** (the holders' agents: :func:`preloaded` without a library, then
+  :func:`follow_control_file` in the process; same control file, same formats, same writer);
+  libfaketime only for a process whose monotonic clock stays real (wall only) or that never
+  waits on a Python lock with a timeout (a clock probe's ``select`` loop), and for the JVM.
 - ``+D x1`` makes the clock real time plus ``D`` seconds, exactly, whenever it is written.
 - ``+D xR`` with a rate ``R`` other than 1 applies the rate from the process's start, so writing
   it jumps the clock: a rate window is written as ``@T xR`` (with ``FAKETIME_FMT=%s``), which
@@ -35,9 +45,12 @@ package) by :func:`preloaded`, with a control file of its own. Measured on the n
   ``time.sleep`` fails with EINVAL once the file holds an offset (measured), hence not the agents.
 
 :class:`ClockState` is the pure arithmetic (a process's fake clock as a line through one anchor);
-:func:`control_text` turns a state into the file's text. :func:`apply` runs on the node (this file
-is sent whole as ``python3 -c``): it changes the clock at the node's own real time and reads the
-process's clock back.
+:func:`control_text` turns a state into the file's text, :func:`parse_control` reads it back as
+libfaketime and the shim do (an ``@`` anchored at a real time read after the file: a process
+preempted between reading the real clock and reading a changed file would otherwise anchor
+before the write and run ahead of its schedule by the rate times that wait). :func:`apply` runs
+on the node (this file is sent whole as ``python3 -c``): it changes the clock at the node's own
+real time and reads the process's clock back.
 Stdlib only, like all node-side code.
 """
 
@@ -47,6 +60,7 @@ import json
 import os
 import socket
 import sys
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -58,12 +72,15 @@ __all__ = [
     "PRELOAD",
     "SHIM",
     "ClockState",
+    "OwnClock",
     "Preload",
     "apply",
     "changed",
     "control_file",
     "control_text",
+    "follow_control_file",
     "main",
+    "parse_control",
     "preload_in",
     "preload_of",
     "preloaded",
@@ -84,6 +101,7 @@ ASK_ENV: Final = "FENCECHECK_CLOCK_ASK"
 the node, the run's secret: never in a command line)."""
 _FILE_ENV: Final = "FAKETIME_TIMESTAMP_FILE"
 _WALL_ONLY_ENV: Final = "FAKETIME_DONT_FAKE_MONOTONIC"
+_PRELOAD_ENV: Final = "LD_PRELOAD"
 _RATE_GAP_S: Final = 0.05
 _ASK_TIMEOUT_S: Final = 2.0
 
@@ -155,10 +173,15 @@ class Preload:
 
 
 def preloaded(
-    name: str, argv: Sequence[str], ask: str, wall_only: bool = False, library: str = PRELOAD
+    name: str,
+    argv: Sequence[str],
+    ask: str,
+    wall_only: bool = False,
+    library: str | None = PRELOAD,
 ) -> list[str]:
     """``argv`` run under libfaketime (or ``library``: :data:`SHIM`, which reads the same
-    settings) with daemon ``name``'s control file.
+    settings; ``None``: no preload, a Python process that moves its own clock with
+    :func:`follow_control_file`) with daemon ``name``'s control file.
 
     The settings go in the command line (through ``env``, which execs: same pid), not in the
     environment of the start: a restart runs the recorded command line again, and a nemesis reads
@@ -168,7 +191,7 @@ def preloaded(
     """
     return [
         "env",
-        f"LD_PRELOAD={library}",
+        *((f"{_PRELOAD_ENV}={library}",) if library is not None else ()),
         f"{_FILE_ENV}={control_file(name)}",
         "FAKETIME_NO_CACHE=1",
         "FAKETIME_FMT=%s",
@@ -198,6 +221,116 @@ def preload_in(environment: Sequence[str]) -> Preload | None:
         return None
     wall_only = settings.get(_WALL_ONLY_ENV, "0") not in ("", "0")
     return Preload(settings[_FILE_ENV], settings.get(ASK_ENV, ""), wall_only)
+
+
+def parse_control(text: str, real: float, started: float) -> ClockState:
+    """The clock a control file's ``text`` puts a process on, read at real time ``real`` by a
+    process whose first clock read was at ``started``, as libfaketime and the shim read the forms
+    fencecheck writes: ``+D x1`` (``D`` ahead whenever read), ``@T xR`` (``T`` at this read, rate
+    ``R`` from it), ``+D xR`` (``R`` other than 1: ``D`` ahead at the first read, rate ``R`` since);
+    empty or unreadable, the real clock. ``real`` must be read after ``text`` (see the module
+    documentation)."""
+    words = text.split()
+    try:
+        rate = float(words[1][1:]) if len(words) > 1 and words[1].startswith("x") else 1.0
+        if not rate > 0:
+            rate = 1.0
+        if words and words[0].startswith("@"):
+            return ClockState(real, float(words[0][1:]), rate)
+        if words and words[0][:1] in ("+", "-"):
+            return ClockState(started, started + float(words[0]), rate)
+    except ValueError:
+        pass  # what libfaketime cannot read leaves the clock real
+    return ClockState()
+
+
+class OwnClock:
+    """The clock of a Python process that moves it itself, as its control file says (what
+    libfaketime does to a preloaded one, read the same way: the file at every clock read).
+
+    Only the ``time`` module's clocks move (``time``, ``time_ns``, and unless ``wall_only``
+    ``monotonic``, ``monotonic_ns``, ``perf_counter``, ``perf_counter_ns``, by the same offset):
+    what the process's Python code, its lease logic and its clients' timers read. The kernel's
+    clocks stay real, so every timed wait (a lock's, a sleep, a select) lasts the real time asked
+    for: a step moves what the holder believes, not how long it waits, and a rate makes its timer
+    count fast or slow against waits of real length. C code (``datetime.now``, an extension)
+    reads the real clock.
+    """
+
+    def __init__(self, path: str, wall_only: bool = False) -> None:
+        self.path = path
+        self.wall_only = wall_only
+        # The real clocks, bound before the module's names are replaced.
+        self._real_ns = time.time_ns
+        self._monotonic_ns = time.monotonic_ns
+        self._perf_ns = time.perf_counter_ns
+        self._started = time.time()
+        self._text = ""
+        self._state = ClockState()
+        # Reentrant: a signal handler that reads the clock may run while this thread holds it.
+        self._lock = threading.RLock()
+
+    def offset_ns(self) -> tuple[int, int]:
+        """``(real wall clock, how far this clock is ahead of it)`` now, in nanoseconds."""
+        with self._lock:
+            try:
+                with open(self.path) as control:
+                    text = control.read()
+            except OSError:
+                text = ""
+            real_ns = self._real_ns()  # after the file: never an anchor before a write
+            real = real_ns / 1e9
+            if text != self._text:
+                self._text = text
+                self._state = parse_control(text, real, self._started)
+            return real_ns, round(self._state.offset_at(real) * 1e9)
+
+    def time_ns(self) -> int:
+        """The process's wall clock (``time.time_ns``)."""
+        real_ns, ahead = self.offset_ns()
+        return real_ns + ahead
+
+    def time(self) -> float:
+        """The process's wall clock (``time.time``)."""
+        return self.time_ns() / 1e9
+
+    def monotonic_ns(self) -> int:
+        """The process's monotonic clock: the real one moved as far as the wall clock."""
+        return self._monotonic_ns() + (0 if self.wall_only else self.offset_ns()[1])
+
+    def monotonic(self) -> float:
+        """The process's monotonic clock (``time.monotonic``)."""
+        return self.monotonic_ns() / 1e9
+
+    def perf_counter_ns(self) -> int:
+        """The process's performance counter, moved as the monotonic clock."""
+        return self._perf_ns() + (0 if self.wall_only else self.offset_ns()[1])
+
+    def perf_counter(self) -> float:
+        """The process's performance counter (``time.perf_counter``)."""
+        return self.perf_counter_ns() / 1e9
+
+    def install(self) -> None:
+        """Replace the ``time`` module's clocks with this one's, for the whole process: call it
+        before importing code that binds them (``from time import monotonic``)."""
+        names = ["time", "time_ns"]
+        if not self.wall_only:
+            names += ["monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns"]
+        for name in names:
+            setattr(time, name, getattr(self, name))
+
+
+def follow_control_file(environ: dict[str, str] | None = None) -> OwnClock | None:
+    """In a process :func:`preloaded` started without a library: move its own clock from now on
+    (:class:`OwnClock`, installed). ``None`` (nothing changed): no control file named, or a
+    library preloaded (it moves the clock already)."""
+    environ = dict(os.environ) if environ is None else environ
+    found = preload_in([f"{key}={value}" for key, value in environ.items()])
+    if found is None or environ.get(_PRELOAD_ENV):
+        return None
+    own = OwnClock(found.control, found.wall_only)
+    own.install()
+    return own
 
 
 def _ask_clock(ask: str) -> float:

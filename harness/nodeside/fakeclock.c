@@ -110,8 +110,12 @@ static void parse(double now) {
     state.anchor_fake = value;
 }
 
-/* Read the control file; when its text changed, take the new one from real time ``now``. */
-static void refresh(double now) {
+/* Read the control file; when its text changed, take the new one from the real time now. That
+ * time is read after the file, not taken from the caller: a caller preempted between reading the
+ * real clock and reading the file (on a loaded machine, tens of ms) may have read it before the
+ * writer replaced the file, and an "@T xR" anchored there would run ahead of its schedule by R
+ * times that wait (a Redis 2x window read 114 ms ahead; harness/nodeside/clock.py). */
+static void refresh(void) {
     char text[TEXT_MAX];
     long fd = syscall(SYS_openat, AT_FDCWD, state.path, O_RDONLY | O_CLOEXEC);
     long length = 0;
@@ -124,7 +128,9 @@ static void refresh(double now) {
     if (length == state.length && memcmp(text, state.text, (size_t)length) == 0) return;
     memcpy(state.text, text, (size_t)length + 1);
     state.length = (int)length;
-    parse(now);
+    struct timespec fresh;
+    real_clock(CLOCK_REALTIME, &fresh);
+    parse(seconds(&fresh));
 }
 
 /* How far the fake wall clock is ahead of the real one at real wall time ``now``. */
@@ -134,7 +140,9 @@ static double offset_at(double now) {
         if (state.rate == 1.0) return state.offset;
         return state.offset + (now - state.first_real) * (state.rate - 1.0);
     case ANCHORED:
-        return state.anchor_fake + (now - state.anchor_real) * state.rate - now;
+        /* A caller's real time read before the anchor reads the anchored value itself. */
+        return state.anchor_fake + (now > state.anchor_real ? now - state.anchor_real : 0.0) *
+            state.rate - now;
     default:
         return 0.0;
     }
@@ -170,7 +178,7 @@ static double current_offset(double now) {
     }
     double offset = 0.0;
     if (state.faked) {
-        refresh(now);
+        refresh();
         offset = offset_at(now);
     }
     unlock();

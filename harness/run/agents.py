@@ -2,9 +2,9 @@
 
 The adapter's :class:`systems.base.Deployment` names only its holder client (a module and its
 config); the harness ships the agent, :mod:`harness.nodeside` and that module to each worker,
-starts the agent with the run's lease TTL and holder flaws (under libfaketime in a run with clock
-faults, so that they can move its clock: :func:`systems.deploy.start_clocked`), and waits until it
-answers a ping.
+starts the agent with the run's lease TTL and holder flaws (in a run with clock faults, with a
+control file it moves its own clock by, so that they can move it:
+:func:`systems.deploy.start_clocked`), and waits until it answers a ping.
 After a kill the agent is started again the same way (same command line); it holds nothing then.
 """
 
@@ -106,9 +106,10 @@ def start_agents(
     with lease TTL ``ttl`` and the agent's holder ``flaws``; return once every one answers.
 
     With ``secret`` (the run's secret and the file every node keeps it in) the agents refuse
-    requests without it, and their clients send it to the system's services. ``clocked``: under
-    libfaketime, for a run with clock faults. ``timed_sinks``: the sinks a lock-delay protects,
-    which the agents write to only once the lock service confirms the lease."""
+    requests without it, and their clients send it to the system's services. ``clocked``: with a
+    control file its clock follows, for a run with clock faults. ``timed_sinks``: the sinks a
+    lock-delay protects, which the agents write to only once the lock service confirms the
+    lease."""
     workers = nodes_with_role(nodes, "worker")
     module_path = client_path(install_dir)
     files = {
@@ -124,7 +125,8 @@ def start_agents(
         argv = _argv(install_dir, node, port, module_path, config, secret[1] if secret else None)
         ready = deploy.Pings(port, ready_timeout)
         ask = f"wire:{node.ip}:{port}"
-        return deploy.start_clocked(node, AGENT_DAEMON, argv, ready, ask, clocked)
+        # The agent moves its own clock: libfaketime would stop its timed waits (renewals).
+        return deploy.start_clocked(node, AGENT_DAEMON, argv, ready, ask, clocked, mover="itself")
 
     deploy.on_each(workers, start)
     endpoints = {node.name: Endpoint(node.ip, port) for node in workers}

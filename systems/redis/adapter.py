@@ -381,7 +381,7 @@ class RedisSystem(PackagesBeside, SwitchTable):
         )
         argv = self.server_argv(config)
         return deploy.start_clocked(
-            node, _DAEMON, argv, ready, ask, config.clocked, wall_only=True, shim=True
+            node, _DAEMON, argv, ready, ask, config.clocked, wall_only=True, mover="shim"
         )
 
     @property
