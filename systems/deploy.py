@@ -25,7 +25,7 @@ from types import ModuleType
 from typing import Final, Literal, TypeVar
 
 from harness import nodeside
-from harness.node import Daemon, Node, NodeError
+from harness.node import Daemon, Node, NodeError, clocks
 from harness.node.wait import WaitStrategy
 from harness.nodeside import client, clock, clockprobe, lazyfs, wire
 from systems.base import AdapterError
@@ -66,7 +66,6 @@ LAZYFS_PROGRAM: Final = f"{INSTALL_DIR}/lazyfs.py"
 _LAZYFS_PACKAGE: Final = "python3-pyfuse3"
 _MOUNT_TIMEOUT_S: Final = 120.0  # a data dir made before the mount is copied into it first
 
-_SHIM_SOURCE: Final = (Path(clock.__file__).parent / "fakeclock.c").read_bytes()
 _COMPILE_TIMEOUT_S: Final = 120.0  # gcc on a loaded 2-core machine
 
 Mover = Literal["libfaketime", "shim", "itself"]
@@ -260,11 +259,11 @@ def clock_shim(node: Node) -> str:
     library there was compiled from this very source; its path (:data:`clock.SHIM`). Raises
     :class:`AdapterError` when the node cannot compile it (no C compiler)."""
     source = clock.SHIM.removesuffix(".so") + ".c"
-    node.put_file(f"{source}.new", _SHIM_SOURCE)
+    node.put_file(f"{source}.new", clocks.SHIM_SOURCE)
     # Compiled once per source: a node keeps the library across runs and restarts.
     built = node.run(
         f"cmp -s {source}.new {source} && test -e {clock.SHIM} || "
-        f"{{ gcc -O2 -shared -fPIC -o {clock.SHIM}.new -x c {source}.new && "
+        f"{{ {clocks.shim_compile(f'{source}.new', f'{clock.SHIM}.new')} && "
         f"mv {clock.SHIM}.new {clock.SHIM} && mv {source}.new {source}; }}",
         timeout=_COMPILE_TIMEOUT_S,
     )

@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from harness.node import NodeError
-from harness.node.clocks import check_libfaketime
+from harness.node.clocks import check_compiler, check_libfaketime
 from harness.node.ssh.cluster import connect, on_hosts
 from harness.node.ssh.hosts import HostsFile, HostSpec
 from harness.node.ssh.node import SshNode
@@ -37,6 +37,7 @@ CHECKS: Final = (
     "packages",
     "clock offset",
     "libfaketime",
+    "C compiler",
     "free disk",
     "control exempt",
 )
@@ -161,6 +162,15 @@ def _libfaketime(node: SshNode) -> tuple[str, str]:
         return str(problem), "fencecheck hosts install FILE (installs faketime with apt-get)"
 
 
+def _compiler(node: SshNode) -> tuple[str, str]:
+    try:
+        return check_compiler(node), ""
+    except NodeError as problem:
+        return str(
+            problem
+        ), "fencecheck hosts install FILE (installs gcc and libc6-dev with apt-get)"
+
+
 def _disk(node: SshNode) -> tuple[str, str]:
     result = node.run("df -Pk /var/lib /tmp | awk 'NR>1{print $4}'", check=True)
     free_mb = min(int(x) for x in result.stdout.split()) // 1024
@@ -190,6 +200,7 @@ _PROBES: Final[tuple[tuple[str, Callable[[SshNode], tuple[str, str]]], ...]] = (
     ("packages", _packages),
     ("clock offset", _clock),
     ("libfaketime", _libfaketime),
+    ("C compiler", _compiler),
     ("free disk", _disk),
     ("control exempt", _control),
 )

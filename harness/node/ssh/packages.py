@@ -3,8 +3,9 @@
 The harness itself runs only standard tools on a host: python3 for the node-side programs (the
 systems' agents and servers are stdlib-only Python), iptables for partitions, coreutils and
 util-linux to start and time commands, tar to fetch logs, libfaketime (package ``faketime``) for
-the clock faults. Each command maps to the Debian package
-that provides it; installing goes through ``apt-get`` over SSH.
+the clock faults, gcc and the C library's headers for the clock shim Redis's clock faults compile
+on the host. Each command (or file, by its absolute path) maps to the Debian package that
+provides it; installing goes through ``apt-get`` over SSH.
 """
 
 from __future__ import annotations
@@ -29,8 +30,13 @@ REQUIRED: Final[Mapping[str, str]] = {
     "awk": "mawk",
     # The command comes with libfaketime, which the clock faults preload into daemons.
     "faketime": "faketime",
+    # The clock shim (harness/nodeside/fakeclock.c) is compiled on the host; without the
+    # headers gcc cannot (apt-get leaves them out: only recommended by gcc).
+    "gcc": "gcc",
+    "/usr/include/stdio.h": "libc6-dev",
 }
-"""Command the harness runs on hosts -> the Debian package that provides it."""
+"""Command the harness runs on hosts (or file it needs, by absolute path) -> the Debian package
+that provides it."""
 
 _APT_TIMEOUT_S: Final = 600.0
 
@@ -38,7 +44,10 @@ _APT_TIMEOUT_S: Final = 600.0
 def missing_packages(node: SshNode) -> list[str]:
     """The Debian packages providing commands ``node`` lacks (empty when all are there)."""
     commands = " ".join(shlex.quote(c) for c in REQUIRED)
-    result = node.run(f"for c in {commands}; do command -v $c >/dev/null || echo $c; done")
+    result = node.run(
+        f"for c in {commands}; do "
+        'case $c in /*) test -e "$c" ;; *) command -v "$c" >/dev/null ;; esac || echo "$c"; done'
+    )
     return sorted({REQUIRED[c] for c in result.stdout.split() if c in REQUIRED})
 
 
