@@ -251,10 +251,13 @@ class OwnClock:
     Only the ``time`` module's clocks move (``time``, ``time_ns``, and unless ``wall_only``
     ``monotonic``, ``monotonic_ns``, ``perf_counter``, ``perf_counter_ns``, by the same offset):
     what the process's Python code, its lease logic and its clients' timers read. The kernel's
-    clocks stay real, so every timed wait (a lock's, a sleep, a select) lasts the real time asked
-    for: a step moves what the holder believes, not how long it waits, and a rate makes its timer
-    count fast or slow against waits of real length. C code (``datetime.now``, an extension)
-    reads the real clock.
+    clocks stay real, so every timed wait returns. As on a machine whose clock runs slow or fast
+    (its timers run on that clock), ``time.sleep`` and ``threading.Condition.wait`` (hence
+    ``Event.wait``, ``Queue.get``, ``Semaphore.acquire``) wait the time asked for by this clock:
+    at 0.25x a renewal every TTL/3 comes every 4/3 TTL of real time, and the lease lapses between
+    two. A step leaves waits alone (a wait on the monotonic clock does not see an NTP step), and
+    so does ``wall_only``. ``select``, socket timeouts, a bare ``Lock.acquire(timeout=)`` and C
+    code (``datetime.now``, an extension) keep the real clock.
     """
 
     def __init__(self, path: str, wall_only: bool = False) -> None:
@@ -284,6 +287,11 @@ class OwnClock:
                 self._text = text
                 self._state = parse_control(text, real, self._started)
             return real_ns, round(self._state.offset_at(real) * 1e9)
+
+    def rate(self) -> float:
+        """The rate this clock runs at now (1 for ``wall_only``: its timers stay real)."""
+        self.offset_ns()
+        return 1.0 if self.wall_only else self._state.rate
 
     def time_ns(self) -> int:
         """The process's wall clock (``time.time_ns``)."""
@@ -318,6 +326,16 @@ class OwnClock:
             names += ["monotonic", "monotonic_ns", "perf_counter", "perf_counter_ns"]
         for name in names:
             setattr(time, name, getattr(self, name))
+        sleep, wait = time.sleep, threading.Condition.wait
+
+        def own_sleep(seconds: float) -> None:
+            sleep(seconds / self.rate())
+
+        def own_wait(condition: threading.Condition, timeout: float | None = None) -> bool:
+            return wait(condition, None if timeout is None else timeout / self.rate())
+
+        time.sleep = own_sleep  # type: ignore[assignment]
+        threading.Condition.wait = own_wait  # type: ignore[method-assign, assignment]
 
 
 def follow_control_file(environ: dict[str, str] | None = None) -> OwnClock | None:

@@ -81,8 +81,8 @@ def test_own_clock_follows_its_file_at_every_read(tmp_path: Path) -> None:
 
 def test_a_process_that_moves_its_own_clock_keeps_its_timed_waits(tmp_path: Path) -> None:
     """Under libfaketime these waits never return (measured: harness.nodeside.clock); a process
-    that follows its control file itself waits the real time asked for, stepped or slowed, and
-    its lease logic still reads the faulted clock."""
+    that follows its control file itself waits the time asked for, by its own clock's rate
+    (stepped: as asked; at 0.25x: 4x as long), and its lease logic reads the faulted clock."""
     control = tmp_path / "agent"
     program = """
 import json, queue, sys, threading, time
@@ -118,8 +118,11 @@ print(json.dumps(out))
     assert out["installed"] is True
     assert out[steps[0]]["ahead"] == pytest.approx(30.0, abs=0.1)
     assert out[steps[1]]["ahead"] == pytest.approx(-30.0, abs=0.1)
-    for text in steps:
+    for text in steps[:2]:  # a step leaves a wait alone
         assert all(0.19 <= wait < 1.0 for wait in out[text]["waits"]), (text, out[text])
+    # At 0.25x a wait by this clock lasts 4x as long, but for the bare lock's, kept real.
+    event, lock, sleep = out[steps[2]]["waits"]
+    assert 0.75 <= event < 2.0 and 0.75 <= sleep < 2.0 and 0.19 <= lock < 0.6, out[steps[2]]
 
 
 def test_a_preloaded_process_leaves_its_clock_to_the_library() -> None:
