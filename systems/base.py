@@ -52,6 +52,7 @@ from harness.node import Daemon, Node
 
 # One mitigation vocabulary for what adapters declare and what the checkers judge.
 from harness.record import MITIGATIONS, Mitigation, Sink
+from harness.record.schedule import DEFAULT_OVERLAP
 
 __all__ = [
     "CONTRACT",
@@ -146,7 +147,9 @@ class Exposure:
     shows only on a key the new holder has not written, e.g. a mark kept per key); ``locks``
     (several, when it shows only once a lock has been free for a while); ``work_ms``, the
     holder's work per unit (more when its leases must last longer); ``writes_per_lease``, its
-    units of work per lease (more when a holder must still hold its lease when the fault ends).
+    units of work per lease (more when a holder must still hold its lease when the fault ends);
+    ``overlap``, the share of fault windows overlapped by a window of another of ``faults``
+    (all of them, when the mistake needs two faults at once).
 
     ``run --bug`` applies every field it sets that the command line does not (``--expose``: even
     those); ``fencecheck list`` shows it as a command line.
@@ -161,6 +164,7 @@ class Exposure:
     locks: int = 1
     work_ms: int = 0  # 0: the run's own
     writes_per_lease: int = 0  # 0: the run's own
+    overlap: float = DEFAULT_OVERLAP  # the default: the run's own
     # A spec field added to the exposable ones gets its field here, named as in the spec.
 
     def describe(self) -> str:
@@ -179,6 +183,8 @@ class Exposure:
             parts.append(f"--work-ms {self.work_ms}")
         if self.writes_per_lease:
             parts.append(f"--writes-per-lease {self.writes_per_lease}")
+        if self.overlap != DEFAULT_OVERLAP:
+            parts.append(f"--overlap {self.overlap:g}")
         return " ".join(parts)
 
 

@@ -47,17 +47,21 @@ HOLDER_FLAWS: Final = switch_table(
         "half: a clock that runs slow keeps it writing after the lease and the lock-delay ran "
         "out (only a clock fault shows it)",
         # A slow rate (drawn for a holder: 0.25x or 0.5x) on the holder's agent while it
-        # writes, which keeps its lease many writes long. The lock-delay (1.2 TTL of the default
-        # 1 s) covers the careful holder at 0.25x (half a TTL by its clock is 2 TTL of real
-        # time), not the flawed one (4 TTL); at 0.5x only a write in flight at the end of the
-        # lease may be late.
+        # writes, which keeps its lease many writes long, overlapped by a partition of that
+        # holder: a slow clock alone is not enough, since the late renewal (TTL/3 by the slow
+        # clock, 4/3 TTL of real time at 0.25x) is refused and tells the holder its lease is
+        # gone before the lock-delay lets another write; cut from the lock service it hears
+        # nothing and trusts its clock. The lock-delay (1.2 TTL of the default 1 s) covers the
+        # careful holder at 0.25x (half a TTL by its clock is 2 TTL of real time), not the
+        # flawed one (4 TTL); at 0.5x only a write in flight at the end of the lease may be late.
         Exposure(
-            faults=("clock-rate",),
+            faults=("clock-rate", "partition"),
             targets=("holder",),
             workload="sinks",
             ttl_multiples=(3.0,),
             lock_delay=1.2,
             writes_per_lease=50,
+            overlap=1.0,
         ),
         ("stale-write",),
         ("audit",),

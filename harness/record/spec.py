@@ -242,6 +242,7 @@ class TestSpec:
             "kinds, aimed inside it, at the takeover or grant, or at its restart (0: none).",
             Limit(0.0, 1.0, "0.3"),
             zero="none",
+            exposable=True,
         ),
     )
     """The share of fault windows overlapped by a window of another kind."""

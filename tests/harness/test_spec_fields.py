@@ -90,3 +90,16 @@ def test_the_spec_schema_knows_no_fault_kind_and_its_defaults_are_registered() -
     nemesis_help = option_help(SPEC_FIELDS["nemeses"])
     assert all(f"{name}: {kind.summary}" in nemesis_help for name, kind in KINDS.items())
     assert option_help(SPEC_FIELDS["keys"]) == SPEC_FIELDS["keys"].help
+
+
+def test_an_exposure_that_needs_two_faults_at_once_sets_the_overlap(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # trust-own-timer: a slow clock on the holder with a partition of it inside every window.
+    spec = spec_of(["run", "--bug", "trust-own-timer"], monkeypatch)
+    assert (spec.nemeses, spec.overlap) == (("clock-rate", "partition"), 1.0)
+    assert (
+        spec_of(["run", "--bug", "trust-own-timer", "--overlap", "0.5"], monkeypatch).overlap == 0.5
+    )
+    assert "--overlap" not in Exposure(faults=("pause",)).describe()
+    assert Exposure(faults=("pause", "kill"), overlap=1.0).describe().endswith("--overlap 1")
