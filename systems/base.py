@@ -246,9 +246,9 @@ class SystemConfig:
     for disk faults; :func:`systems.deploy.data_dir`). Off otherwise: it costs every fsync."""
     clocked: bool = False
     """Start the daemons that can take clock faults under libfaketime (a run that asks for clock
-    faults; :func:`systems.deploy.start_clocked`). Off otherwise: under the preload a Python
-    process's timed lock waits never time out (measured; see :mod:`harness.nodeside.clock`),
-    which other runs must not pay for."""
+    faults; :func:`systems.deploy.start_clocked`). Off otherwise: a preload costs every clock
+    read a file read, and under libfaketime a Python process's timed lock waits never time out
+    (measured; see :mod:`harness.nodeside.clock`), which other runs must not pay for."""
 
     def __post_init__(self) -> None:
         if not self.lease_ttl > 0:
