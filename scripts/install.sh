@@ -41,6 +41,8 @@ command -v chromedriver >/dev/null || missing+=(chromium-driver)
 # The lazy file system's own tests mount it on this host with Debian's python3 and pyfuse3.
 /usr/bin/python3 -c "import pyfuse3" 2>/dev/null || missing+=(python3-pyfuse3)
 command -v fusermount3 >/dev/null || missing+=(fuse3)
+# The reference lock server's clock tests run it on this host under libfaketime.
+dpkg -s libfaketime >/dev/null 2>&1 || missing+=(libfaketime)
 if [ ${#missing[@]} -gt 0 ]; then
     say "installing ${missing[*]}"
     as_root apt-get update
