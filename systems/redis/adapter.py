@@ -274,6 +274,12 @@ class RedisSystem(PackagesBeside, SwitchTable):
         """The lock service's data: each Redis server's append-only file."""
         return {"lock": self.aof_dir}
 
+    def record_targets(self) -> Mapping[str, str]:
+        """The lock service's data of record is the primary's (``lock-leader``, the server
+        Sentinel names): the replica copies it, and its own power loss drops nothing the
+        primary lacks, so a power loss aimed at the holder lands on the primary."""
+        return {"lock": "lock-leader"}
+
     @property
     def _config_file(self) -> str:
         return f"{self.data_dir}/redis.conf"
