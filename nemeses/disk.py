@@ -12,7 +12,11 @@ one of them; each is confirmed from that file system's own report and recorded.
   and the power loss lands right after the takeover (the store's once the new holder had its
   first write accepted, the lock service's right after the grant), then the holder is continued
   once the node serves again: what the takeover taught the server, if unsynced, is gone when the
-  old holder writes again.
+  old holder writes again. Aimed at the holder on a system that names the node keeping a
+  role's data of record (:class:`systems.KeepsRecord`: Redis's primary), the power loss lands
+  there. Aimed at a group (``lock-majority``, ``lock-all``) it takes that many of the role's
+  nodes in one window, each dropped, confirmed and recorded on its own, all restarted at once: a
+  correlated outage, what a replicated service that acknowledges before it fsyncs loses.
 - ``disk-full``: every write, create and growing truncate fails with ENOSPC for the window.
 - ``fsync-error``: every fsync fails with EIO for the window (the data stays unsynced).
 - ``slow-disk``: every fsync waits a multiple of the lease TTL first.

@@ -47,6 +47,10 @@ next follower by name); ``"holder-member"``: the member the holder's client talk
 that can say), else the drawn lock node; ``"waiter"``: a worker that is waiting for a lock when the
 window starts (its acquire open, holding none), else a worker drawn from the seed. A
 partition aimed at a follower cuts it from the other members only: its clients still reach it.
+A group target, ``lock-majority`` or ``lock-all`` (:data:`~harness.record.schedule.GROUPS`), is
+one window on that many of the role's nodes at once, drawn now (a rack or the whole cluster
+losing power): only a kind whose entry lists the group takes it (``power-loss``), and a run
+that asks for another kind with it is refused.
 """
 
 from __future__ import annotations

@@ -63,9 +63,9 @@ _POWER_LOSS_OF_PRIMARY: Final = Exposure(
 )
 """The primary (the server Sentinel names when the window starts) losing power for three TTLs:
 back within Sentinel's down-after (five TTLs), it reloads what its append-only file had synced
-and the replica copies that. Not the holder's lease-aware shape: it restarts a server drawn
-among both, and the replica's power loss drops nothing the primary does not still hold (over
-seeds 1-20, 64 of 242 power losses landed on ``r2``)."""
+and the replica copies that. (The holder's lease-aware shape lands on the primary too, since
+:meth:`RedisSystem.record_targets` names it; drawn among both servers, as it was before, 64 of 242
+power losses over seeds 1-20 landed on ``r2``, whose loss drops nothing the primary lacks.)"""
 
 BUG_SWITCHES: Final = switch_table(
     BugSwitch(
