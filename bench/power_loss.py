@@ -13,7 +13,8 @@ lock-all --fault-lengths 1.1`` is the whole ZooKeeper ensemble losing power, as
 
     PYTHONPATH=. python3 bench/power_loss.py [--runs 20] [--time-limit 60] [--seed 1]
         [--switch NAME ...] [--system NAME ...] [--no-detection] [--no-false-alarms]
-        [--nemesis KINDS] [--target TARGETS] [--fault-lengths MULTIPLES] [--store DIR]
+        [--nemesis KINDS] [--target TARGETS] [--fault-lengths MULTIPLES] [--ttl S]
+        [--busy-load LOAD] [--store DIR]
 
 Each run prints one line (seed, verdict, time to the first violation, run folder); each switch
 and each system ends with one summary line. Each run is a real Docker cluster: the defaults take
@@ -72,14 +73,20 @@ def _stop_if_interrupted(outcome: RunOutcome) -> None:
         raise SystemExit(0)
 
 
-def _wait_for_quiet() -> None:
-    """Return once the one-minute load is at most :data:`_BUSY_LOAD`."""
-    while os.getloadavg()[0] > _BUSY_LOAD:
+def _wait_for_quiet(busy: float) -> None:
+    """Return once the one-minute load is at most ``busy``."""
+    while os.getloadavg()[0] > busy:
         time.sleep(_BUSY_WAIT_S)
 
 
 def detect(
-    switch: str, runs: int, seed: int, time_limit: float, store: Path, console: Console
+    switch: str,
+    runs: int,
+    seed: int,
+    time_limit: float,
+    store: Path,
+    console: Console,
+    busy: float = _BUSY_LOAD,
 ) -> tuple[str, str, str, str]:
     """``runs`` seeded runs of ``switch`` as ``run --bug SWITCH`` makes them: its row (switch,
     detections out of the runs, median time to the first violation, the verdicts)."""
@@ -96,7 +103,7 @@ def detect(
             system=system, bugs=(switch,), time_limit=time_limit, seed=seed + at, store=store
         )
         spec = replace(spec, **picked)
-        _wait_for_quiet()
+        _wait_for_quiet(busy)
         outcome = run_test(spec, console=console, progress=False)
         result = outcome.result
         own = [name for name in bug.anomalies if result.anomaly_counts.get(name)]
@@ -130,6 +137,7 @@ def false_alarms(
     store: Path,
     console: Console,
     faults: Mapping[str, Any],
+    busy: float = _BUSY_LOAD,
 ) -> str:
     """How many of ``runs`` seeded runs of correct ``system`` under ``faults`` (the spec's
     ``nemeses`` and any ``targets``, ``fault_lengths`` and ``ttl``) ended invalid, and every
@@ -138,7 +146,7 @@ def false_alarms(
     nemeses = ",".join(faults["nemeses"])
     for at in range(runs):
         spec = TestSpec(system=system, time_limit=time_limit, seed=seed + at, store=store, **faults)
-        _wait_for_quiet()
+        _wait_for_quiet(busy)
         outcome = run_test(spec, console=console, progress=False)
         result = outcome.result
         verdicts.append(str(result.valid))
@@ -189,6 +197,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--ttl", type=float, help="false-alarm lease TTL in seconds")
     parser.add_argument("--store", type=Path, default=Path("store"), help="folder of the runs")
+    parser.add_argument(
+        "--busy-load",
+        type=float,
+        default=_BUSY_LOAD,
+        help=f"wait before a run while the one-minute load is above this (default {_BUSY_LOAD:g})",
+    )
     args = parser.parse_args(argv)
     faults: dict[str, Any] = {"nemeses": args.nemesis}
     if args.target:
@@ -204,7 +218,15 @@ def main(argv: Sequence[str] | None = None) -> int:
             table.add_column(column)
         for switch in args.switch or _SWITCHES:
             table.add_row(
-                *detect(switch, args.runs, args.seed, args.time_limit, args.store, console)
+                *detect(
+                    switch,
+                    args.runs,
+                    args.seed,
+                    args.time_limit,
+                    args.store,
+                    console,
+                    args.busy_load,
+                )
             )
         Console().print(table)
     if not args.no_false_alarms:
@@ -217,7 +239,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             table.add_row(
                 system,
                 false_alarms(
-                    system, args.runs, args.seed, args.time_limit, args.store, console, faults
+                    system,
+                    args.runs,
+                    args.seed,
+                    args.time_limit,
+                    args.store,
+                    console,
+                    faults,
+                    args.busy_load,
                 ),
             )
         Console().print(table)
