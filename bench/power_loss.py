@@ -2,16 +2,19 @@
 correct systems stay valid under it.
 
 Detection: for each of ``mark-no-fsync``, ``ack-before-fsync`` and ``counter-no-fsync`` (the
-reference system's), ``appendfsync-everysec`` and ``appendfsync-no`` (Redis's) and
-``pg-fsync-off`` (etcd's PostgreSQL), N seeded runs with what ``fencecheck run --bug X`` picks
-by itself: detections out of N (invalid with one of the switch's own
-anomalies) and the median time to the first violation. False alarms: N seeded runs of each
-correct system (reference by default) under ``--nemesis power-loss,kill,pause``: the runs whose
-verdict was invalid (should be 0).
+reference system's), ``appendfsync-everysec`` and ``appendfsync-no`` (Redis's),
+``force-sync-no`` (ZooKeeper's) and ``pg-fsync-off`` (etcd's PostgreSQL), N seeded runs with
+what ``fencecheck run --bug X`` picks by itself: detections out of N (invalid with one of the
+switch's own anomalies) and the median time to the first violation. False alarms: N seeded runs
+of each correct system (reference by default) under ``--nemesis power-loss,kill,pause`` (or the
+``--nemesis``, ``--target`` and ``--fault-lengths`` given: ``--nemesis power-loss --target
+lock-all --fault-lengths 1.1`` is the whole ZooKeeper ensemble losing power, as
+``force-sync-no``'s exposure has it): the runs whose verdict was invalid (should be 0).
 
     PYTHONPATH=. python3 bench/power_loss.py [--runs 20] [--time-limit 60] [--seed 1]
         [--switch NAME ...] [--system NAME ...] [--no-detection] [--no-false-alarms]
-        [--store DIR]
+        [--nemesis KINDS] [--target TARGETS] [--fault-lengths MULTIPLES] [--ttl S]
+        [--busy-load LOAD] [--store DIR]
 
 Each run prints one line (seed, verdict, time to the first violation, run folder); each switch
 and each system ends with one summary line. Each run is a real Docker cluster: the defaults take
@@ -25,10 +28,10 @@ import argparse
 import os
 import statistics
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from rich.console import Console
 from rich.table import Table
@@ -48,6 +51,7 @@ _SWITCHES: Final = {
     "counter-no-fsync": "reference",
     "appendfsync-everysec": "redis",
     "appendfsync-no": "redis",
+    "force-sync-no": "zookeeper",
     "pg-fsync-off": "etcd",
 }
 """Each switch only a power loss exposes, with its system."""
@@ -69,14 +73,20 @@ def _stop_if_interrupted(outcome: RunOutcome) -> None:
         raise SystemExit(0)
 
 
-def _wait_for_quiet() -> None:
-    """Return once the one-minute load is at most :data:`_BUSY_LOAD`."""
-    while os.getloadavg()[0] > _BUSY_LOAD:
+def _wait_for_quiet(busy: float) -> None:
+    """Return once the one-minute load is at most ``busy``."""
+    while os.getloadavg()[0] > busy:
         time.sleep(_BUSY_WAIT_S)
 
 
 def detect(
-    switch: str, runs: int, seed: int, time_limit: float, store: Path, console: Console
+    switch: str,
+    runs: int,
+    seed: int,
+    time_limit: float,
+    store: Path,
+    console: Console,
+    busy: float = _BUSY_LOAD,
 ) -> tuple[str, str, str, str]:
     """``runs`` seeded runs of ``switch`` as ``run --bug SWITCH`` makes them: its row (switch,
     detections out of the runs, median time to the first violation, the verdicts)."""
@@ -93,7 +103,7 @@ def detect(
             system=system, bugs=(switch,), time_limit=time_limit, seed=seed + at, store=store
         )
         spec = replace(spec, **picked)
-        _wait_for_quiet()
+        _wait_for_quiet(busy)
         outcome = run_test(spec, console=console, progress=False)
         result = outcome.result
         own = [name for name in bug.anomalies if result.anomaly_counts.get(name)]
@@ -120,16 +130,23 @@ def detect(
 
 
 def false_alarms(
-    system: str, runs: int, seed: int, time_limit: float, store: Path, console: Console
+    system: str,
+    runs: int,
+    seed: int,
+    time_limit: float,
+    store: Path,
+    console: Console,
+    faults: Mapping[str, Any],
+    busy: float = _BUSY_LOAD,
 ) -> str:
-    """How many of ``runs`` seeded runs of correct ``system`` under power loss, kill and pause
-    ended invalid, and every verdict."""
+    """How many of ``runs`` seeded runs of correct ``system`` under ``faults`` (the spec's
+    ``nemeses`` and any ``targets``, ``fault_lengths`` and ``ttl``) ended invalid, and every
+    verdict."""
     verdicts = []
+    nemeses = ",".join(faults["nemeses"])
     for at in range(runs):
-        spec = TestSpec(
-            system=system, nemeses=_NEMESES, time_limit=time_limit, seed=seed + at, store=store
-        )
-        _wait_for_quiet()
+        spec = TestSpec(system=system, time_limit=time_limit, seed=seed + at, store=store, **faults)
+        _wait_for_quiet(busy)
         outcome = run_test(spec, console=console, progress=False)
         result = outcome.result
         verdicts.append(str(result.valid))
@@ -141,11 +158,24 @@ def false_alarms(
         _stop_if_interrupted(outcome)
     invalid = sum(verdict == "False" for verdict in verdicts)
     print(
-        f"SUMMARY {system} under {','.join(_NEMESES)}: invalid {invalid}/{runs}, "
+        f"SUMMARY {system} under {nemeses} {_shape(faults)}: invalid {invalid}/{runs}, "
         f"seeds {seed}..{seed + runs - 1}, {time_limit:g} s runs",
         flush=True,
     )
     return f"{invalid}/{runs} invalid ({', '.join(verdicts)})"
+
+
+def _shape(faults: Mapping[str, Any]) -> str:
+    """``(targets holder, fault lengths default, TTL 2 s)``: how the false-alarm runs aim their
+    faults."""
+    targets = ",".join(faults.get("targets", ("holder",)))
+    lengths = ",".join(f"{m:g}" for m in faults.get("fault_lengths", ())) or "default"
+    ttl = faults.get("ttl", TestSpec.ttl)
+    return f"(targets {targets}, fault lengths {lengths}, TTL {ttl:g} s)"
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -158,8 +188,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--system", action="append", help="correct systems (default reference)")
     parser.add_argument("--no-detection", action="store_true")
     parser.add_argument("--no-false-alarms", action="store_true")
+    parser.add_argument("--nemesis", type=_split, default=_NEMESES, help="false-alarm faults")
+    parser.add_argument("--target", type=_split, help="false-alarm targets (default holder)")
+    parser.add_argument(
+        "--fault-lengths",
+        type=lambda text: tuple(float(m) for m in _split(text)),
+        help="false-alarm fault lengths in TTLs (default the run's)",
+    )
+    parser.add_argument("--ttl", type=float, help="false-alarm lease TTL in seconds")
     parser.add_argument("--store", type=Path, default=Path("store"), help="folder of the runs")
+    parser.add_argument(
+        "--busy-load",
+        type=float,
+        default=_BUSY_LOAD,
+        help=f"wait before a run while the one-minute load is above this (default {_BUSY_LOAD:g})",
+    )
     args = parser.parse_args(argv)
+    faults: dict[str, Any] = {"nemeses": args.nemesis}
+    if args.target:
+        faults["targets"] = args.target
+    if args.fault_lengths:
+        faults["fault_lengths"] = args.fault_lengths
+    if args.ttl:
+        faults["ttl"] = args.ttl
     console = Console(stderr=True)
     if not args.no_detection:
         table = Table(title=f"{args.runs} runs of {args.time_limit:g} s per switch")
@@ -167,17 +218,36 @@ def main(argv: Sequence[str] | None = None) -> int:
             table.add_column(column)
         for switch in args.switch or _SWITCHES:
             table.add_row(
-                *detect(switch, args.runs, args.seed, args.time_limit, args.store, console)
+                *detect(
+                    switch,
+                    args.runs,
+                    args.seed,
+                    args.time_limit,
+                    args.store,
+                    console,
+                    args.busy_load,
+                )
             )
         Console().print(table)
     if not args.no_false_alarms:
-        table = Table(title=f"correct systems under --nemesis {','.join(_NEMESES)}")
+        table = Table(
+            title=f"correct systems under --nemesis {','.join(args.nemesis)} {_shape(faults)}"
+        )
         table.add_column("system")
         table.add_column(f"{args.runs} runs of {args.time_limit:g} s")
         for system in args.system or ["reference"]:
             table.add_row(
                 system,
-                false_alarms(system, args.runs, args.seed, args.time_limit, args.store, console),
+                false_alarms(
+                    system,
+                    args.runs,
+                    args.seed,
+                    args.time_limit,
+                    args.store,
+                    console,
+                    faults,
+                    args.busy_load,
+                ),
             )
         Console().print(table)
     return 0

@@ -12,7 +12,11 @@ one of them; each is confirmed from that file system's own report and recorded.
   and the power loss lands right after the takeover (the store's once the new holder had its
   first write accepted, the lock service's right after the grant), then the holder is continued
   once the node serves again: what the takeover taught the server, if unsynced, is gone when the
-  old holder writes again.
+  old holder writes again. Aimed at the holder on a system that names the node keeping a
+  role's data of record (:class:`systems.KeepsRecord`: Redis's primary), the power loss lands
+  there. Aimed at a group (``lock-majority``, ``lock-all``) it takes that many of the role's
+  nodes in one window, each dropped, confirmed and recorded on its own, all restarted at once: a
+  correlated outage, what a replicated service that acknowledges before it fsyncs loses.
 - ``disk-full``: every write, create and growing truncate fails with ENOSPC for the window.
 - ``fsync-error``: every fsync fails with EIO for the window (the data stays unsynced).
 - ``slow-disk``: every fsync waits a multiple of the lease TTL first.
@@ -29,14 +33,14 @@ from typing import Any, Final
 from harness.node import Node
 from harness.nodeside import lazyfs
 from harness.record import SAID
-from harness.record.schedule import Window
+from harness.record.schedule import GROUPS, Window, group_of, group_size
 from nemeses._base import NodeNemesis
 from nemeses.kill import KillNemesis
 from nemeses.kinds import END_AFTER_WRITES, Composition, Draw, FaultKind, Leftovers, ManualCommand
 from nemeses.kinds import ManualOption as Option
 from nemeses.processes import run_script
 from nemeses.protocol import Fault, HealReport, NemesisError, fault_fs
-from nemeses.restart_while_paused import play_as_pair
+from nemeses.restart_while_paused import RESTART_TARGET, play_as_pair
 
 __all__ = [
     "DISK_FAULTS",
@@ -44,6 +48,7 @@ __all__ = [
     "DISK_FULL_KIND",
     "FSYNC_ERROR",
     "FSYNC_ERROR_KIND",
+    "GROUP",
     "POWER_LOSS",
     "POWER_LOSS_KIND",
     "SLOW_DISK",
@@ -63,6 +68,9 @@ SLOW_DISK: Final = "slow-disk"
 SLOW_TTL_MULTIPLES: Final = (0.25, 0.5, 1.1)
 """How long a slow disk's fsync takes, in lease TTLs: well within it, half, just past it."""
 
+GROUP: Final = "group"
+"""Window parameter of a power loss aimed at a group target: ``majority`` or ``all`` (its
+targets are the nodes drawn)."""
 _SOURCE: Final = Path(lazyfs.__file__).read_text()
 _ASK_TIMEOUT_S: Final = 60.0  # a drop rebuilds the live tree: a database's data dir takes a while
 _DISK_ROLES: Final = ("store", "lock")
@@ -165,8 +173,17 @@ def _disk_target(draw: Draw) -> tuple[str, str]:
 
 
 def _draw_power_loss(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
-    """At a store or lock node: that node. At the holder: the lease-aware shape (played as a
-    pair, :func:`_play_power_loss`)."""
+    """At a store or lock node: that node. At a group (``lock-all``, ``lock-majority``): that
+    many of the role's nodes, drawn now, all at once. At the holder: the lease-aware shape
+    (played as a pair, :func:`_play_power_loss`), on the node that keeps the chosen role's data
+    of record where the system names one (``restart_target``, resolved when the power loss
+    starts; the drawn node stands in), else on a node drawn among the role's."""
+    grouped = group_of(draw.target)
+    if grouped is not None:
+        role, group = grouped
+        members = draw.of_role(role)
+        hit = draw.rng.sample(members, group_size(group, len(members)))
+        return tuple(sorted(hit)), {GROUP: group}
     if draw.role in _DISK_ROLES:
         return (draw.target,), {}
     node, role = _disk_target(draw)
@@ -175,6 +192,8 @@ def _draw_power_loss(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
         "restart_at": "takeover",
         END_AFTER_WRITES: _AFTER_TAKEOVER_WRITES[role],
     }
+    if role in draw.records:
+        params[RESTART_TARGET] = draw.records[role]
     if draw.processes.get(draw.role) is not None:
         params["process"] = draw.processes[draw.role]
     return (draw.target,), params
@@ -318,7 +337,8 @@ def _no_params(kind: str) -> ManualCommand:
 POWER_LOSS_KIND = FaultKind(
     name=POWER_LOSS,
     summary="SIGKILL every daemon of a store or lock node, drop every byte it never fsynced "
-    "(lazy FS), start them again on what was synced; at the holder: right after the takeover",
+    "(lazy FS), start them again on what was synced; at lock-majority or lock-all: that many "
+    "lock nodes at once; at the holder: right after the takeover",
     verb="powered off",
     colour="#1f1f1f",
     heal_rank=5,
@@ -328,6 +348,9 @@ POWER_LOSS_KIND = FaultKind(
     needs_disk=True,  # what it drops is what the lazy FS holds unsynced
     build=lambda locate, restarter: PowerLossNemesis(locate, restarter=restarter),
     draw=_draw_power_loss,
+    # A rack or a whole cluster losing power at once: what a replicated service that does not
+    # fsync (ZooKeeper's forceSync=no) loses, which one member's power loss never shows.
+    groups=tuple(GROUPS),
     composed=Composition(("pause", POWER_LOSS), _play_power_loss),
     recover=None,  # the kill kind's recovery restarts what a crashed run left dead
     manual=ManualCommand(

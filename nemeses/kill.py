@@ -20,6 +20,7 @@ from typing import Any
 
 from harness.node import Daemon, Node, NodeError
 from nemeses._base import ProcessNemesis
+from nemeses._fanout import on_each
 from nemeses._observe import CONFIRM_TIMEOUT_S, observe
 from nemeses.kinds import RESUMES_BASE, FaultKind, Leftovers
 from nemeses.pause import draw_process, process_command
@@ -154,10 +155,36 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
     ) -> HealReport:
         """Restart ``images`` (node name, image), noting new pids by node in ``pids`` and, for
         a store or lock node, how it was seen serving again in ``served``; ``prompt``: by the
-        plain relaunch, the readiness check polled here."""
-        report = HealReport()
+        plain relaunch, the readiness check polled here. The nodes restart at once, each its
+        daemons in order: a member of a replicated service that lost power with the others
+        serves only once a quorum of them is back (ZooKeeper's restart waits for its quorum)."""
+        by_node: dict[str, list[ProcessImage]] = {}
         for name, image in images:
-            node = self.node(name)
+            by_node.setdefault(name, []).append(image)
+
+        def on_node(name: str) -> HealReport:
+            return self._restart_node(key, name, by_node[name], pids, served, prompt)
+
+        parts, failures = on_each(list(by_node), on_node)
+        report = HealReport()
+        for part in parts:
+            report.merge(part)
+        report.errors += [f"{name}: restart failed: {problem}" for name, problem in failures]
+        return report
+
+    def _restart_node(
+        self,
+        key: FaultKey,
+        name: str,
+        images: list[ProcessImage],
+        pids: dict[str, list[int]],
+        served: dict[str, str] | None,
+        prompt: bool,
+    ) -> HealReport:
+        """Restart ``images`` on node ``name`` in order (see :meth:`_restart_all`)."""
+        report = HealReport()
+        node = self.node(name)
+        for image in images:
             # Asked once, before the restart: whether the daemon has a readiness check to poll.
             serves = self._readiness(node, image.name)
             try:
@@ -169,7 +196,8 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
                     # Kept so that a later heal tries again.
                     self.held.setdefault(key, []).append((name, image))
                 continue
-            pids.setdefault(name, []).append(daemon.pid)
+            with self.lock:
+                pids.setdefault(name, []).append(daemon.pid)
             report.healed.append(f"restarted {name}:{image.name} as pid {daemon.pid}")
             try:
                 how = self._await_serving(node, image.name, plain, serves)
@@ -177,7 +205,8 @@ class KillNemesis(ProcessNemesis[tuple[str, ProcessImage]]):
                 report.errors.append(str(problem))
                 continue
             if how is not None and served is not None:
-                served[name] = how
+                with self.lock:
+                    served[name] = how
         return report
 
     def _readiness(self, node: Node, daemon: str) -> Callable[[Node, str], bool | None] | None:

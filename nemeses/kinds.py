@@ -73,7 +73,9 @@ class Draw:
     node to its role; ``processes`` maps a role to the daemon that process faults aim at there;
     ``duration_ns`` is the window's length and ``ttl_ns`` the lease TTL (for kinds that place a
     second fault inside the window); ``earlier`` counts the windows of the same kind drawn before
-    this one (a kind may make its first one the shape it exists for).
+    this one (a kind may make its first one the shape it exists for); ``records`` maps a role to
+    the symbolic target of the node that keeps its data of record, where the system names one
+    (``systems.KeepsRecord``: Redis's primary, ``lock-leader``).
     """
 
     rng: random.Random
@@ -85,6 +87,7 @@ class Draw:
     duration_ns: int = 0
     ttl_ns: int = 0
     earlier: int = 0
+    records: Mapping[str, str] = field(default_factory=dict)
 
     def of_role(self, role: str) -> list[str]:
         """The nodes of ``role``, sorted."""
@@ -216,6 +219,11 @@ class FaultKind:
     composed: Composition | None = None
     """How a drawn window of this kind is played as overlapping windows of other kinds, when it
     is (``restart-while-paused``: a holder pause and a kill of the store inside it)."""
+    groups: tuple[str, ...] = ()
+    """The group targets it takes (``majority``, ``all``: :data:`harness.record.schedule.GROUPS`),
+    aimed as ``lock-majority`` or ``lock-all``: one window on that many of a role's nodes at once
+    (its draw picks them). A run whose targets include one and whose kinds include one without
+    it is refused: that kind would have no node to aim at."""
 
     def facts(self) -> NemesisFacts:
         """What readers below the nemeses (checkers, the report) need to know of this kind: the

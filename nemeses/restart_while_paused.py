@@ -43,11 +43,16 @@ from nemeses.kinds import (
 )
 from nemeses.protocol import NemesisError
 
-__all__ = ["KIND", "RESTART_AT", "RESTART_WHILE_PAUSED", "play_as_pair"]
+__all__ = ["KIND", "RESTART_AT", "RESTART_TARGET", "RESTART_WHILE_PAUSED", "play_as_pair"]
 
 RESTART_WHILE_PAUSED: Final = "restart-while-paused"
 """The fault kind: ``params`` has ``process`` (paused), ``restart`` (a node name),
 ``restart_process`` (the daemon killed and restarted there) and ``restart_at``."""
+
+RESTART_TARGET: Final = "restart_target"
+"""Pair parameter: the symbolic target the restart aims at (``lock-leader``: the node that keeps
+the data of record, resolved when the restart starts), with ``restart`` the drawn node that
+stands in for it; absent, the restart aims at ``restart`` itself."""
 
 RESTART_AT: Final[tuple[str, ...]] = ("resume", "takeover", "inside")
 """Where a window's restart lands (see the module documentation)."""
@@ -71,6 +76,7 @@ _INSTANT_TTL: Final = 0.01
 notice would have them retry and re-teach a forgetful store its mark before the holder resumes)."""
 _PAIR_KEYS: Final = (
     "restart",
+    RESTART_TARGET,
     "restart_process",
     "restart_at",
     _RESTART_AFTER_NS,
@@ -83,7 +89,8 @@ def play_as_pair(
 ) -> tuple[Window, Window]:
     """``window`` (a holder paused, ``params["restart"]`` restarted as ``params["restart_at"]``
     says) as a ``pause`` window and an overlay of ``restart_kind`` (``kill``, ``power-loss``)
-    on the restarted node, numbered ``index``."""
+    on the restarted node (or on :data:`RESTART_TARGET`, ``restart`` its fallback), numbered
+    ``index``."""
     params = window.params
     compound = {COMPOUND: window.kind}
     paused = {k: v for k, v in params.items() if k not in _PAIR_KEYS}
@@ -104,14 +111,15 @@ def play_as_pair(
         overlay[START_AFTER_WRITES] = int(params.get(END_AFTER_WRITES, 1))
     else:
         overlay.update({ANCHOR: "inside", RESUMES_BASE: True})
+    aimed = params.get(RESTART_TARGET)
     restart = Window(
         index,
         start,
         max(round(_INSTANT_TTL * ttl_ns), 1),
         restart_kind,
-        (str(params["restart"]),),
+        (str(aimed or params["restart"]),),
         _INSTANT_TTL,
-        None,
+        None if aimed is None else str(params["restart"]),
         overlay,
     )
     return base, restart

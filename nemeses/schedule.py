@@ -47,6 +47,10 @@ next follower by name); ``"holder-member"``: the member the holder's client talk
 that can say), else the drawn lock node; ``"waiter"``: a worker that is waiting for a lock when the
 window starts (its acquire open, holding none), else a worker drawn from the seed. A
 partition aimed at a follower cuts it from the other members only: its clients still reach it.
+A group target, ``lock-majority`` or ``lock-all`` (:data:`~harness.record.schedule.GROUPS`), is
+one window on that many of the role's nodes at once, drawn now (a rack or the whole cluster
+losing power): only a kind whose entry lists the group takes it (``power-loss``), and a run
+that asks for another kind with it is refused.
 """
 
 from __future__ import annotations
@@ -59,6 +63,7 @@ from typing import Any, Final
 from harness.record.schedule import (
     DEFAULT_OVERLAP,
     DEFAULT_TTL_MULTIPLES,
+    GROUPS,
     HOLDER,
     HOLDER_MEMBER,
     LOCK_FOLLOWER,
@@ -69,6 +74,7 @@ from harness.record.schedule import (
     Schedule,
     ScheduleError,
     Window,
+    group_of,
 )
 from nemeses.kinds import (
     ANCHOR,
@@ -170,14 +176,18 @@ def generate_schedule(
     processes: Mapping[str, str] | None = None,
     cpu: float = DEFAULT_CPU,
     overlap: float = 0.0,
+    records: Mapping[str, str] | None = None,
 ) -> Schedule:
     """Draw a schedule from ``seed``.
 
     ``nodes`` maps node name to role. ``targets`` are selectors, each drawn with equal chance:
-    ``"holder"``, ``"lock-leader"``, a role (a node of it is drawn), or a node name.
-    ``processes`` maps a role to the daemon that pause and kill aim at on its nodes (absent: every
-    daemon of the node). ``cpu`` is a throttled node's share of one CPU. ``overlap`` is the
-    chance that a base window gets an overlay of another kind (module documentation). Raises
+    ``"holder"``, ``"lock-leader"``, a role (a node of it is drawn), a group target
+    (``lock-all``: :data:`~harness.record.schedule.GROUPS`, for the kinds that take one), or a
+    node name. ``processes`` maps a role to the daemon that pause and kill aim at on its nodes
+    (absent: every daemon of the node). ``cpu`` is a throttled node's share of one CPU.
+    ``overlap`` is the chance that a base window gets an overlay of another kind (module
+    documentation). ``records`` maps a role to the symbolic target of the node that keeps its
+    data of record, where the system names one (:class:`nemeses.kinds.Draw`). Raises
     :class:`NemesisError` for inputs that cannot make a schedule.
     """
     _check_inputs(nodes, lease_ttl_ns, duration_ns, kinds, targets, ttl_multiples)
@@ -191,8 +201,17 @@ def generate_schedule(
     last_end = duration_ns - round(ttl * _TAIL_TTL)
     # A stream of its own: the base windows of a seed are the same at every overlap rate.
     overlay_rng = random.Random(f"overlap-{seed}")
+    records = dict(records or {})
     overlays = _Overlays(
-        overlay_rng, nodes, processes or {}, cpu, lease_ttl_ns, targets, ttl_multiples, last_end
+        overlay_rng,
+        nodes,
+        processes or {},
+        cpu,
+        lease_ttl_ns,
+        targets,
+        ttl_multiples,
+        last_end,
+        records,
     )
     deck: list[str] = []
     while True:
@@ -221,7 +240,7 @@ def generate_schedule(
             if w.params.get(COMPOUND, w.kind) == kind.name and (OVERLAPS not in w.params)
         )
         chosen, params = kind.draw(
-            Draw(rng, target, role, nodes, processes or {}, cpu, duration, ttl, earlier)
+            Draw(rng, target, role, nodes, processes or {}, cpu, duration, ttl, earlier, records)
         )
         ordinal = sum(1 for w in windows if OVERLAPS not in w.params)
         aimed = _aimed(random.Random(f"aim-{seed}-{ordinal}"), kind, chosen, params)
@@ -262,6 +281,7 @@ class _Overlays:
     targets: Sequence[str]
     ttl_multiples: Sequence[float]
     last_end_ns: int
+    records: Mapping[str, str]
 
     def draw(self, base: Window, kind: FaultKind, index: int) -> Window | Refusal:
         """The overlay of ``kind`` on ``base`` (window ``index``), or why it was refused."""
@@ -303,7 +323,9 @@ class _Overlays:
         if stateful:
             selector = rng.choice(stateful)
         target, role, fallback = _draw_target(rng, selector, self.nodes)
-        draw = Draw(rng, target, role, self.nodes, self.processes, self.cpu, duration, ttl, 0)
+        draw = Draw(
+            rng, target, role, self.nodes, self.processes, self.cpu, duration, ttl, 0, self.records
+        )
         chosen, drawn = kind.draw(draw)
         if (
             anchor in ("grant", "takeover")
@@ -496,10 +518,15 @@ def _check_inputs(
     if not targets:
         raise NemesisError("give at least one target: holder, a role or a node name")
     for selector in targets:
+        grouped = group_of(selector)
+        if grouped is not None:
+            _check_group(selector, *grouped, nodes, kinds)
+            continue
         if selector not in (*SYMBOLIC_TARGETS, *_ROLES) and selector not in nodes:
             raise NemesisError(
                 f"unknown target {selector!r}; use {', '.join(SYMBOLIC_TARGETS)}, a role "
-                f"({', '.join(_ROLES)}) or a node ({', '.join(nodes)})"
+                f"({', '.join(_ROLES)}), a group (lock-{', lock-'.join(GROUPS)}) or a node "
+                f"({', '.join(nodes)})"
             )
         if selector in _ROLES and selector not in nodes.values():
             raise NemesisError(f"target role {selector!r} has no node in this cluster")
@@ -515,10 +542,30 @@ def _check_inputs(
         raise NemesisError("the lock-follower target needs at least two lock nodes")
 
 
+def _check_group(
+    selector: str, role: str, group: str, nodes: Mapping[str, str], kinds: Sequence[str]
+) -> None:
+    """Refuse the group target ``selector`` where its role has no node or a kind of the run does
+    not take the group (its window would have nothing to aim at)."""
+    if role not in nodes.values():
+        raise NemesisError(f"target {selector!r}: this cluster has no {role} node")
+    others = [name for name in dict.fromkeys(kinds) if group not in fault_kind(name).groups]
+    if others:
+        takers = [name for name in FAULT_KINDS if group in fault_kind(name).groups]
+        raise NemesisError(
+            f"target {selector!r} aims one window at {GROUPS[group]} {role} nodes at once, "
+            f"which only {', '.join(takers)} can; drop {', '.join(others)} from --nemesis or "
+            f"aim at {role} instead"
+        )
+
+
 def _draw_target(
     rng: random.Random, selector: str, nodes: Mapping[str, str]
 ) -> tuple[str, str, str | None]:
-    """The drawn target, its role, and (for a symbol) the seeded fallback node."""
+    """The drawn target, its role, and (for a symbol) the seeded fallback node; a group target
+    stays itself (its kind's draw picks the nodes)."""
+    if (grouped := group_of(selector)) is not None:
+        return selector, grouped[0], None
     if selector in _WORKER_SYMBOLS:
         return selector, _WORKER, rng.choice(_of_role(nodes, _WORKER))
     if selector in _MEMBER_SYMBOLS:

@@ -35,6 +35,9 @@ harness:
   fsync) mounts the lazy
   file system there (:func:`systems.deploy.data_dir`); a run with one on a system without it is
   refused (:func:`disk_problem`).
+- :class:`KeepsRecord`: a role whose data of record is on one node a symbolic target names when a
+  fault starts (Redis's primary, ``lock-leader``), so that a power loss aimed at the holder lands
+  there instead of on a node drawn among the role's (:func:`records_of`).
 
 Holder-side flaws (``retry-on-reject``, ``reacquire-no-reread``) are not a system's: they are the
 harness's, available with every system (:mod:`systems.holder_flaws`).
@@ -52,7 +55,7 @@ from harness.node import Daemon, Node
 
 # One mitigation vocabulary for what adapters declare and what the checkers judge.
 from harness.record import MITIGATIONS, Mitigation, Sink
-from harness.record.schedule import DEFAULT_OVERLAP
+from harness.record.schedule import DEFAULT_OVERLAP, group_of
 
 __all__ = [
     "CONTRACT",
@@ -68,6 +71,7 @@ __all__ = [
     "Exposure",
     "FramesRequests",
     "HolderClientCode",
+    "KeepsRecord",
     "KnowsClientMember",
     "KnowsLeader",
     "Mitigation",
@@ -92,6 +96,7 @@ __all__ = [
     "nodes_with_role",
     "packages_of",
     "read_packages",
+    "records_of",
     "replay_problem",
     "switch_table",
     "topology",
@@ -525,6 +530,25 @@ class TakesDiskFaults(Protocol):
         ...
 
 
+@runtime_checkable
+class KeepsRecord(Protocol):
+    """A system one of whose roles keeps its data of record on a single node, named by a symbolic
+    target when a fault starts (a primary its replicas copy): a power loss aimed at the holder
+    lands there. Drawn among the role's nodes instead, it may hit a replica, which loses nothing
+    the primary does not still hold."""
+
+    def record_targets(self) -> Mapping[str, str]:
+        """For each such role, the symbolic target of that node (``{"lock": "lock-leader"}``; a
+        system naming ``lock-leader`` also :class:`KnowsLeader`)."""
+        ...
+
+
+def records_of(system: System) -> Mapping[str, str]:
+    """The roles whose data of record ``system`` names a node for (:class:`KeepsRecord`), with
+    the symbolic target of that node; empty for a system without the ability."""
+    return system.record_targets() if isinstance(system, KeepsRecord) else {}
+
+
 def disk_problem(system: System, asked: Sequence[str]) -> str | None:
     """Why the disk faults ``asked`` cannot run on ``system`` (``None``: they can, or there are
     none): every role with daemons must declare its data directory (:class:`TakesDiskFaults`),
@@ -558,7 +582,8 @@ def durability_problem(
     volatile = set(system.volatile_roles())
     names = {name for name, role in topology(system.roles(), 1) if role in volatile}
     symbolic = {"lock-leader"} if "lock" in volatile else set()
-    hit = sorted(set(targets) & (volatile | names | symbolic))
+    grouped = {t for t in targets if (group := group_of(t)) is not None and group[0] in volatile}
+    hit = sorted(set(targets) & (volatile | names | symbolic | grouped))
     service = [kind for kind, whose in kills.items() if whose == "service"]
     aimed = [kind for kind, whose in kills.items() if whose == "targets"]
     if service or (aimed and hit):

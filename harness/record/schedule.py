@@ -15,6 +15,7 @@ from typing import Any, Final
 __all__ = [
     "DEFAULT_OVERLAP",
     "DEFAULT_TTL_MULTIPLES",
+    "GROUPS",
     "HOLDER",
     "HOLDER_MEMBER",
     "LOCK_FOLLOWER",
@@ -25,6 +26,8 @@ __all__ = [
     "Schedule",
     "ScheduleError",
     "Window",
+    "group_of",
+    "group_size",
 ]
 
 HOLDER: Final = "holder"
@@ -39,6 +42,25 @@ WAITER: Final = "waiter"
 """The symbolic target: a worker waiting for a lock when the window starts, holding none."""
 SYMBOLIC_TARGETS: Final = (HOLDER, LOCK_LEADER, LOCK_FOLLOWER, HOLDER_MEMBER, WAITER)
 """Every target that names a node only once its window starts."""
+GROUPS: Final = {"majority": "a majority of the", "all": "every"}
+"""Group targets, ``<role>-<group>`` (``lock-majority``, ``lock-all``): one window on that many
+of the role's nodes at once, drawn when the schedule is (a correlated outage: a rack or the whole
+cluster losing power). Only the kinds whose registry entry lists the group take one
+(``nemeses.FaultKind.groups``); the words say how many, for messages."""
+_GROUPED_ROLES: Final = ("lock", "store")
+
+
+def group_of(selector: str) -> tuple[str, str] | None:
+    """``("lock", "majority")`` for the group target ``lock-majority``; ``None`` for any other
+    selector."""
+    role, _, group = selector.rpartition("-")
+    return (role, group) if role in _GROUPED_ROLES and group in GROUPS else None
+
+
+def group_size(group: str, count: int) -> int:
+    """How many of a role's ``count`` nodes the group ``group`` takes: a majority, or all."""
+    return count // 2 + 1 if group == "majority" else count
+
 
 DEFAULT_TTL_MULTIPLES: Final[tuple[float, ...]] = (0.15, 0.8, 1.1, 1.5, 3.0, 8.0)
 """Fault durations, as multiples of the lease TTL (the spec's ``fault_lengths`` default;

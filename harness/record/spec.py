@@ -211,7 +211,8 @@ class TestSpec:
             "names",
             "--target",
             "Fault targets, comma-separated: holder, waiter, lock-leader, lock-follower, "
-            "holder-member, a role (lock, store, worker) or a node name. Default: holder, or "
+            "holder-member, a role (lock, store, worker), a group of a role's nodes at once "
+            "(lock-majority, lock-all; power-loss only) or a node name. Default: holder, or "
             "what the planted --bug needs.",
             exposable=True,
             pinned=True,

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import MISSING, dataclass, fields, replace
 from typing import Any, Final
 
+from harness.record.schedule import group_of
 from harness.record.spec import SPEC_FIELDS, TestSpec
 from nemeses import (
     HOLDER,
@@ -272,4 +273,7 @@ def _role(target: str, roles: Mapping[str, str]) -> str:
         return _WORKER
     if target in (LOCK_LEADER, LOCK_FOLLOWER, HOLDER_MEMBER):
         return "lock"
+    grouped = group_of(target)
+    if grouped is not None:
+        return grouped[0]
     return roles.get(target, target)

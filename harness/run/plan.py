@@ -50,6 +50,7 @@ from systems import (
     durability_problem,
     lease_ttl_of,
     load_system,
+    records_of,
     replay_problem,
     topology,
 )
@@ -124,7 +125,7 @@ class Plan:
         the same windows."""
         if self.fixed:
             return self.schedule
-        return schedule_for(self.spec, roles, lease_ttl, processes)
+        return schedule_for(self.spec, roles, lease_ttl, processes, records_of(self.system))
 
 
 def plan_run(
@@ -168,7 +169,10 @@ def plan_run(
     fixed = schedule is not None
     # A recorded schedule may hold a kind that is played as others today (a history from before
     # restart-while-paused was a pause and a kill): it plays as that pair, as a new draw would.
-    schedule = playable(schedule) if schedule is not None else schedule_for(spec, roles, ttl)
+    if schedule is not None:
+        schedule = playable(schedule)
+    else:
+        schedule = schedule_for(spec, roles, ttl, records=records_of(system))
     switches = switches_of(system)
     shortfall = unexposed(spec, schedule, roles, switches)
     if shortfall is not None:
@@ -256,9 +260,12 @@ def schedule_for(
     roles: Mapping[str, str],
     ttl: float,
     processes: Mapping[str, str] | None = None,
+    records: Mapping[str, str] | None = None,
 ) -> Schedule:
     """The seeded fault schedule; ``processes`` (role -> daemon) is known once the system runs,
-    and the same seed draws the same windows with or without it."""
+    and the same seed draws the same windows with or without it; ``records`` (role -> the
+    symbolic target of its node of record, :func:`systems.records_of`) aims a holder's power
+    loss."""
     duration = round(spec.time_limit * 1e9)
     ttl_ns = round(ttl * 1e9)
     if not spec.nemeses:
@@ -274,6 +281,7 @@ def schedule_for(
             processes=processes,
             ttl_multiples=spec.fault_lengths or DEFAULT_TTL_MULTIPLES,
             overlap=spec.overlap,
+            records=records,
         )
     except (ValueError, RuntimeError) as problem:
         raise RunError(str(problem)) from None

@@ -58,6 +58,7 @@ _DAEMON: Final = "zookeeper"
 _STORE_DAEMON: Final = "ref-store"
 _PROBE: Final = f"{_DAEMON}-clock"
 """The clock probe beside each member (:func:`systems.deploy.start_clock_probe`)."""
+_FORCE_SYNC_NO: Final = "force-sync-no"
 _TICK_MS: Final = 500
 _MIN_SESSION_S: Final = 2 * _TICK_MS / 1000
 _MAX_SESSION_S: Final = 20 * _TICK_MS / 1000
@@ -164,6 +165,18 @@ BUG_SWITCHES: Final = switch_table(
         ("stale-write",),
         ("store",),
     ),
+    BugSwitch(
+        _FORCE_SYNC_NO,
+        "forceSync=no: members log transactions and acknowledge them without fsync, so a "
+        "committed one is only in the page cache of a quorum; a kill keeps it, and so does one "
+        "member's power loss (the others hold it), but the whole ensemble losing power at "
+        "once (a rack, a data centre) loses every transaction never synced: the entries the "
+        "store acknowledged are gone",
+        # Every member at once: with one member left, the others elect it and copy what it kept.
+        Exposure(faults=("power-loss",), targets=("lock-all",), ttl_multiples=(1.1,)),
+        ("lost-write",),
+        ("store",),
+    ),
 )
 
 
@@ -259,9 +272,12 @@ class ZooKeeperSystem(PackagesBeside, SwitchTable):
             ),
         )
 
-    def config_files(self, addresses: Sequence[str], index: int) -> dict[str, bytes]:
+    def config_files(
+        self, addresses: Sequence[str], index: int, force_sync: bool = True
+    ) -> dict[str, bytes]:
         """``zoo.cfg``, ``myid`` and the log4j configuration of member ``index`` (from 1) of the
-        ensemble whose members have ``addresses``, in order."""
+        ensemble whose members have ``addresses``, in order; ``forceSync=no`` unless
+        ``force_sync`` (the ``force-sync-no`` switch)."""
         servers = "".join(
             f"server.{number}={address}:2888:3888\n" for number, address in enumerate(addresses, 1)
         )
@@ -276,7 +292,8 @@ class ZooKeeperSystem(PackagesBeside, SwitchTable):
             # early finds log entries and no snapshot and refuses to start ("No snapshot found,
             # but there are log entries"; ZOOKEEPER-3056). Trusting the empty snapshot lets it
             # start from its fsynced log and catch up from the leader.
-            "snapshot.trust.empty=true\n"
+            "snapshot.trust.empty=true\n" + ("" if force_sync else "forceSync=no\n")
+            # Unknown keys become zookeeper.* system properties: zookeeper.forceSync.
         ) + servers
         return {
             f"{self.data_dir}/zoo.cfg": zoo_cfg.encode(),
@@ -350,7 +367,9 @@ class ZooKeeperSystem(PackagesBeside, SwitchTable):
                 deploy.fresh_dir(node, self.data_dir)
                 deploy.data_dir(node, self.zk_data_dir, config.lazy_disks)
                 addresses = [member.ip for member in members]
-                files = self.config_files(addresses, members.index(node) + 1)
+                files = self.config_files(
+                    addresses, members.index(node) + 1, _FORCE_SYNC_NO not in config.bugs
+                )
                 myid = f"{self.zk_data_dir}/myid"
                 # Written from inside the node, through the lazy file system if it is mounted (a
                 # copy from outside lands under the mount), and synced: ZooKeeper never syncs it,

@@ -4,15 +4,20 @@ refusals (their effect on a real lazy file system: test_lazyfs.py and the Docker
 from __future__ import annotations
 
 import random
+from pathlib import Path
+
+import pytest
 
 from checkers.coverage import coverage_of
 from checkers.explain import describe_fault
+from harness.nodeside.lazyfs import copy_sparse
 from harness.record import Event
 from harness.record.verdict import FaultWindow
-from nemeses import END_AFTER_WRITES, generate_schedule
+from nemeses import END_AFTER_WRITES, LOCK_LEADER, NemesisError, generate_schedule, resolve
 from nemeses.disk import (
     DISK_FULL,
     FSYNC_ERROR,
+    GROUP,
     POWER_LOSS,
     POWER_LOSS_KIND,
     SLOW_DISK,
@@ -139,3 +144,94 @@ def test_a_system_that_does_not_say_where_its_data_is_is_refused_disk_faults() -
     refusal = disk_problem(NoopSystem(), [POWER_LOSS])
     assert refusal is not None
     assert "TakesDiskFaults" in refusal and POWER_LOSS in refusal
+
+
+ENSEMBLE = {"z1": "lock", "z2": "lock", "z3": "lock", "s1": "store", "w1": "worker"}
+
+
+def test_power_loss_at_a_group_takes_that_many_of_the_role_at_once() -> None:
+    for seed in range(10):
+        draw = Draw(random.Random(seed), "lock-all", "lock", ENSEMBLE, {}, 0.02, 3 * S, S)
+        assert POWER_LOSS_KIND.draw(draw) == (("z1", "z2", "z3"), {GROUP: "all"})
+    majorities = set()
+    for seed in range(20):
+        draw = Draw(random.Random(seed), "lock-majority", "lock", ENSEMBLE, {}, 0.02, 3 * S, S)
+        targets, params = POWER_LOSS_KIND.draw(draw)
+        assert params == {GROUP: "majority"} and len(targets) == 2
+        majorities.add(targets)
+    assert majorities == {("z1", "z2"), ("z1", "z3"), ("z2", "z3")}
+
+
+def test_a_group_target_schedules_every_power_loss_on_the_whole_group() -> None:
+    schedule = generate_schedule(
+        3, ENSEMBLE, lease_ttl_ns=S, duration_ns=60 * S, kinds=(POWER_LOSS,), targets=("lock-all",)
+    )
+    assert schedule.windows
+    assert {w.targets for w in schedule.windows} == {("z1", "z2", "z3")}
+    # Every node it powered off is restarted at its stop, as the kill kind's are.
+    assert POWER_LOSS_KIND.restarted(("z1", "z2", "z3"), {GROUP: "all"}) == ("z1", "z2", "z3")
+
+
+def test_a_group_target_is_refused_with_a_kind_that_does_not_take_groups() -> None:
+    with pytest.raises(NemesisError, match="only power-loss can; drop kill"):
+        generate_schedule(
+            3,
+            ENSEMBLE,
+            lease_ttl_ns=S,
+            duration_ns=60 * S,
+            kinds=(POWER_LOSS, "kill"),
+            targets=("lock-majority",),
+        )
+    with pytest.raises(NemesisError, match="no store node"):
+        generate_schedule(
+            3,
+            NODES | {"s1": "worker"},
+            lease_ttl_ns=S,
+            duration_ns=60 * S,
+            kinds=(POWER_LOSS,),
+            targets=("store-all",),
+        )
+
+
+def test_a_holder_power_loss_lands_on_the_node_of_record_where_the_system_names_one() -> None:
+    """Redis names its primary (``lock-leader``): the pair's power loss aims there, with the
+    drawn server as its stand-in, never at a server drawn among both."""
+    nodes = {"r1": "lock", "r2": "lock", "w1": "worker", "w2": "worker"}
+    schedule = generate_schedule(
+        5,
+        nodes,
+        lease_ttl_ns=S,
+        duration_ns=120 * S,
+        kinds=(POWER_LOSS,),
+        targets=("holder",),
+        records={"lock": LOCK_LEADER},
+    )
+    losses = [w for w in schedule.windows if w.kind == POWER_LOSS]
+    assert losses
+    for window in losses:
+        assert window.targets == (LOCK_LEADER,) and window.fallback in ("r1", "r2")
+        assert resolve(window, list(nodes), None, "r2").targets == ("r2",)
+        assert resolve(window, list(nodes), None, None).targets == (window.fallback,)
+    # Without the system naming one, the node drawn among the role's.
+    plain = generate_schedule(
+        5, nodes, lease_ttl_ns=S, duration_ns=120 * S, kinds=(POWER_LOSS,), targets=("holder",)
+    )
+    assert {w.targets[0] for w in plain.windows if w.kind == POWER_LOSS} <= {"r1", "r2"}
+
+
+def test_a_power_loss_rebuilds_a_preallocated_file_with_its_holes(tmp_path: Path) -> None:
+    """ZooKeeper pads each log to 64 MB with one byte at its end: the copy keeps the hole (a
+    whole copy took seconds per member and power loss) and every byte."""
+    source, target = tmp_path / "log.1", tmp_path / "copy"
+    size = 64 << 20
+    with source.open("wb") as file:
+        file.write(b"txn 1\n")
+        file.seek(size - 1)
+        file.write(b"\0")
+    copy_sparse(str(source), str(target))
+    assert target.stat().st_size == size
+    with target.open("rb") as file:
+        assert file.read(6) == b"txn 1\n"
+        file.seek(size - 4096)
+        assert file.read() == bytes(4096)
+    assert target.stat().st_blocks * 512 < 1 << 20

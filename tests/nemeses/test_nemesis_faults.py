@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import threading
+
 import pytest
 
 from harness.node import Daemon, Node
@@ -138,6 +140,32 @@ def test_a_restarted_store_is_done_once_its_readiness_check_says_it_serves() -> 
     facts = nemesis.invoke("stop-kill", fault)
     assert facts["served_by"] == {"s1": "readiness check"}
     assert restarter.checks >= 3
+
+
+class _Quorum:
+    """A system's restart that returns only once every member's restart has begun, as a
+    ZooKeeper member's waits for its quorum."""
+
+    def __init__(self, members: int) -> None:
+        self.all_begun = threading.Barrier(members, timeout=5)
+
+    def __call__(self, node: Node, image: ProcessImage) -> Daemon:
+        daemon = restart(node, image)
+        self.all_begun.wait()
+        return daemon
+
+
+def test_a_group_killed_at_once_is_restarted_at_once() -> None:
+    """The whole ensemble losing power: restarted one by one, the first member would wait for
+    a quorum that never comes."""
+    nodes = fake_cluster()
+    nemesis = KillNemesis(restarter=_Quorum(2))
+    nemesis.setup(nodes)
+    fault = Fault("kill", ("l1", "s1"), {})
+    nemesis.invoke("start-kill", fault)
+    facts = nemesis.invoke("stop-kill", fault)
+    assert set(facts["pids"]) == {"l1", "s1"}
+    assert state(nodes["l1"], "lockd") == state(nodes["s1"], "stored") == "S"
 
 
 def test_heal_restarts_what_was_killed() -> None:

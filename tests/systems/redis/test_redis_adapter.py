@@ -128,6 +128,17 @@ def test_the_appendfsync_switches_power_off_the_primary_in_every_window(
     assert not [w for w in losses if "restart" in w.params]
 
 
+def test_a_power_loss_aimed_at_the_holder_powers_off_the_primary(tmp_path: Path) -> None:
+    """``--nemesis power-loss --target holder``: each pair's power loss aims at the server
+    Sentinel names when it starts (``lock-leader``), a drawn server standing in."""
+    spec = TestSpec(system="redis", nemeses=("power-loss",), time_limit=60, seed=1, store=tmp_path)
+    windows = plan_run(spec).schedule.windows
+    losses = [w for w in windows if w.kind == "power-loss"]
+    assert losses and len(losses) == sum(1 for w in windows if w.kind == "pause")
+    assert {w.targets for w in losses} == {(LOCK_LEADER,)}
+    assert {w.fallback for w in losses} <= {"r1", "r2"}
+
+
 def test_the_append_only_file_sits_in_the_declared_disk_dir_apart_from_the_configs() -> None:
     system = RedisSystem(data_dir="/d")
     argv = system.server_argv(SystemConfig())

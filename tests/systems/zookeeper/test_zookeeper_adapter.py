@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+from pathlib import Path
+
 import pytest
 
+from harness.record.spec import TestSpec
+from harness.run.exposure import exposure_fields
+from harness.run.plan import plan_run
 from systems import ConfigError, SystemConfig, load_system
 from systems.base import clock_problem, topology
 from systems.zookeeper import BUG_SWITCHES, ZooKeeperSystem
@@ -49,7 +55,12 @@ def test_the_inventory_and_switches() -> None:
         "ref-store": True,
     }
     assert all(sink.seq for sink in inventory if sink.fenced)
-    assert set(BUG_SWITCHES) == {"trust-is-acquired", "sequence-token", "follower-read-check"}
+    assert set(BUG_SWITCHES) == {
+        "trust-is-acquired",
+        "sequence-token",
+        "follower-read-check",
+        "force-sync-no",
+    }
 
 
 def test_the_data_dir_under_the_lazy_file_system_is_apart_from_the_config() -> None:
@@ -58,6 +69,30 @@ def test_the_data_dir_under_the_lazy_file_system_is_apart_from_the_config() -> N
     assert f"dataDir={system.disk_dirs()['lock']}\n" in config
     assert system.disk_dirs() == {"lock": "/d/data", "store": "/d/store"}
     assert "snapshot.trust.empty=true\n" in config  # its first snapshot is never fsynced
+
+
+def test_force_sync_no_turns_the_log_fsync_off_and_only_then() -> None:
+    system = ZooKeeperSystem(data_dir="/d")
+    assert "forceSync" not in system.config_files(["10.0.0.1"], 1)["/d/zoo.cfg"].decode()
+    weak = system.config_files(["10.0.0.1"], 1, force_sync=False)["/d/zoo.cfg"].decode()
+    assert "forceSync=no\n" in weak
+
+
+def test_force_sync_no_is_exposed_by_the_whole_ensemble_losing_power_at_once(
+    tmp_path: Path,
+) -> None:
+    """What ``run --bug force-sync-no`` draws, over 20 seeds: every power loss takes all three
+    members in one window (one member's, or a majority's, loses nothing a survivor lacks)."""
+    picked = exposure_fields(BUG_SWITCHES, ("force-sync-no",))
+    assert picked["targets"] == ("lock-all",)
+    losses = []
+    for seed in range(1, 21):
+        spec = TestSpec(
+            system="zookeeper", bugs=("force-sync-no",), time_limit=60, seed=seed, store=tmp_path
+        )
+        losses += [w for w in plan_run(replace(spec, **picked)).schedule.windows]
+    assert len(losses) >= 20
+    assert {(w.kind, w.targets) for w in losses} == {("power-loss", ("z1", "z2", "z3"))}
 
 
 def test_clock_faults_reach_the_members_and_not_the_store() -> None:
