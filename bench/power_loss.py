@@ -6,12 +6,13 @@ reference system's), ``appendfsync-everysec`` and ``appendfsync-no`` (Redis's) a
 ``pg-fsync-off`` (etcd's PostgreSQL), N seeded runs with what ``fencecheck run --bug X`` picks
 by itself: detections out of N (invalid with one of the switch's own
 anomalies) and the median time to the first violation. False alarms: N seeded runs of each
-correct system (reference by default) under ``--nemesis power-loss,kill,pause``: the runs whose
-verdict was invalid (should be 0).
+correct system (reference by default) under ``--nemesis power-loss,kill,pause``, with the run's
+default workload or ``--workload`` (``--system etcd --workload sinks`` writes PostgreSQL, which
+``append`` on etcd never does): the runs whose verdict was invalid (should be 0).
 
     PYTHONPATH=. python3 bench/power_loss.py [--runs 20] [--time-limit 60] [--seed 1]
-        [--switch NAME ...] [--system NAME ...] [--no-detection] [--no-false-alarms]
-        [--store DIR]
+        [--switch NAME ...] [--system NAME ...] [--workload NAME] [--no-detection]
+        [--no-false-alarms] [--store DIR]
 
 Each run prints one line (seed, verdict, time to the first violation, run folder); each switch
 and each system ends with one summary line. Each run is a real Docker cluster: the defaults take
@@ -120,15 +121,23 @@ def detect(
 
 
 def false_alarms(
-    system: str, runs: int, seed: int, time_limit: float, store: Path, console: Console
+    system: str,
+    runs: int,
+    seed: int,
+    time_limit: float,
+    store: Path,
+    console: Console,
+    workload: str | None = None,
 ) -> str:
     """How many of ``runs`` seeded runs of correct ``system`` under power loss, kill and pause
-    ended invalid, and every verdict."""
+    (with ``workload``, or the run's default) ended invalid, and every verdict."""
     verdicts = []
     for at in range(runs):
         spec = TestSpec(
             system=system, nemeses=_NEMESES, time_limit=time_limit, seed=seed + at, store=store
         )
+        if workload is not None:
+            spec = replace(spec, workload=workload)
         _wait_for_quiet()
         outcome = run_test(spec, console=console, progress=False)
         result = outcome.result
@@ -156,6 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="the first run's seed")
     parser.add_argument("--switch", action="append", choices=sorted(_SWITCHES), help="default: all")
     parser.add_argument("--system", action="append", help="correct systems (default reference)")
+    parser.add_argument("--workload", help="the false-alarm runs' workload (default: the run's)")
     parser.add_argument("--no-detection", action="store_true")
     parser.add_argument("--no-false-alarms", action="store_true")
     parser.add_argument("--store", type=Path, default=Path("store"), help="folder of the runs")
@@ -171,13 +181,22 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
         Console().print(table)
     if not args.no_false_alarms:
-        table = Table(title=f"correct systems under --nemesis {','.join(_NEMESES)}")
+        workload = f", --workload {args.workload}" if args.workload else ""
+        table = Table(title=f"correct systems under --nemesis {','.join(_NEMESES)}{workload}")
         table.add_column("system")
         table.add_column(f"{args.runs} runs of {args.time_limit:g} s")
         for system in args.system or ["reference"]:
             table.add_row(
                 system,
-                false_alarms(system, args.runs, args.seed, args.time_limit, args.store, console),
+                false_alarms(
+                    system,
+                    args.runs,
+                    args.seed,
+                    args.time_limit,
+                    args.store,
+                    console,
+                    args.workload,
+                ),
             )
         Console().print(table)
     return 0
