@@ -12,7 +12,7 @@ default workload or ``--workload`` (``--system etcd --workload sinks`` writes Po
 
     PYTHONPATH=. python3 bench/power_loss.py [--runs 20] [--time-limit 60] [--seed 1]
         [--switch NAME ...] [--system NAME ...] [--workload NAME] [--no-detection]
-        [--no-false-alarms] [--store DIR]
+        [--no-false-alarms] [--max-load LOAD] [--store DIR]
 
 Each run prints one line (seed, verdict, time to the first violation, run folder); each switch
 and each system ends with one summary line. Each run is a real Docker cluster: the defaults take
@@ -70,9 +70,9 @@ def _stop_if_interrupted(outcome: RunOutcome) -> None:
         raise SystemExit(0)
 
 
-def _wait_for_quiet() -> None:
-    """Return once the one-minute load is at most :data:`_BUSY_LOAD`."""
-    while os.getloadavg()[0] > _BUSY_LOAD:
+def _wait_for_quiet(max_load: float = _BUSY_LOAD) -> None:
+    """Return once the one-minute load is at most ``max_load``."""
+    while os.getloadavg()[0] > max_load:
         time.sleep(_BUSY_WAIT_S)
 
 
@@ -128,6 +128,7 @@ def false_alarms(
     store: Path,
     console: Console,
     workload: str | None = None,
+    max_load: float = _BUSY_LOAD,
 ) -> str:
     """How many of ``runs`` seeded runs of correct ``system`` under power loss, kill and pause
     (with ``workload``, or the run's default) ended invalid, and every verdict."""
@@ -138,7 +139,7 @@ def false_alarms(
         )
         if workload is not None:
             spec = replace(spec, workload=workload)
-        _wait_for_quiet()
+        _wait_for_quiet(max_load)
         outcome = run_test(spec, console=console, progress=False)
         result = outcome.result
         verdicts.append(str(result.valid))
@@ -166,6 +167,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--switch", action="append", choices=sorted(_SWITCHES), help="default: all")
     parser.add_argument("--system", action="append", help="correct systems (default reference)")
     parser.add_argument("--workload", help="the false-alarm runs' workload (default: the run's)")
+    parser.add_argument(
+        "--max-load",
+        type=float,
+        default=_BUSY_LOAD,
+        help="the false-alarm runs wait while the one-minute load is above",
+    )
     parser.add_argument("--no-detection", action="store_true")
     parser.add_argument("--no-false-alarms", action="store_true")
     parser.add_argument("--store", type=Path, default=Path("store"), help="folder of the runs")
@@ -196,6 +203,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     args.store,
                     console,
                     args.workload,
+                    args.max_load,
                 ),
             )
         Console().print(table)
