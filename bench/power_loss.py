@@ -12,9 +12,9 @@ lock-all --fault-lengths 1.1`` is the whole ZooKeeper ensemble losing power, as
 ``force-sync-no``'s exposure has it): the runs whose verdict was invalid (should be 0).
 
     PYTHONPATH=. python3 bench/power_loss.py [--runs 20] [--time-limit 60] [--seed 1]
-        [--switch NAME ...] [--system NAME ...] [--no-detection] [--no-false-alarms]
-        [--nemesis KINDS] [--target TARGETS] [--fault-lengths MULTIPLES] [--ttl S]
-        [--busy-load LOAD] [--store DIR]
+        [--switch NAME ...] [--system NAME ...] [--workload NAME] [--no-detection]
+        [--no-false-alarms] [--nemesis KINDS] [--target TARGETS] [--fault-lengths MULTIPLES]
+        [--ttl S] [--busy-load LOAD] [--store DIR]
 
 Each run prints one line (seed, verdict, time to the first violation, run folder); each switch
 and each system ends with one summary line. Each run is a real Docker cluster: the defaults take
@@ -171,7 +171,8 @@ def _shape(faults: Mapping[str, Any]) -> str:
     targets = ",".join(faults.get("targets", ("holder",)))
     lengths = ",".join(f"{m:g}" for m in faults.get("fault_lengths", ())) or "default"
     ttl = faults.get("ttl", TestSpec.ttl)
-    return f"(targets {targets}, fault lengths {lengths}, TTL {ttl:g} s)"
+    workload = faults.get("workload", "default")
+    return f"(targets {targets}, fault lengths {lengths}, TTL {ttl:g} s, workload {workload})"
 
 
 def _split(text: str) -> tuple[str, ...]:
@@ -186,6 +187,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=1, help="the first run's seed")
     parser.add_argument("--switch", action="append", choices=sorted(_SWITCHES), help="default: all")
     parser.add_argument("--system", action="append", help="correct systems (default reference)")
+    parser.add_argument("--workload", help="the false-alarm runs' workload (default: the run's)")
     parser.add_argument("--no-detection", action="store_true")
     parser.add_argument("--no-false-alarms", action="store_true")
     parser.add_argument("--nemesis", type=_split, default=_NEMESES, help="false-alarm faults")
@@ -211,6 +213,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         faults["fault_lengths"] = args.fault_lengths
     if args.ttl:
         faults["ttl"] = args.ttl
+    if args.workload:
+        faults["workload"] = args.workload
     console = Console(stderr=True)
     if not args.no_detection:
         table = Table(title=f"{args.runs} runs of {args.time_limit:g} s per switch")

@@ -39,7 +39,8 @@ below: the player never sees one.
 
 Overlapping windows (issue 26; the parameters are :mod:`nemeses.schedule`'s): each window plays in
 a thread of its own, a base window once every earlier one ended, an overlay (``overlaps``) beside
-its base, from its ``anchor``: its start (``inside``), the takeover or grant
+its base, from its ``anchor``: its start (``inside``; not before its base has begun, which a
+base aimed at the holder may do late), the takeover or grant
 (``start_after_writes``; it begins then, its ``scheduled`` is that moment, and it lasts its length
 from there), or its base's restart (it begins before the base's stop restarts the daemon). A
 symbolic target steers clear of the nodes that windows in force hold with a fault its kind does
@@ -343,7 +344,11 @@ class NemesisPlayer:
         returns it (run clock), or ``None`` when asked to stop first."""
         anchor, base = window.params.get(ANCHOR), window.params.get(OVERLAPS)
         if anchor in (None, "inside") or not isinstance(base, int):
-            return window.start_ns if self._sleep_until(window.start_ns) else None
+            if not self._sleep_until(window.start_ns):
+                return None
+            if anchor == "inside" and isinstance(base, int) and self._await_base(window, base):
+                return None if self._stopping.is_set() else self._clock()
+            return window.start_ns
         if anchor == "restart":
             ending = self._ending.get(base)
             while ending is not None and not ending.is_set():
@@ -355,6 +360,24 @@ class NemesisPlayer:
                 if self._clock() >= window.start_ns or self._stopping.wait(_WRITE_POLL_S):
                     break
         return None if self._stopping.is_set() else self._clock()
+
+    def _await_base(self, window: Window, base: int) -> bool:
+        """Wait until window ``base`` has begun (its fault in force, or its failure recorded)
+        or ended, half a TTL past its scheduled end at the latest; True when that meant waiting.
+        A base aimed at the holder may begin well after its scheduled start (it waits for a
+        holder, a write or a call); an overlay aimed inside it that began first could not steer
+        clear of the base's nodes, and a pause landed on the agent its base was killing."""
+        begun, stopped = self._begun.get(base), self._stopped.get(base)
+        if begun is None or stopped is None:
+            return False
+        ends = [w.end_ns for w in self._windows if w.index == base]
+        latest = (ends[0] if ends else window.end_ns) + round(_RELEASE_TAIL_TTL * _ttl_ns(window))
+        waited = False
+        while not (begun.is_set() or stopped.is_set()) and self._clock() < latest:
+            waited = True
+            if self._stopping.wait(_WRITE_POLL_S / 4):
+                break
+        return waited
 
     def _taken_over(self, base: int, writes: int) -> bool:
         """True once a node other than window ``base``'s targets holds the lease and had

@@ -294,6 +294,31 @@ def test_a_symbol_is_steered_off_the_node_a_conflicting_fault_holds() -> None:
     assert start["targets"] != ["w1"] and start["steered_clear_of"] == ["w1"]
 
 
+def test_an_inside_overlay_waits_for_a_late_base_and_steers_clear_of_it() -> None:
+    # The base waits for a holder until 100 ms, past the overlay's start (60 ms): begun first,
+    # the overlay saw no fault in force and paused the agent its base was killing (a 20 s
+    # power-loss,kill,pause run of the reference went unknown: "stopped was not observed").
+    base = Window(0, 10 * MS, 200 * MS, "kill", (HOLDER,), 1.0, "w1", {})
+    overlay = Window(
+        1, 60 * MS, 50 * MS, "pause", (HOLDER,), 0.25, "w1", {OVERLAPS: 0, ANCHOR: "inside"}
+    )
+    record = Recording()
+    now = clock()
+    with NemesisPlayer(
+        fake_cluster(),
+        NoopNemesis(),
+        [base, overlay],
+        now,
+        record,
+        lambda: "w1" if now() >= 100 * MS else None,
+    ) as player:
+        player.join(10)
+    kill, pause = record.wait_for("start-kill"), record.wait_for("start-pause")
+    assert kill["targets"] == ["w1"]
+    assert pause["targets"] != ["w1"] and pause["steered_clear_of"] == ["w1"]
+    assert pause["scheduled"] >= kill["confirmed"] > overlay.start_ns
+
+
 def test_a_restart_overlay_starts_as_its_base_stops() -> None:
     base = Window(0, 10 * MS, 100 * MS, "kill", ("s1",), 0.1, None, {})  # a 1 s lease
     overlay = Window(
