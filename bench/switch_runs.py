@@ -43,7 +43,16 @@ from harness.run.plan import RunError
 from harness.run.runner import run_test
 from systems import load_system
 
-__all__ = ["Family", "Run", "correct_run", "detect_run", "main", "wait_for_quiet"]
+__all__ = [
+    "Family",
+    "Run",
+    "correct_run",
+    "detect_run",
+    "main",
+    "summarize_detection",
+    "summarize_false_alarms",
+    "wait_for_quiet",
+]
 
 _BENCH_FIELDS: Final = frozenset(("time_limit", "seed"))
 """The spec fields the bench sets itself, over the switch's exposure."""
@@ -173,7 +182,7 @@ def _seeds(runs: Sequence[Run]) -> str:
     return ",".join(str(run.seed) for run in runs) or "none"
 
 
-def _detection_row(switch: str, runs: Sequence[Run], time_limit: float) -> tuple[str, ...]:
+def summarize_detection(switch: str, runs: Sequence[Run], time_limit: float) -> tuple[str, ...]:
     """Print ``switch``'s SUMMARY line; its table row."""
     caught = [run for run in runs if run.caught]
     firsts = [run.first_ns for run in caught if run.first_ns is not None]
@@ -188,7 +197,7 @@ def _detection_row(switch: str, runs: Sequence[Run], time_limit: float) -> tuple
     return switch, f"{len(caught)}/{len(runs)}", median, _seeds(missed)
 
 
-def _false_alarm_row(
+def summarize_false_alarms(
     system: str, runs: Sequence[Run], under: str, time_limit: float
 ) -> tuple[str, ...]:
     """Print ``system``'s SUMMARY line; its table row."""
@@ -256,7 +265,7 @@ def main(family: Family, doc: str, argv: Sequence[str] | None = None) -> int:
         for switch in args.switch or family.switches:
             system = family.switches[switch]
             runs = [detect_run(system, switch, seed, *common) for seed in seeds]
-            rows.append(_detection_row(switch, runs, args.time_limit))
+            rows.append(summarize_detection(switch, runs, args.time_limit))
         title = f"detection: {args.runs} runs of {args.time_limit:g} s per switch"
         _print(title, ("switch", "caught", "median to first violation", "missed seeds"), rows)
     if not args.no_false_alarms:
@@ -265,7 +274,7 @@ def main(family: Family, doc: str, argv: Sequence[str] | None = None) -> int:
         rows = []
         for system in args.system or family.default_systems:
             runs = [correct_run(system, family.nemeses, targets, seed, *common) for seed in seeds]
-            rows.append(_false_alarm_row(system, runs, under, args.time_limit))
+            rows.append(summarize_false_alarms(system, runs, under, args.time_limit))
         title = f"false alarms: {args.runs} runs of {args.time_limit:g} s under {under}"
         _print(title, ("system", "invalid", "valid", "unknown", "refused or broken"), rows)
     return 0
