@@ -10,10 +10,11 @@ prints one line per run, one ``SUMMARY`` line per switch and per system, and a t
   field of the switch's ``exposed_by`` but the bench's own length and seed); *caught* counts the
   runs invalid with one of the switch's own anomalies, *median* is the median time from the run's
   start to the first such violation (:func:`bench.lock_service.first_violation`);
-- **false alarms**: per correct system, N seeded runs under the family's faults (``--target``, or
-  the run's default targets), every other setting the run's default: the runs judged invalid
-  (should be none), valid and unknown (too weak to judge), and those the harness refused or that
-  broke off (with the reason).
+- **false alarms**: per correct system, N seeded runs under the family's faults (or
+  ``--nemesis``), aimed as ``--target``, ``--fault-lengths`` and ``--ttl`` say (or as the run
+  does by default), with the family's workload for that system (or ``--workload``), every other
+  setting the run's default: the runs judged invalid (should be none), valid and unknown (too
+  weak to judge), and those the harness refused or that broke off (with the reason).
 
 Before each run the bench waits while the machine's one-minute load is above ``--max-load``: on a
 shared machine a busier one starves the holders' renewals, and the verdict would be the machine's,
@@ -28,9 +29,9 @@ import os
 import statistics
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 from rich.console import Console
 from rich.table import Table
@@ -47,7 +48,9 @@ __all__ = [
     "Family",
     "Run",
     "correct_run",
+    "describe",
     "detect_run",
+    "false_alarm_faults",
     "main",
     "summarize_detection",
     "summarize_false_alarms",
@@ -71,6 +74,10 @@ class Family:
     """The correct systems ``--system`` may name."""
     default_systems: tuple[str, ...]
     """The correct systems run when ``--system`` is not given."""
+    workloads: Mapping[str, str] = field(default_factory=dict)
+    """The workload a correct system's false-alarm runs use when ``--workload`` is not given
+    (where the run's default would never write what the faults test, such as etcd's PostgreSQL
+    sink); any other system runs its default."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,19 +159,17 @@ def detect_run(
 
 def correct_run(
     system: str,
-    nemeses: tuple[str, ...],
-    targets: tuple[str, ...] | None,
+    faults: Mapping[str, Any],
     seed: int,
     time_limit: float,
     store: Path,
     max_load: float,
     console: Console,
 ) -> Run:
-    """One run of the correct ``system`` under ``nemeses`` (at ``targets``, or the run's default
-    ones); prints its line."""
-    spec = TestSpec(system=system, nemeses=nemeses, time_limit=time_limit, seed=seed, store=store)
-    if targets:
-        spec = replace(spec, targets=targets)
+    """One run of the correct ``system`` with ``faults`` (spec fields: ``nemeses`` and any of
+    ``targets``, ``fault_lengths``, ``ttl`` and ``workload``) over the run's defaults; prints its
+    line."""
+    spec = TestSpec(system=system, time_limit=time_limit, seed=seed, store=store, **faults)
     outcome = _play(spec, max_load, console)
     if isinstance(outcome, str):
         print(f"{system} seed {seed}: {outcome}", flush=True)
@@ -176,6 +181,41 @@ def correct_run(
     )
     _stop_if_interrupted(outcome)
     return Run(seed, _verdict(outcome))
+
+
+def describe(faults: Mapping[str, Any]) -> str:
+    """``power-loss,kill,pause at lock-all, fault lengths 1.1, TTL 4 s, workload sinks``: the
+    false-alarm runs' faults and whatever else they set, as a title says it."""
+    parts = [",".join(faults["nemeses"])]
+    if "targets" in faults:
+        parts[0] += f" at {','.join(faults['targets'])}"
+    if "fault_lengths" in faults:
+        parts.append(f"fault lengths {','.join(f'{m:g}' for m in faults['fault_lengths'])}")
+    if "ttl" in faults:
+        parts.append(f"TTL {faults['ttl']:g} s")
+    if "workload" in faults:
+        parts.append(f"workload {faults['workload']}")
+    return ", ".join(parts)
+
+
+def false_alarm_faults(family: Family, system: str, args: argparse.Namespace) -> dict[str, Any]:
+    """The spec fields of ``system``'s false-alarm runs: the family's faults and workload unless
+    the command line says otherwise."""
+    faults: dict[str, Any] = {"nemeses": args.nemesis or family.nemeses}
+    if args.target:
+        faults["targets"] = args.target
+    if args.fault_lengths:
+        faults["fault_lengths"] = args.fault_lengths
+    if args.ttl:
+        faults["ttl"] = args.ttl
+    workload = args.workload or family.workloads.get(system)
+    if workload:
+        faults["workload"] = workload
+    return faults
+
+
+def _split(text: str) -> tuple[str, ...]:
+    return tuple(part.strip() for part in text.split(",") if part.strip())
 
 
 def _seeds(runs: Sequence[Run]) -> str:
@@ -215,6 +255,7 @@ def summarize_false_alarms(
     )
     return (
         system,
+        under,
         f"{len(by['invalid'])}/{len(runs)}",
         str(len(by["valid"])),
         str(len(by["unknown"])),
@@ -251,7 +292,23 @@ def main(family: Family, doc: str, argv: Sequence[str] | None = None) -> int:
         choices=family.systems,
         help=f"correct systems (default: {', '.join(family.default_systems)})",
     )
-    parser.add_argument("--target", help="the false-alarm runs' targets, T,T (default: the run's)")
+    parser.add_argument(
+        "--nemesis",
+        type=_split,
+        help=f"the false-alarm runs' faults, K,K (default: {','.join(family.nemeses)})",
+    )
+    parser.add_argument(
+        "--target", type=_split, help="the false-alarm runs' targets, T,T (default: the run's)"
+    )
+    parser.add_argument(
+        "--fault-lengths",
+        type=lambda text: tuple(float(m) for m in _split(text)),
+        help="the false-alarm runs' fault lengths in TTLs, M,M (default: the run's)",
+    )
+    parser.add_argument("--ttl", type=float, help="the false-alarm runs' lease TTL in seconds")
+    parser.add_argument(
+        "--workload", help="the false-alarm runs' workload (default: the family's or the run's)"
+    )
     parser.add_argument("--no-detection", action="store_true", help="skip the switches")
     parser.add_argument("--no-false-alarms", action="store_true", help="skip the systems")
     args = parser.parse_args(argv)
@@ -269,12 +326,11 @@ def main(family: Family, doc: str, argv: Sequence[str] | None = None) -> int:
         title = f"detection: {args.runs} runs of {args.time_limit:g} s per switch"
         _print(title, ("switch", "caught", "median to first violation", "missed seeds"), rows)
     if not args.no_false_alarms:
-        targets = tuple(args.target.split(",")) if args.target else None
-        under = ",".join(family.nemeses) + (f" at {args.target}" if targets else "")
         rows = []
         for system in args.system or family.default_systems:
-            runs = [correct_run(system, family.nemeses, targets, seed, *common) for seed in seeds]
-            rows.append(summarize_false_alarms(system, runs, under, args.time_limit))
-        title = f"false alarms: {args.runs} runs of {args.time_limit:g} s under {under}"
-        _print(title, ("system", "invalid", "valid", "unknown", "refused or broken"), rows)
+            faults = false_alarm_faults(family, system, args)
+            runs = [correct_run(system, faults, seed, *common) for seed in seeds]
+            rows.append(summarize_false_alarms(system, runs, describe(faults), args.time_limit))
+        title = f"false alarms: {args.runs} runs of {args.time_limit:g} s per system"
+        _print(title, ("system", "under", "invalid", "valid", "unknown", "refused or broken"), rows)
     return 0
