@@ -20,7 +20,7 @@ from typing import Any, Final, Literal
 
 from harness.node import Node
 from harness.record import NemesisFacts
-from harness.record.schedule import LOCK_FOLLOWER, Window
+from harness.record.schedule import LOCK_FOLLOWER, TOPOLOGIES, Window
 from nemeses.processes import Locator, ProcessImage, Restarter
 from nemeses.protocol import Fault, Nemesis, NemesisError
 
@@ -75,7 +75,8 @@ class Draw:
     second fault inside the window); ``earlier`` counts the windows of the same kind drawn before
     this one (a kind may make its first one the shape it exists for); ``records`` maps a role to
     the symbolic target of the node that keeps its data of record, where the system names one
-    (``systems.KeepsRecord``: Redis's primary, ``lock-leader``).
+    (``systems.KeepsRecord``: Redis's primary, ``lock-leader``); ``topologies`` are the
+    partition topologies the run allows (``--partitions``).
     """
 
     rng: random.Random
@@ -88,6 +89,7 @@ class Draw:
     ttl_ns: int = 0
     earlier: int = 0
     records: Mapping[str, str] = field(default_factory=dict)
+    topologies: tuple[str, ...] = TOPOLOGIES
 
     def of_role(self, role: str) -> list[str]:
         """The nodes of ``role``, sorted."""

@@ -174,12 +174,14 @@ _COMPANIONS: Final[dict[str, str]] = {
 
 
 def _draw(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
-    """A topology drawn among those the cluster and the target allow, with its peers."""
+    """A topology drawn among those the cluster, the target and the run (``--partitions``)
+    allow, with its peers."""
     names = sorted(draw.nodes)
     target = draw.target
     if target == LOCK_FOLLOWER:
         # Cut from the quorum, not from its clients: the shape a follower answers stale reads in
         # (the resolved follower is left out of its own peers).
+        _allowed(["isolate"], draw)
         return (target,), {"topology": "isolate", "peers": draw.of_role("lock")}
     others = [name for name in names if name != target]
     cut_from = [name for name in draw.of_role("lock") if name != target]
@@ -194,7 +196,7 @@ def _draw(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
             topologies.append("lock-cut")
     if target in draw.nodes and len(names) >= 3:
         topologies.append("bridge")
-    topology = draw.rng.choice(topologies)
+    topology = draw.rng.choice(_allowed(topologies, draw))
     if topology == "isolate":
         return (target,), {"topology": topology}
     if topology in ("one-way", "lock-cut"):
@@ -209,6 +211,18 @@ def _draw(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
         return (target, *side), {"topology": topology}
     peers = shuffled[: len(shuffled) // 2]
     return (target,), {"topology": topology, "peers": peers}
+
+
+def _allowed(fitting: list[str], draw: Draw) -> list[str]:
+    """The topologies of ``fitting`` the run allows; none is a run that cannot be played."""
+    allowed = [topology for topology in fitting if topology in draw.topologies]
+    if not allowed:
+        raise NemesisError(
+            f"no partition of --partitions {','.join(draw.topologies)} can be aimed at "
+            f"{draw.target} ({draw.role}) in this cluster, which allows {', '.join(fitting)}; "
+            "add one of those or aim the partitions elsewhere with --target"
+        )
+    return allowed
 
 
 def _manual(nodes: tuple[str, ...], values: Mapping[str, Any], roles: Mapping[str, str]) -> Fault:

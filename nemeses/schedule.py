@@ -69,6 +69,7 @@ from harness.record.schedule import (
     LOCK_FOLLOWER,
     LOCK_LEADER,
     SYMBOLIC_TARGETS,
+    TOPOLOGIES,
     WAITER,
     Refusal,
     Schedule,
@@ -177,6 +178,7 @@ def generate_schedule(
     cpu: float = DEFAULT_CPU,
     overlap: float = 0.0,
     records: Mapping[str, str] | None = None,
+    topologies: Sequence[str] = TOPOLOGIES,
 ) -> Schedule:
     """Draw a schedule from ``seed``.
 
@@ -187,10 +189,11 @@ def generate_schedule(
     (absent: every daemon of the node). ``cpu`` is a throttled node's share of one CPU.
     ``overlap`` is the chance that a base window gets an overlay of another kind (module
     documentation). ``records`` maps a role to the symbolic target of the node that keeps its
-    data of record, where the system names one (:class:`nemeses.kinds.Draw`). Raises
+    data of record, where the system names one (:class:`nemeses.kinds.Draw`). ``topologies``
+    are the partition topologies a partition window is drawn among. Raises
     :class:`NemesisError` for inputs that cannot make a schedule.
     """
-    _check_inputs(nodes, lease_ttl_ns, duration_ns, kinds, targets, ttl_multiples)
+    _check_inputs(nodes, lease_ttl_ns, duration_ns, kinds, targets, ttl_multiples, topologies)
     if not 0.0 <= overlap <= 1.0:
         raise NemesisError(f"the overlap rate must be within 0 and 1, not {overlap:g}; e.g. 0.3")
     rng = random.Random(seed)
@@ -212,6 +215,7 @@ def generate_schedule(
         ttl_multiples,
         last_end,
         records,
+        tuple(topologies),
     )
     deck: list[str] = []
     while True:
@@ -240,7 +244,19 @@ def generate_schedule(
             if w.params.get(COMPOUND, w.kind) == kind.name and (OVERLAPS not in w.params)
         )
         chosen, params = kind.draw(
-            Draw(rng, target, role, nodes, processes or {}, cpu, duration, ttl, earlier, records)
+            Draw(
+                rng,
+                target,
+                role,
+                nodes,
+                processes or {},
+                cpu,
+                duration,
+                ttl,
+                earlier,
+                records,
+                tuple(topologies),
+            )
         )
         ordinal = sum(1 for w in windows if OVERLAPS not in w.params)
         aimed = _aimed(random.Random(f"aim-{seed}-{ordinal}"), kind, chosen, params)
@@ -282,6 +298,7 @@ class _Overlays:
     ttl_multiples: Sequence[float]
     last_end_ns: int
     records: Mapping[str, str]
+    topologies: tuple[str, ...]
 
     def draw(self, base: Window, kind: FaultKind, index: int) -> Window | Refusal:
         """The overlay of ``kind`` on ``base`` (window ``index``), or why it was refused."""
@@ -324,7 +341,17 @@ class _Overlays:
             selector = rng.choice(stateful)
         target, role, fallback = _draw_target(rng, selector, self.nodes)
         draw = Draw(
-            rng, target, role, self.nodes, self.processes, self.cpu, duration, ttl, 0, self.records
+            rng,
+            target,
+            role,
+            self.nodes,
+            self.processes,
+            self.cpu,
+            duration,
+            ttl,
+            0,
+            self.records,
+            self.topologies,
         )
         chosen, drawn = kind.draw(draw)
         if (
@@ -504,6 +531,7 @@ def _check_inputs(
     kinds: Sequence[str],
     targets: Sequence[str],
     ttl_multiples: Sequence[float],
+    topologies: Sequence[str],
 ) -> None:
     if lease_ttl_ns <= 0 or duration_ns <= 0:
         raise NemesisError("the lease TTL and the run's duration must be positive")
@@ -512,6 +540,13 @@ def _check_inputs(
         raise NemesisError(
             f"unknown fault kind(s) {', '.join(unknown) or '(none given)'}; "
             f"choose from {', '.join(FAULT_KINDS)}"
+        )
+    unknown_shapes = sorted(set(topologies) - set(TOPOLOGIES))
+    if unknown_shapes or not topologies:
+        what = f"unknown partition topology {', '.join(unknown_shapes)}" if topologies else ""
+        raise NemesisError(
+            f"{what or 'give at least one partition topology'}; choose from "
+            f"{', '.join(TOPOLOGIES)}, e.g. --partitions lock-cut"
         )
     if not ttl_multiples or min(ttl_multiples) <= 0:
         raise NemesisError("TTL multiples must be positive numbers, e.g. 0.15 0.8 3 8")

@@ -18,10 +18,10 @@ docs/design.md §7:
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
-from typing import Final
 
 import networkx as nx
 
+from harness.record.schedule import TOPOLOGIES
 from nemeses.protocol import Fault, NemesisError
 
 __all__ = [
@@ -33,8 +33,6 @@ __all__ = [
     "reachability",
 ]
 
-TOPOLOGIES: Final[tuple[str, ...]] = ("isolate", "halves", "bridge", "one-way", "lock-cut")
-"""Every partition topology, by name."""
 
 Drop = tuple[str, str]
 """``(source, destination)``: packets from source to destination are dropped."""

@@ -55,7 +55,7 @@ from harness.node import Daemon, Node
 
 # One mitigation vocabulary for what adapters declare and what the checkers judge.
 from harness.record import MITIGATIONS, Mitigation, Sink
-from harness.record.schedule import DEFAULT_OVERLAP, group_of
+from harness.record.schedule import DEFAULT_OVERLAP, TOPOLOGIES, group_of
 
 __all__ = [
     "CONTRACT",
@@ -154,7 +154,9 @@ class Exposure:
     holder's work per unit (more when its leases must last longer); ``writes_per_lease``, its
     units of work per lease (more when a holder must still hold its lease when the fault ends);
     ``overlap``, the share of fault windows overlapped by a window of another of ``faults``
-    (all of them, when the mistake needs two faults at once).
+    (all of them, when the mistake needs two faults at once); ``partitions``, the partition
+    topologies (``lock-cut`` when the holder must be cut from the lock service only, so that its
+    writes still arrive on time).
 
     ``run --bug`` applies every field it sets that the command line does not (``--expose``: even
     those); ``fencecheck list`` shows it as a command line.
@@ -170,6 +172,7 @@ class Exposure:
     work_ms: int = 0  # 0: the run's own
     writes_per_lease: int = 0  # 0: the run's own
     overlap: float = DEFAULT_OVERLAP  # the default: the run's own
+    partitions: tuple[str, ...] = TOPOLOGIES  # every one: the run's own
     # A spec field added to the exposable ones gets its field here, named as in the spec.
 
     def describe(self) -> str:
@@ -190,6 +193,8 @@ class Exposure:
             parts.append(f"--writes-per-lease {self.writes_per_lease}")
         if self.overlap != DEFAULT_OVERLAP:
             parts.append(f"--overlap {self.overlap:g}")
+        if self.partitions != TOPOLOGIES:
+            parts.append(f"--partitions {','.join(self.partitions)}")
         return " ".join(parts)
 
 

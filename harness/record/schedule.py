@@ -21,6 +21,7 @@ __all__ = [
     "LOCK_FOLLOWER",
     "LOCK_LEADER",
     "SYMBOLIC_TARGETS",
+    "TOPOLOGIES",
     "WAITER",
     "Refusal",
     "Schedule",
@@ -42,6 +43,9 @@ WAITER: Final = "waiter"
 """The symbolic target: a worker waiting for a lock when the window starts, holding none."""
 SYMBOLIC_TARGETS: Final = (HOLDER, LOCK_LEADER, LOCK_FOLLOWER, HOLDER_MEMBER, WAITER)
 """Every target that names a node only once its window starts."""
+TOPOLOGIES: Final[tuple[str, ...]] = ("isolate", "halves", "bridge", "one-way", "lock-cut")
+"""Every partition topology, by name (a partition window's ``topology``; ``--partitions`` picks
+among them)."""
 GROUPS: Final = {"majority": "a majority of the", "all": "every"}
 """Group targets, ``<role>-<group>`` (``lock-majority``, ``lock-all``): one window on that many
 of the role's nodes at once, drawn when the schedule is (a correlated outage: a rack or the whole

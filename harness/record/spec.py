@@ -16,7 +16,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final, Literal, TypeVar, cast
 
-from harness.record.schedule import DEFAULT_OVERLAP, DEFAULT_TTL_MULTIPLES
+from harness.record.schedule import DEFAULT_OVERLAP, DEFAULT_TTL_MULTIPLES, TOPOLOGIES
 
 __all__ = [
     "ACQUIRE_MODES",
@@ -247,6 +247,20 @@ class TestSpec:
         ),
     )
     """The share of fault windows overlapped by a window of another kind."""
+    partitions: tuple[str, ...] = _field(
+        TOPOLOGIES,
+        SpecField(
+            "names",
+            "--partitions",
+            "Partition topologies a partition window is drawn among, comma-separated: "
+            + ", ".join(TOPOLOGIES)
+            + " (lock-cut: the holder cut from the lock service, not from its sinks). Default: "
+            "every one the cluster and the target allow, or what the planted --bug needs.",
+            label="partition topologies",
+            exposable=True,
+        ),
+    )
+    """The partition topologies drawn among (each where the cluster and the target allow it)."""
     ttl: float = _field(
         1.0,
         SpecField(

@@ -282,6 +282,7 @@ def schedule_for(
             ttl_multiples=spec.fault_lengths or DEFAULT_TTL_MULTIPLES,
             overlap=spec.overlap,
             records=records,
+            topologies=spec.partitions,
         )
     except (ValueError, RuntimeError) as problem:
         raise RunError(str(problem)) from None
@@ -329,18 +330,19 @@ def op_timeout_for(spec: TestSpec, schedule: Schedule, lease_ttl: float) -> floa
 
 def rerun_command(spec: TestSpec, fixed_in: RunDir | None = None) -> list[str]:
     """The command that runs ``spec`` again exactly: its seed and every field that differs from
-    the defaults or that says what the run is (the spec-field table's ``pinned`` and
-    ``exposable`` ones). A run that played a fixed schedule (``fixed_in``: its own folder, where
-    ``test.json`` keeps the windows) is rerun by ``replay``, since a seed alone would draw
-    another schedule."""
+    the defaults or that says what the run is (the spec-field table's ``pinned`` ones, and with
+    a bug planted its ``exposable`` ones). A run that played a fixed schedule (``fixed_in``: its
+    own folder, where ``test.json`` keeps the windows) is rerun by ``replay``, since a seed alone
+    would draw another schedule."""
     if fixed_in is not None:
         return ["fencecheck", "replay", str(fixed_in.path)]
     argv = ["fencecheck", "run"]
     for name, spec_field in SPEC_FIELDS.items():
         value = getattr(spec, name)
-        # An exposable field is named even at its default: else a planted bug's exposure would
-        # set it on the rerun.
-        if spec_field.pinned or spec_field.exposable or value != spec_field.default:
+        # With a bug planted an exposable field is named even at its default: else the bug's
+        # exposure would set it on the rerun.
+        named = spec_field.pinned or (spec_field.exposable and bool(spec.bugs))
+        if named or value != spec_field.default:
             argv += spec_field.argv(value)
     return argv
 

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from harness.record.schedule import TOPOLOGIES
 from harness.record.spec import TestSpec
 from harness.run.plan import rerun_command
 from harness.run.store import RunDir
@@ -23,6 +24,7 @@ _specs = st.builds(
     nemeses=st.sampled_from([("pause",), ("pause", "kill"), ()]),
     targets=st.sampled_from([("holder",), ("holder", "lock", "store")]),
     fault_lengths=st.sampled_from([(), (3.0,), (0.8, 1.5, 3.0)]),
+    partitions=st.sampled_from([TOPOLOGIES, ("lock-cut",), ("isolate", "halves")]),
     ttl=st.sampled_from([0.5, 1.0, 2.0]),
     lock_delay=st.sampled_from([0.0, 0.5]),
     time_limit=st.sampled_from([20.0, 30.0, 61.5]),

@@ -9,6 +9,7 @@ from dataclasses import fields
 import pytest
 
 import harness.cli.run as run_cli
+from harness.record.schedule import TOPOLOGIES
 from harness.record.spec import SPEC_FIELDS, TestSpec
 from harness.run.exposure import EXPOSABLE, EXPOSURE_NAMES, exposure_values
 from harness.run.plan import rerun_command
@@ -103,3 +104,16 @@ def test_an_exposure_that_needs_two_faults_at_once_sets_the_overlap(
     )
     assert "--overlap" not in Exposure(faults=("pause",)).describe()
     assert Exposure(faults=("pause", "kill"), overlap=1.0).describe().endswith("--overlap 1")
+
+
+def test_an_exposure_narrows_the_partition_topologies_unless_they_are_given(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # trust-own-timer: a partition that also cut the sink would hold a careful holder's write.
+    assert spec_of(["run", "--bug", "trust-own-timer"], monkeypatch).partitions == ("lock-cut",)
+    given = ["run", "--bug", "trust-own-timer", "--partitions", "isolate,lock-cut"]
+    assert spec_of(given, monkeypatch).partitions == ("isolate", "lock-cut")
+    assert spec_of(["run"], monkeypatch).partitions == TOPOLOGIES
+    assert "--partitions" not in Exposure(faults=("partition",)).describe()
+    narrowed = Exposure(faults=("partition",), partitions=("lock-cut",))
+    assert narrowed.describe().endswith("--partitions lock-cut")

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import itertools
 import json
+import random
+from dataclasses import replace
 
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from nemeses.kinds import LOCK_FOLLOWER, Draw
 from nemeses.protocol import NemesisError
-from nemeses.registry import FAULT_KINDS
+from nemeses.registry import FAULT_KINDS, fault_kind
 from nemeses.schedule import (
     DEFAULT_TTL_MULTIPLES,
     HOLDER,
@@ -178,6 +181,56 @@ def test_partition_topologies() -> None:
     assert not any("w3" in drop for drop in bridge)
     assert partition_drops("one-way", ["w1"], nodes, ["l1"]) == {("w1", "l1")}
     assert partition_drops("one-way", ["w1"], nodes, ["l1"], inbound=True) == {("l1", "w1")}
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    seed=st.integers(0, 2**31), allowed=st.sets(st.sampled_from(("isolate", "halves")), min_size=1)
+)
+def test_partitions_are_drawn_only_among_the_topologies_the_run_allows(
+    seed: int, allowed: set[str]
+) -> None:
+    # Alone, as an overlay of a pause and at the holder: every window keeps to --partitions.
+    windows = [
+        w
+        for kinds in (("partition",), ("pause", "partition"))
+        for w in schedule(seed, kinds=kinds, overlap=1.0, topologies=sorted(allowed)).windows
+        if w.kind == "partition"
+    ]
+    assert windows
+    assert {w.params["topology"] for w in windows} <= allowed
+
+
+def test_lock_cut_alone_cuts_a_holder_from_the_lock_service_and_nothing_else() -> None:
+    windows = schedule(3, kinds=("partition",), targets=(HOLDER,), topologies=("lock-cut",)).windows
+    assert windows and all(w.params["topology"] == "lock-cut" for w in windows)
+    for window in windows:
+        fault = resolve(window, list(NODES), "w2")
+        assert {tuple(drop) for drop in fault.params["drops"]} == {("w2", "l1"), ("l1", "w2")}
+
+
+def test_a_lock_follower_is_only_isolated_so_a_run_without_isolate_is_refused() -> None:
+    members = {"l1": "lock", "l2": "lock", "l3": "lock", **NODES}
+    draw = Draw(random.Random(1), LOCK_FOLLOWER, "lock", members, {}, 1.0, topologies=("isolate",))
+    assert fault_kind("partition").draw(draw)[1]["topology"] == "isolate"
+    with pytest.raises(NemesisError, match="which allows isolate"):
+        fault_kind("partition").draw(replace(draw, topologies=("halves", "lock-cut")))
+
+
+@pytest.mark.parametrize(
+    ("topologies", "targets", "message"),
+    [
+        ((), (HOLDER,), "give at least one partition topology"),
+        (("circle",), (HOLDER,), "unknown partition topology circle"),
+        # The lock service cannot be cut from itself.
+        (("lock-cut",), ("lock",), "no partition of --partitions lock-cut can be aimed at l1"),
+    ],
+)
+def test_partitions_no_window_can_take_are_refused(
+    topologies: tuple[str, ...], targets: tuple[str, ...], message: str
+) -> None:
+    with pytest.raises(NemesisError, match=message):
+        schedule(1, kinds=("partition",), targets=targets, topologies=topologies)
 
 
 @pytest.mark.parametrize(
