@@ -125,8 +125,12 @@ def test_the_new_fields_round_trip_and_are_accepted_in_range() -> None:
 def test_the_rerun_command_carries_the_options_that_differ_from_the_defaults() -> None:
     plain = rerun_command(TestSpec(seed=1))
     assert "--keys-per-write" not in plain and "--read-ratio" not in plain
-    # A field a planted bug's exposure may set is named even at its default.
-    assert plain[plain.index("--writes-per-lease") + 1] == "20"
+    # A field a planted bug's exposure may set is named even at its default once a bug is planted
+    # (the rerun would otherwise take the exposure's value), and only then.
+    assert "--writes-per-lease" not in plain and "--partitions" not in plain
+    planted = rerun_command(TestSpec(seed=1, bugs=("lazy-mark",)))
+    assert planted[planted.index("--writes-per-lease") + 1] == "20"
+    assert planted[planted.index("--partitions") + 1] == "isolate,halves,bridge,one-way,lock-cut"
     argv = rerun_command(TestSpec(keys=1000, writes_per_lease=2, keys_per_write=4, seed=1))
     assert argv[argv.index("--keys") + 1] == "1000"
     assert argv[argv.index("--writes-per-lease") + 1] == "2"
