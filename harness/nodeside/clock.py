@@ -56,6 +56,7 @@ Stdlib only, like all node-side code.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import socket
@@ -410,26 +411,31 @@ def apply(path: str, change: str, amount: float, ask: str) -> dict[str, Any]:
 
     Runs on the node, not preloaded, so that its own clock is the real one. The state lives beside
     the control file (``PATH.state``), so every controller, a run's or a manual command's, changes
-    the clock from where it is.
+    the clock from where it is. One change at a time per control file (an exclusive ``flock`` on
+    ``PATH.lock``, held through the readings): two overlapping windows on one process, a step
+    inside a rate, would otherwise both start from the same state, one change lost, and each
+    reading back a clock the other had moved meanwhile.
     """
     os.makedirs(os.path.dirname(path), exist_ok=True)
-    try:
-        with open(f"{path}.state") as saved:
-            before = ClockState.from_json(json.load(saved))
-    except FileNotFoundError:
-        before = ClockState()
-    real = time.time()
-    after = changed(before, change, amount, real)
-    text = control_text(after, real)
-    # Renames are atomic: the process never reads a half-written file.
-    for target, content in ((path, text), (f"{path}.state", json.dumps(after.to_json()))):
-        with open(f"{target}.new", "w") as out:
-            out.write(content)
-        os.replace(f"{target}.new", target)
-    readings = [_reading(ask)] if ask else []
-    if ask and after.rate != 1.0:
-        time.sleep(_RATE_GAP_S)
-        readings.append(_reading(ask))
+    with open(f"{path}.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        try:
+            with open(f"{path}.state") as saved:
+                before = ClockState.from_json(json.load(saved))
+        except FileNotFoundError:
+            before = ClockState()
+        real = time.time()
+        after = changed(before, change, amount, real)
+        text = control_text(after, real)
+        # Renames are atomic: the process never reads a half-written file.
+        for target, content in ((path, text), (f"{path}.state", json.dumps(after.to_json()))):
+            with open(f"{target}.new", "w") as out:
+                out.write(content)
+            os.replace(f"{target}.new", target)
+        readings = [_reading(ask)] if ask else []
+        if ask and after.rate != 1.0:
+            time.sleep(_RATE_GAP_S)
+            readings.append(_reading(ask))
     return {
         "before": before.to_json(),
         "after": after.to_json(),

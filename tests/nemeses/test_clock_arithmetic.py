@@ -3,6 +3,7 @@ exactly its size, and the control file's text is what libfaketime reads as meant
 
 from __future__ import annotations
 
+import fcntl
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -100,6 +101,26 @@ def test_the_writer_changes_the_clock_from_where_it_is_and_reads_it_back(
     after = ClockState.from_json(clock.apply(path, "rate", 1.0, server)["after"])
     assert after.rate == 1.0 and after.offset_at(0.0) == pytest.approx(3.0, abs=0.5)
     assert clock.apply(path, "reset", 0.0, "")["text"] == "+0.000000 x1"
+
+
+def test_changes_to_one_control_file_take_turns_and_none_is_lost(tmp_path: Path) -> None:
+    # A step inside a rate on one process: the two writers run side by side on the node.
+    path = str(tmp_path / "clock" / "agent")
+    clock.apply(path, "step", 1.0, "")
+    with open(f"{path}.lock", "a") as held:
+        fcntl.flock(held, fcntl.LOCK_EX)
+        writers = [
+            threading.Thread(target=clock.apply, args=(path, "step", by, "")) for by in (2.0, 4.0)
+        ]
+        for writer in writers:
+            writer.start()
+        writers[0].join(0.3)
+        # Neither writer can change the clock while another holds the file.
+        assert all(writer.is_alive() for writer in writers)
+        assert Path(path).read_text() == "+1.000000 x1"
+    for writer in writers:
+        writer.join(10)
+    assert Path(path).read_text() == "+7.000000 x1"
 
 
 def test_every_wire_server_answers_clock_without_the_secret() -> None:
