@@ -205,6 +205,7 @@ def generate_schedule(
     # A stream of its own: the base windows of a seed are the same at every overlap rate.
     overlay_rng = random.Random(f"overlap-{seed}")
     records = dict(records or {})
+    allowed_topologies = tuple(topologies)
     overlays = _Overlays(
         overlay_rng,
         nodes,
@@ -215,7 +216,7 @@ def generate_schedule(
         ttl_multiples,
         last_end,
         records,
-        tuple(topologies),
+        allowed_topologies,
     )
     deck: list[str] = []
     while True:
@@ -255,7 +256,7 @@ def generate_schedule(
                 ttl,
                 earlier,
                 records,
-                tuple(topologies),
+                allowed_topologies,
             )
         )
         ordinal = sum(1 for w in windows if OVERLAPS not in w.params)
