@@ -1,13 +1,15 @@
 """Requests that arrive late: how often a default run catches the switches only the write-path
 proxy's faults expose, and whether the correct systems stay valid under them.
 
-Detection: for each of the reference system's ``fence-per-connection`` (exposed by ``hold``) and
-``non-idempotent-write`` (exposed by ``replay``), and ``grant-to-expired-waiter`` (a waiter paused
-past its session), N seeded runs with what ``fencecheck run --bug X`` picks by itself: the runs
-invalid with one of the switch's own anomalies (caught out of N) and the median time to the first
-violation. False alarms: N seeded runs of each correct system (``reference``, ``etcd``, ``redis``,
-``zookeeper`` by default) under ``--nemesis hold,delay,reset`` at the run's default targets (or
-``--target``): invalid (should be 0), valid and unknown.
+Detection: for each of the reference system's ``fence-per-connection`` (exposed by ``hold``),
+``non-idempotent-write`` (exposed by ``replay``), ``grant-to-expired-waiter`` (a waiter paused
+past its session) and ``equal-epoch-any-holder`` (a store that admits one epoch from two
+holders, beside the lock service's ``counter-no-fsync`` under a power loss), N seeded runs with
+what ``fencecheck run --bug X`` picks by itself: the runs invalid with one of the switch's own
+anomalies (caught out of N) and the median time to the first violation. False alarms: N
+seeded runs of each correct system (``reference``, ``etcd``, ``redis``, ``zookeeper`` by
+default) under ``--nemesis hold,delay,reset`` at the run's default targets (or ``--target``):
+invalid (should be 0), valid and unknown.
 
     PYTHONPATH=. python3 bench/late_requests.py [--runs 20] [--time-limit 60] [--seed 1]
         [--switch NAME ...] [--system NAME ...] [--target T,T] [--no-detection]
@@ -33,6 +35,7 @@ LATE_REQUESTS: Final = switch_runs.Family(
         "fence-per-connection": "reference",
         "non-idempotent-write": "reference",
         "grant-to-expired-waiter": "reference",
+        "equal-epoch-any-holder": "reference",
     },
     nemeses=("hold", "delay", "reset"),
     systems=("reference", "etcd", "redis", "zookeeper"),

@@ -41,11 +41,12 @@ from checkers import Verdict, check
 from harness.record import Event, read_history
 from harness.record.run_record import RunRecord
 from harness.record.spec import TestSpec
+from harness.record.verdict import Anomaly
 from harness.run.exposure import exposure_fields, switches_of
 from harness.run.runner import run_test
-from systems import load_system
+from systems import BugSwitch, load_system
 
-__all__ = ["first_violation", "main", "without"]
+__all__ = ["first_violation", "main", "own_anomalies", "owned_count", "without"]
 
 _REFERENCE: Final = "reference"
 _SWITCHES: Final = ("token-before-lease", "grant-to-expired-waiter")
@@ -65,13 +66,37 @@ class _Run:
     caught_without_either: bool = False  # ... and every waited too
 
 
-def first_violation(result: Verdict, names: Sequence[str]) -> int | None:
-    """When the earliest counted anomaly of ``names`` completed (ns since the run began): the
-    latest completion among the operations of its evidence, the moment it became visible."""
+def own_anomalies(result: Verdict, switch: BugSwitch) -> list[Anomaly]:
+    """The counted anomalies of ``result`` that are ``switch``'s own: of its names, on its
+    sinks when it names any (:meth:`systems.BugSwitch.owns`)."""
+    return [
+        anomaly
+        for name in switch.anomalies
+        for anomaly in result.anomalies.get(name, ())
+        if switch.owns(anomaly.name, anomaly.sink)
+    ]
+
+
+def owned_count(result: Verdict, switch: BugSwitch) -> int:
+    """How many counted anomalies of ``result`` are ``switch``'s own, from the counts (the
+    evidence :func:`own_anomalies` reads is capped per name, and the companion's of one name may
+    fill it): on its sinks when it names any."""
+    if not switch.sinks:
+        return sum(result.anomaly_counts.get(name, 0) for name in switch.anomalies)
+    return sum(
+        result.sinks[sink].anomalies.get(name, 0)
+        for sink in switch.sinks
+        if sink in result.sinks
+        for name in switch.anomalies
+    )
+
+
+def first_violation(anomalies: Iterable[Anomaly]) -> int | None:
+    """When the earliest of ``anomalies`` completed (ns since the run began): the latest
+    completion among the operations of its evidence, the moment it became visible."""
     times = [
         max(op.time for op in anomaly.ops if op.time is not None)
-        for name in names
-        for anomaly in result.anomalies.get(name, ())
+        for anomaly in anomalies
         if any(op.time is not None for op in anomaly.ops)
     ]
     return min(times) if times else None
@@ -103,7 +128,8 @@ def _switch_run(switch: str, seed: int, time_limit: float, console: Console) -> 
     spec = replace(spec, **picked)
     outcome = run_test(spec, console=console, progress=False)
     result = outcome.result
-    own = [name for name in bug.anomalies if result.anomaly_counts.get(name)]
+    own = own_anomalies(result, bug)
+    owned = owned_count(result, bug)
     others = [name for name in result.anomaly_types if name not in bug.anomalies]
     record = RunRecord.from_json(outcome.run_dir.read_test())
 
@@ -115,9 +141,9 @@ def _switch_run(switch: str, seed: int, time_limit: float, console: Console) -> 
     return _Run(
         seed,
         str(result.valid),
-        result.valid is False and bool(own),
-        first_violation(result, own),
-        result.valid is False and not own and bool(others),
+        result.valid is False and owned > 0,
+        first_violation(own),
+        result.valid is False and not owned and bool(others),
         caught_without(_NO_SEQ),
         caught_without(_NO_SEQ_OR_WAITED),
     )

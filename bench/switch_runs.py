@@ -8,7 +8,8 @@ prints one line per run, one ``SUMMARY`` line per switch and per system, and a t
 
 - **detection**: per switch, N seeded runs with what ``run --bug SWITCH`` picks by itself (every
   field of the switch's ``exposed_by`` but the bench's own length and seed); *caught* counts the
-  runs invalid with one of the switch's own anomalies, *median* is the median time from the run's
+  runs invalid with one of the switch's own anomalies (of its names, on its sinks when it names
+  any: a lock service's epoch-reuse is not a store's), *median* is the median time from the run's
   start to the first such violation (:func:`bench.lock_service.first_violation`);
 - **false alarms**: per correct system, N seeded runs under the family's faults (or
   ``--nemesis``), aimed as ``--target``, ``--fault-lengths`` and ``--ttl`` say (or as the run
@@ -36,9 +37,9 @@ from typing import Any, Final
 from rich.console import Console
 from rich.table import Table
 
-from bench.lock_service import first_violation
+from bench.lock_service import first_violation, own_anomalies, owned_count
 from harness.record.spec import TestSpec
-from harness.run.exposure import exposure_fields, switches_of
+from harness.run.exposure import exposure_fields, planted_with, switches_of
 from harness.run.judge import RunOutcome
 from harness.run.plan import RunError
 from harness.run.runner import run_test
@@ -136,17 +137,19 @@ def detect_run(
     switches = switches_of(load_system(system))
     bug = switches[switch]
     picked = {
-        k: v for k, v in exposure_fields(switches, (switch,)).items() if k not in _BENCH_FIELDS
+        k: v
+        for k, v in exposure_fields(switches, planted_with(switches, (switch,))).items()
+        if k not in _BENCH_FIELDS
     }
-    spec = TestSpec(system=system, bugs=(switch,), time_limit=time_limit, seed=seed, store=store)
+    bugs = planted_with(switches, (switch,))
+    spec = TestSpec(system=system, bugs=bugs, time_limit=time_limit, seed=seed, store=store)
     outcome = _play(replace(spec, **picked), max_load, console)
     if isinstance(outcome, str):
         print(f"{switch} seed {seed}: {outcome}", flush=True)
         return Run(seed, outcome)
     result = outcome.result
-    own = [name for name in bug.anomalies if result.anomaly_counts.get(name)]
-    caught = result.valid is False and bool(own)
-    first = first_violation(result, own) if caught else None
+    caught = result.valid is False and owned_count(result, bug) > 0
+    first = first_violation(own_anomalies(result, bug)) if caught else None
     at_first = f"{first / 1e9:.1f} s" if first is not None else "-"
     print(
         f"{switch} seed {seed}: valid {_verdict(outcome)}, caught {caught}, first violation "

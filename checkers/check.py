@@ -136,7 +136,7 @@ class _Run:
             if f == "write":
                 if invoke is None:
                     record = writes.invoke(event)
-                    fence.sent(event.process, record.lock, record.epoch)
+                    fence.sent(event.process, record.lock, record.epoch, holder_of(event))
                 else:
                     records = writes.complete(event, invoke)
                     record = records[0]
@@ -174,7 +174,7 @@ class _Run:
             raise HistoryError(
                 event.line, "a fenced read needs a lock and an integer epoch >= 0", _FENCED_READ_FIX
             )
-        self.fence.sent(event.process, lock, epoch)
+        self.fence.sent(event.process, lock, epoch, holder_of(event))
 
     def _result(self) -> Verdict:
         unverified = self.reads.finish()

@@ -1,10 +1,13 @@
 """wrongful-refusal: a fence that refused an epoch no higher epoch had overtaken.
 
-A fence refuses an operation as ``stale-epoch`` only once it has seen a higher epoch of the lock.
-So a refusal is wrongful when no operation carrying a higher epoch of that lock was invoked before
-the refusal completed and could have reached a fence: none accepted (``ok``), none of unknown
-outcome (``info``, or still open at the end of the history), whether write or fenced read. A
-``fail`` definitely did not happen, so it raised nothing. Operations on every sink count, not only
+A fence refuses an operation as ``stale-epoch`` only once it has seen a higher epoch of the lock,
+or the same epoch from another holder (a store that tells holders apart refuses the second of two
+holders a failed lock service gave one epoch: that is the lock's ``epoch-reuse``, not a broken
+fence). So a refusal is wrongful when no operation carrying a higher epoch of that lock, or its
+epoch from another node, was invoked before the refusal completed and could have reached a fence:
+none accepted (``ok``), none of unknown outcome (``info``, or still open at the end of the
+history), whether write or fenced read. A ``fail`` definitely did not happen, so it raised
+nothing. Operations on every sink count, not only
 the refusing one: several sinks may share one fence (the reference store's ``store`` and
 ``store-batch`` do), and an excuse too many only makes the rule miss, never accuse.
 
@@ -12,9 +15,9 @@ A refusal that only operations still in flight could excuse is *pending*: it wai
 excused by the first that ends ``ok`` or ``info``, and is reported once all of them have failed.
 So the verdict does not depend on whether the excuse's ``fail`` came before or after the refusal.
 
-State per lock: the highest epoch settled as having possibly reached a fence, and the epochs of
-the operations still open (at most one per process); per open operation, the pending refusals
-it alone could still excuse.
+State per lock: the highest epoch settled as having possibly reached a fence (with the nodes that
+sent it), and the epochs of the operations still open (at most one per process); per open
+operation, the pending refusals it alone could still excuse.
 """
 
 from __future__ import annotations
@@ -46,17 +49,18 @@ class FenceWatch:
     def __init__(self, findings: Findings) -> None:
         self._findings = findings
         self._settled: dict[str, int] = {}
-        self._open: dict[str, dict[Process, int]] = {}
+        self._settled_by: dict[str, set[str]] = {}  # the nodes that sent each lock's settled epoch
+        self._open: dict[str, dict[Process, tuple[int, str]]] = {}
         self._sent: dict[Process, str] = {}
         self._pending: dict[Process, list[_Pending]] = {}
 
-    def sent(self, process: Process, lock: str, epoch: int) -> None:
-        """A write or fenced read carrying ``epoch`` of ``lock`` was invoked."""
+    def sent(self, process: Process, lock: str, epoch: int, node: str) -> None:
+        """A write or fenced read carrying ``epoch`` of ``lock`` was invoked by ``node``."""
         self._sent[process] = lock
         opened = self._open.get(lock)
         if opened is None:
             opened = self._open[lock] = {}
-        opened[process] = epoch
+        opened[process] = (epoch, node)
 
     def done(self, process: Process, outcome: str, refused: OpRef | None) -> None:
         """The operation of ``process`` completed with ``outcome``; ``refused`` is its evidence
@@ -64,21 +68,30 @@ class FenceWatch:
         lock = self._sent.pop(process, None)
         if lock is None:
             return
-        epoch = self._open[lock].pop(process)
-        if outcome != "fail" and epoch > self._settled.get(lock, -1):
-            self._settled[lock] = epoch
+        epoch, node = self._open[lock].pop(process)
+        if outcome != "fail":
+            settled = self._settled.get(lock, -1)
+            if epoch > settled:
+                self._settled[lock] = epoch
+                self._settled_by[lock] = {node}
+            elif epoch == settled:
+                self._settled_by[lock].add(node)
         for pending in self._pending.pop(process, ()):
             self._resolve(pending, outcome, epoch)
         if outcome == "fail" and refused is not None:
-            self._judge(lock, epoch, refused)
+            self._judge(lock, epoch, node, refused)
 
-    def _judge(self, lock: str, epoch: int, refused: OpRef) -> None:
+    def _judge(self, lock: str, epoch: int, node: str, refused: OpRef) -> None:
         settled = self._settled.get(lock, -1)
-        if settled > epoch:
+        if settled > epoch or (settled == epoch and self._settled_by[lock] - {node}):
             return
         opened = self._open[lock]
-        higher = [process for process, sent in opened.items() if sent > epoch]
-        lower = max((sent for sent in opened.values() if sent <= epoch), default=-1)
+        higher = [
+            process
+            for process, (sent, by) in opened.items()
+            if sent > epoch or (sent == epoch and by != node)
+        ]
+        lower = max((sent for sent, _ in opened.values() if sent <= epoch), default=-1)
         highest = max(settled, lower)
         if not higher:
             self._report(refused, lock, highest, [])

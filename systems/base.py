@@ -207,7 +207,11 @@ pause shorter than the lease exposes nothing: the holder is still right)."""
 class BugSwitch:
     """A mistake an adapter can plant on purpose, how to expose it, and what the checker finds.
 
-    ``anomalies`` are anomaly names of docs/design.md §5, ``sinks`` the sinks they appear on.
+    ``anomalies`` are anomaly names of docs/design.md §5, ``sinks`` the sinks they appear on
+    (an anomaly of the switch's name elsewhere, at the grants, is not its). ``beside`` names the
+    switches it shows only with: a defence that only another's mistake tests (a store that tells
+    two holders of one epoch apart, beside a lock service that hands one epoch out twice); ``run
+    --bug`` plants them with it.
     """
 
     name: str
@@ -215,12 +219,24 @@ class BugSwitch:
     exposed_by: Exposure
     anomalies: tuple[str, ...]
     sinks: tuple[str, ...] = ()
+    beside: tuple[str, ...] = ()
 
     @property
     def anomaly(self) -> str:
         """The expected anomalies in words, e.g. ``stale-write on store, store-batch``."""
         where = f" on {', '.join(self.sinks)}" if self.sinks else ""
         return f"{', '.join(self.anomalies)}{where}"
+
+    def describe(self) -> str:
+        """How to expose it as a command-line fragment: its exposure's, and the switches it
+        needs beside it (``--bug X,Y``)."""
+        beside = f" --bug {','.join((self.name, *self.beside))}" if self.beside else ""
+        return self.exposed_by.describe() + beside
+
+    def owns(self, name: str, sink: str | None) -> bool:
+        """Whether an anomaly ``name`` found on ``sink`` (``None``: on no sink) is this
+        switch's own."""
+        return name in self.anomalies and (not self.sinks or sink in self.sinks)
 
 
 def switch_table(*switches: BugSwitch) -> Mapping[str, BugSwitch]:

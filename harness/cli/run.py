@@ -29,7 +29,7 @@ from harness.record.spec import (
     store_path,
 )
 from harness.report import publish
-from harness.run.exposure import ExposureError, exposure_fields, switches_of
+from harness.run.exposure import ExposureError, exposure_fields, planted_with, switches_of
 from harness.run.exposure import expose as exposed_spec
 from harness.run.judge import RunOutcome, check_run, note_late_signal
 from harness.run.plan import RunError
@@ -43,7 +43,7 @@ from harness.run.store import (
 )
 from harness.run.summary import RunSummary, summarize
 from nemeses.registry import KINDS
-from systems import load_system
+from systems import BugSwitch, load_system
 
 __all__ = [
     "analyze_command",
@@ -186,6 +186,7 @@ def run_command(
     }
     if given.get("targets") == ():
         given["targets"] = ("holder",)
+    given.update(_companions(given))
     spec = TestSpec(**{**_exposed(given), **given})
     if expose:
         try:
@@ -278,11 +279,22 @@ def no_stale_write_warning(coverage: Mapping[str, Any]) -> str | None:
 
 def _exposed(given: Mapping[str, Any]) -> dict[str, Any]:
     """The spec fields the exposures of the planted bugs set (see :func:`exposure_fields`)."""
-    bugs = given.get("bugs", ())
-    if not bugs:
+    switches = _switches(given)
+    return exposure_fields(switches, given["bugs"]) if switches else {}
+
+
+def _companions(given: Mapping[str, Any]) -> dict[str, Any]:
+    """``bugs`` with the switches the planted ones need beside them (:func:`planted_with`)."""
+    switches = _switches(given)
+    return {"bugs": planted_with(switches, given["bugs"])} if switches else {}
+
+
+def _switches(given: Mapping[str, Any]) -> dict[str, BugSwitch]:
+    """The switches of the run's system when it plants any, else none."""
+    if not given.get("bugs"):
         return {}
     try:
-        return exposure_fields(switches_of(load_system(given.get("system", "reference"))), bugs)
+        return switches_of(load_system(given.get("system", "reference")))
     except (LookupError, ValueError):
         return {}  # the runner names the unknown system
 
@@ -354,7 +366,7 @@ def list_command() -> None:
     table = Table(
         "system",
         Column("bug switch", overflow="fold"),
-        "exposed by",
+        Column("exposed by", overflow="fold"),
         "expected anomaly",
         title="systems",
     )
@@ -372,13 +384,13 @@ def list_command() -> None:
             continue
         table.add_row(name, f"(none: the correct system) {about}", "", "valid")
         for switch in switches.values():
-            table.add_row("", switch.name, switch.exposed_by.describe(), switch.anomaly)
+            table.add_row("", switch.name, switch.describe(), switch.anomaly)
     console.print(table)
     flaws = Table(
         "holder flaw", "exposed by", "expected anomaly", title="holder flaws (any system)"
     )
     for flaw in HOLDER_FLAWS.values():
-        flaws.add_row(flaw.name, flaw.exposed_by.describe(), flaw.anomaly)
+        flaws.add_row(flaw.name, flaw.describe(), flaw.anomaly)
     console.print(flaws)
     workloads = Table("workload", "what holders do", title="workloads")
     for workload in WORKLOADS.values():

@@ -50,6 +50,7 @@ __all__ = [
     "exposure_fields",
     "exposure_values",
     "need_of",
+    "planted_with",
     "switches_of",
     "unexposed",
     "unshown",
@@ -134,6 +135,14 @@ def exposure_fields(switches: Mapping[str, BugSwitch], bugs: Iterable[str]) -> d
     return agreed
 
 
+def planted_with(switches: Mapping[str, BugSwitch], bugs: Iterable[str]) -> tuple[str, ...]:
+    """``bugs`` and the switches each needs beside it (:attr:`~systems.BugSwitch.beside`), in
+    order, each once: what ``run --bug`` and a matrix row plant."""
+    chosen = list(bugs)
+    companions = [c for bug in chosen if bug in switches for c in switches[bug].beside]
+    return tuple(dict.fromkeys((*chosen, *companions)))
+
+
 def expose(spec: TestSpec, system: System | None = None) -> TestSpec:
     """``spec`` shaped by the ``exposed_by`` of its first planted bug switch or holder flaw
     (``--expose``): every field the exposure sets, numbers raised to at least its value (a
@@ -197,6 +206,12 @@ def unshown(
         switch = switches.get(bug)
         if switch is None:
             continue
+        missing = [name for name in switch.beside if name not in spec.bugs]
+        if missing:
+            return (
+                f"--bug {bug} cannot show in this run: it shows only beside "
+                f"{', '.join(missing)}; plant both (--bug {','.join((bug, *missing))})"
+            )
         problem = _shortfall(switch.exposed_by, spec, schedule, roles)
         if problem is not None:
             return f"--bug {bug} cannot show in this run: {problem}"

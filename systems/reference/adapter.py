@@ -158,6 +158,17 @@ BUG_SWITCHES: Final = switch_table(
         ("grant-regression", "epoch-reuse"),
     ),
     BugSwitch(
+        store_server.EQUAL_EPOCH_ANY_HOLDER,
+        "the store admits an epoch equal to its mark from any holder (>= on the epoch alone, "
+        "where a holder other than the mark's needs a higher one): when a lock service hands "
+        "one epoch to two holders, both holders' writes are accepted; shows only beside such a "
+        f"lock service ({lock_server.COUNTER_NO_FSYNC}, which the run plants with it)",
+        _LOCK_POWER_LOSS,
+        ("epoch-reuse",),
+        ("store",),
+        beside=(lock_server.COUNTER_NO_FSYNC,),
+    ),
+    BugSwitch(
         "unfenced-path",
         "the bulk endpoint store-batch accepts any epoch, though the inventory says fenced",
         Exposure(faults=("pause",), workload="sinks", ttl_multiples=(3.0,)),
@@ -222,6 +233,7 @@ _STORE_BUGS: Final = {
     store_server.NON_IDEMPOTENT: store_server.NON_IDEMPOTENT,
     store_server.MARK_NO_FSYNC: store_server.MARK_NO_FSYNC,
     store_server.ACK_BEFORE_FSYNC: store_server.ACK_BEFORE_FSYNC,
+    store_server.EQUAL_EPOCH_ANY_HOLDER: store_server.EQUAL_EPOCH_ANY_HOLDER,
 }
 
 

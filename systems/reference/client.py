@@ -107,6 +107,7 @@ class Client:
         if sink == _BATCH:
             items = [{"key": key, "id": id, "prev": prev}]
             request = {"op": "write-batch", "lock": lock, "epoch": epoch, "items": items}
+            request["holder"] = self._owner
         else:
             request = {
                 "op": "write",
@@ -116,6 +117,7 @@ class Client:
                 "key": key,
                 "id": id,
                 "prev": prev,
+                "holder": self._owner,
             }
         return self._send(request)
 
@@ -124,7 +126,12 @@ class Client:
     ) -> Accepted | Refused:
         """One write spanning several keys of ``sink``, accepted or refused as a whole."""
         listed = [{"key": key, "id": write_id} for key, write_id in items]
-        request: dict[str, Any] = {"lock": lock, "epoch": epoch, "items": listed}
+        request: dict[str, Any] = {
+            "lock": lock,
+            "epoch": epoch,
+            "items": listed,
+            "holder": self._owner,
+        }
         if sink == _BATCH:
             request["op"] = "write-batch"
         else:
@@ -152,7 +159,7 @@ class Client:
         request: dict[str, Any] = {"op": "read", "sink": sink, "key": key}
         if lock is not None or epoch is not None:
             # Both go out even if one is missing: the store answers bad-request, never unfenced.
-            request.update(lock=lock, epoch=epoch)
+            request.update(lock=lock, epoch=epoch, holder=self._owner)
         try:
             reply = self._store.call(request)
         except wire.NotDelivered:

@@ -3,17 +3,23 @@
 Runs on the store node as ``python3 store_server.py --port 7002 --data-dir DIR``; stdlib-only (it
 imports only :mod:`harness.nodeside.wire`, copied next to it). It hosts three sinks:
 
-- ``store``: per key an append-only log of ``{id, epoch}``. A write carries its lock and epoch and
-  is accepted only if the epoch is at least the highest epoch accepted so far for that lock (the
-  lock's *mark*, shared by every key and by ``store-batch``).
+- ``store``: per key an append-only log of ``{id, epoch}``. A write carries its lock, epoch and
+  holder and is accepted only if the epoch is above the highest epoch accepted so far for that
+  lock (the lock's *mark*, shared by every key and by ``store-batch``), or equal to it from the
+  holder that raised the mark. Equal from another holder is refused: a correct lock service never
+  hands one epoch to two holders, so two holders at one epoch means the lock service failed
+  (a counter lost in a power loss), and the store is the last place that can tell them apart. A
+  request that names no holder, or a mark whose holder is unknown (a log written before holders
+  were logged), is judged by the epoch alone.
 - ``store-batch``: the bulk endpoint of the same store (several keys in one request), fenced by the
   same marks.
 - ``audit``: an unfenced recording sink, a stand-in for a payment API or a printer: it accepts
   everything and records arrival order and the epoch each write carried.
 
 A read may be *fenced* too: it carries a lock and epoch and is treated like a write for the mark
-(refused below it, else it raises the mark to its epoch). A read-modify-write needs this: once the
-new holder has read, an older holder's write must be refused, or both writes build on one read.
+(refused below it or at it from another holder, else it raises the mark to its epoch). A
+read-modify-write needs this: once the new holder has read, an older holder's write must be
+refused, or both writes build on one read.
 
 Every accepted write gets ``seq``, the store's acceptance order across all sinks and keys (1, 2,
 3...; the store's own order, as etcd's ``mod_revision``), returned with the write and on each read
@@ -35,10 +41,13 @@ is applied twice; a correct store answers such a repeat as it answered the first
 nothing), ``mark-no-fsync`` (the log, and so every mark, is appended without fsync: a kill keeps
 it in the page cache, a power loss loses it), ``ack-before-fsync`` (a write is acknowledged before
 its record is fsynced: a flusher fsyncs the log every :data:`FLUSH_EVERY_S`, so a power loss
-loses the last writes acknowledged).
+loses the last writes acknowledged), ``equal-epoch-any-holder`` (an equal epoch is admitted from
+any holder: ``>=`` on the epoch alone, so writes of two holders a failed lock service gave one
+epoch are both accepted).
 
 Protocol (one JSON object per line, see :mod:`harness.nodeside.wire`):
-``{"op":"write","sink":"store"|"audit","lock":L,"epoch":N,"key":K,"id":I,"prev":P}``,
+``{"op":"write","sink":"store"|"audit","lock":L,"epoch":N,"key":K,"id":I,"prev":P,"holder":H}``
+(``holder``, the writer's node name, optional in every fenced request),
 ``{"op":"write","sink":"store"|"audit","lock":L,"epoch":N,"items":[{"key":K,"id":I},...]}`` (one
 write spanning several keys of the sink, all accepted or none),
 ``{"op":"write-batch","lock":L,"epoch":N,"items":[{"key":K,"id":I,"prev":P},...]}`` ->
@@ -66,6 +75,7 @@ __all__ = [
     "ACK_BEFORE_FSYNC",
     "AUDIT",
     "BATCH",
+    "EQUAL_EPOCH_ANY_HOLDER",
     "FENCE_PER_CONNECTION",
     "FLUSH_EVERY_S",
     "LAZY_MARK",
@@ -96,6 +106,7 @@ FENCE_PER_CONNECTION: Final = "fence-per-connection"
 NON_IDEMPOTENT: Final = "non-idempotent-write"
 MARK_NO_FSYNC: Final = "mark-no-fsync"
 ACK_BEFORE_FSYNC: Final = "ack-before-fsync"
+EQUAL_EPOCH_ANY_HOLDER: Final = "equal-epoch-any-holder"
 FLUSH_EVERY_S: Final = 1.0
 """With ``ack-before-fsync``, how often the flusher fsyncs what was acknowledged meanwhile."""
 _SWITCHES: Final = (
@@ -108,6 +119,7 @@ _SWITCHES: Final = (
     NON_IDEMPOTENT,
     MARK_NO_FSYNC,
     ACK_BEFORE_FSYNC,
+    EQUAL_EPOCH_ANY_HOLDER,
 )
 _SINKS: Final = (STORE, BATCH, AUDIT)
 
@@ -138,6 +150,7 @@ class Store:
         self._per_key = MARK_PER_KEY in bugs
         self._per_connection = FENCE_PER_CONNECTION in bugs
         self._idempotent = NON_IDEMPOTENT not in bugs
+        self._tells_holders = EQUAL_EPOCH_ANY_HOLDER not in bugs
         # fence-per-connection: the locks a connection was admitted under (each connection is
         # served by a thread of its own, so a thread-local is that connection's session).
         self._session = threading.local()
@@ -146,6 +159,7 @@ class Store:
         self._mutex = threading.Lock()
         self._entries: dict[tuple[str, str], list[dict[str, Any]]] = {}
         self._marks: dict[str, int] = {}
+        self._mark_holders: dict[str, str | None] = {}  # who raised each mark (None: unknown)
         self._seq = 0  # the seq of the last accepted write, across every sink and key
         data_dir.mkdir(parents=True, exist_ok=True)
         self._path = data_dir / "store.log"
@@ -190,8 +204,9 @@ class Store:
         # A checkpoint (lazy-mark) sets the marks; a fenced read's record raises the mark only; a
         # write's adds an entry as well.
         if "marks" in record:
+            holders = record.get("holders", {})
             for lock, mark in record["marks"].items():
-                self._marks[lock] = max(self._marks.get(lock, 0), int(mark))
+                self._raise_mark(lock, int(mark), holders.get(lock))
             return
         if not record.get("read"):
             entry = {"id": record["id"], "epoch": record["epoch"]}
@@ -202,7 +217,14 @@ class Store:
             self._accepted[(record["sink"], record["id"], record["epoch"])] = entry.get("seq", 0)
         if record["fenced"] and remember_mark:
             name = self._mark_name(record["lock"], record["key"])
-            self._marks[name] = max(self._marks.get(name, 0), record["epoch"])
+            self._raise_mark(name, record["epoch"], record.get("holder"))
+
+    def _raise_mark(self, name: str, epoch: int, holder: str | None) -> None:
+        """Raise mark ``name`` to ``epoch`` with ``holder`` as its holder; an equal epoch keeps
+        the holder that raised it first."""
+        if epoch > self._marks.get(name, 0):
+            self._marks[name] = epoch
+            self._mark_holders[name] = holder
 
     def _mark_name(self, lock: str, key: str) -> str:
         """Where the mark of ``key`` of ``lock`` is kept: the lock's (``mark-per-key``: the
@@ -213,8 +235,29 @@ class Store:
         """The mark a write or read of ``keys`` of ``lock`` must reach."""
         return max(self._marks.get(self._mark_name(lock, key), 0) for key in keys)
 
-    def write(self, sink: str, lock: str, epoch: int, items: Sequence[Item]) -> dict[str, Any]:
-        """Accept ``items`` into ``sink`` (all or none), or refuse them as ``stale-epoch``."""
+    def _admits(self, lock: str, keys: Sequence[str], epoch: int, holder: str | None) -> bool:
+        """Whether ``epoch`` from ``holder`` passes the marks of ``keys`` of ``lock``: at least
+        each mark, and above one that another holder raised (unless ``equal-epoch-any-holder``)."""
+        for name in {self._mark_name(lock, key) for key in keys}:
+            mark = self._marks.get(name, 0)
+            if epoch < mark:
+                return False
+            if epoch == mark and self._tells_holders and holder is not None:
+                raised_by = self._mark_holders.get(name)
+                if raised_by is not None and raised_by != holder:
+                    return False
+        return True
+
+    def write(
+        self,
+        sink: str,
+        lock: str,
+        epoch: int,
+        items: Sequence[Item],
+        holder: str | None = None,
+    ) -> dict[str, Any]:
+        """Accept ``items`` into ``sink`` (all or none) from ``holder``, or refuse them as
+        ``stale-epoch``."""
 
         def accept(fenced: bool) -> dict[str, Any]:
             seen = [self._accepted.get((sink, item.id, epoch)) for item in items]
@@ -232,11 +275,12 @@ class Store:
                     "prev": item.prev,
                     "fenced": fenced,
                     "seq": self._seq + number,
+                    "holder": holder,
                 }
                 for number, item in enumerate(items, 1)
             ]
             data = b"".join(json.dumps(r).encode() + b"\n" for r in records)
-            self._append(data + self._checkpoint(lock, epoch, fenced, len(records)))
+            self._append(data + self._checkpoint(lock, epoch, holder, fenced, len(records)))
             for record in records:
                 self._apply(record, remember_mark=True)
             return {
@@ -246,19 +290,20 @@ class Store:
             }
 
         keys = [item.key for item in items]
-        return self._behind_fence(sink, lock, epoch, keys, accept)
+        return self._behind_fence(sink, lock, epoch, holder, keys, accept)
 
     def _behind_fence(
         self,
         sink: str,
         lock: str,
         epoch: int,
+        holder: str | None,
         keys: Sequence[str],
         act: Callable[[bool], dict[str, Any]],
     ) -> dict[str, Any]:
-        """``act(fenced)`` under the mutex if ``sink`` admits ``epoch`` of ``lock`` for
-        ``keys``, else the ``stale-epoch`` refusal; ``fenced`` says whether ``sink`` checks epochs
-        at all."""
+        """``act(fenced)`` under the mutex if ``sink`` admits ``epoch`` of ``lock`` from
+        ``holder`` for ``keys``, else the ``stale-epoch`` refusal; ``fenced`` says whether
+        ``sink`` checks epochs at all."""
         if sink not in _SINKS:
             return _unknown_sink(sink)
         fenced = self._checks[sink]
@@ -266,15 +311,18 @@ class Store:
         with self._mutex:
             mark = self._mark(lock, keys)
             trusted = self._per_connection and lock in admitted
-            if fenced and epoch < mark and not trusted:
+            if fenced and not trusted and not self._admits(lock, keys, epoch, holder):
                 return {"ok": False, "error": "stale-epoch", "mark": mark}
             if fenced:
                 admitted.add(lock)
             return act(fenced)
 
-    def _checkpoint(self, lock: str, epoch: int, fenced: bool, writes: int) -> bytes:
-        """lazy-mark: once every :data:`MARK_EVERY` fenced writes, a log record of the marks as
-        they stand with ``writes`` more of ``lock`` at ``epoch`` accepted; else nothing."""
+    def _checkpoint(
+        self, lock: str, epoch: int, holder: str | None, fenced: bool, writes: int
+    ) -> bytes:
+        """lazy-mark: once every :data:`MARK_EVERY` fenced writes, a log record of the marks
+        (and their holders) as they stand with ``writes`` more of ``lock`` at ``epoch`` from
+        ``holder`` accepted; else nothing."""
         if not (self._lazy_marks and fenced):
             return b""
         self._unsaved += writes
@@ -282,7 +330,10 @@ class Store:
             return b""
         self._unsaved = 0
         marks = {**self._marks, lock: max(self._marks.get(lock, 0), epoch)}
-        return json.dumps({"marks": marks}).encode() + b"\n"
+        holders = dict(self._mark_holders)
+        if epoch > self._marks.get(lock, 0):
+            holders[lock] = holder
+        return json.dumps({"marks": marks, "holders": holders}).encode() + b"\n"
 
     def _append(self, data: bytes) -> None:
         # A failed append (ENOSPC, EIO from fsync) is answered as an error, so it must leave no
@@ -303,9 +354,12 @@ class Store:
         with self._mutex:
             return self._entries_of(sink, key)
 
-    def fenced_read(self, sink: str, key: str, lock: str, epoch: int) -> dict[str, Any]:
-        """Read ``key`` under ``lock``'s ``epoch``: refused as ``stale-epoch`` below the mark, else
-        the mark is raised to ``epoch`` (durably, as a write raises it) and the entries returned.
+    def fenced_read(
+        self, sink: str, key: str, lock: str, epoch: int, holder: str | None = None
+    ) -> dict[str, Any]:
+        """Read ``key`` under ``lock``'s ``epoch`` for ``holder``: refused as ``stale-epoch``
+        where a write would be, else the mark is raised to ``epoch`` (durably, as a write raises
+        it) and the entries returned.
 
         On a sink that checks no epochs the read is a plain read and leaves the mark alone.
         """
@@ -319,6 +373,7 @@ class Store:
                     "lock": lock,
                     "epoch": epoch,
                     "fenced": True,
+                    "holder": holder,
                 }
                 if self._remember_marks:  # else a read's mark lives in memory only
                     self._append(json.dumps(record).encode() + b"\n")
@@ -326,7 +381,7 @@ class Store:
             entries = self._entries_of(sink, key)
             return {"ok": True, "entries": entries, "mark": self._mark(lock, [key])}
 
-        return self._behind_fence(sink, lock, epoch, [key], read)
+        return self._behind_fence(sink, lock, epoch, holder, [key], read)
 
     def _entries_of(self, sink: str, key: str) -> list[dict[str, Any]]:
         return [dict(entry) for entry in self._entries.get((sink, key), ())]
@@ -339,16 +394,16 @@ class Store:
             if sink == BATCH:
                 raise wire.BadRequest("writes to store-batch go through op 'write-batch'")
             if "items" in request:  # one write spanning several keys of the sink
-                return self.write(sink, *_fence(request), _items(request))
+                return self.write(sink, *_fence(request), _items(request), _holder(request))
             item = Item(wire.text(request, "key"), wire.text(request, "id"), request.get("prev"))
-            return self.write(sink, *_fence(request), [item])
+            return self.write(sink, *_fence(request), [item], _holder(request))
         if op == "write-batch":
-            return self.write(BATCH, *_fence(request), _items(request))
+            return self.write(BATCH, *_fence(request), _items(request), _holder(request))
         if op == "read":
             sink = wire.text(request, "sink")
             key = wire.text(request, "key")
             if "lock" in request or "epoch" in request:
-                return self.fenced_read(sink, key, *_fence(request))
+                return self.fenced_read(sink, key, *_fence(request), _holder(request))
             if sink not in _SINKS:
                 return _unknown_sink(sink)
             return {"ok": True, "entries": self.read(sink, key)}
@@ -363,6 +418,11 @@ def _unknown_sink(sink: str) -> dict[str, Any]:
 
 def _fence(request: dict[str, Any]) -> tuple[str, int]:
     return wire.text(request, "lock"), wire.integer(request, "epoch")
+
+
+def _holder(request: dict[str, Any]) -> str | None:
+    """The request's ``holder``, or ``None`` when it names none (judged by its epoch alone)."""
+    return wire.text(request, "holder") if "holder" in request else None
 
 
 def _items(request: dict[str, Any]) -> list[Item]:

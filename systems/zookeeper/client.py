@@ -24,7 +24,8 @@ Sinks, both on ZooKeeper itself, one znode per entry under ``/S/K`` (sequential 
   carry ``seq``: their czxid, the ensemble's acceptance order across all keys.
 - **log** (unfenced): a plain create.
 - **ref-store** (fenced, off ZooKeeper): the reference store (:mod:`systems.reference`) on the
-  store node, which refuses an epoch below the lock's highest; its ``seq`` is its acceptance order.
+  store node, which refuses an epoch below the lock's highest (or equal to it from another
+  holder: each request names this holder); its ``seq`` is its acceptance order.
 
 With the run's secret (``secret_file``), the session authenticates as ``fencecheck`` (digest) and
 every znode it creates carries a digest ACL for that identity only: a client without the secret
@@ -232,7 +233,8 @@ class Client:
         entry = f"/{sink}/{key}/{id}-"
         if sink == _REF_STORE:
             request = {"op": "write", "sink": _STORE, "lock": lock, "epoch": epoch}
-            reply = self._ref_call({**request, "key": key, "id": id, "prev": prev})
+            request.update(key=key, id=id, prev=prev, holder=self._owner)
+            reply = self._ref_call(request)
             if not isinstance(reply, dict):
                 return reply
             seqs = reply.get("seqs")
@@ -331,7 +333,7 @@ class Client:
         if sink == _REF_STORE:
             request: dict[str, Any] = {"op": "read", "sink": _STORE, "key": key}
             if lock is not None or epoch is not None:
-                request.update(lock=lock, epoch=epoch)
+                request.update(lock=lock, epoch=epoch, holder=self._owner)
             reply = self._ref_call(request)
             if not isinstance(reply, dict):
                 return reply

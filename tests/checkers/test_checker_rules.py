@@ -122,8 +122,8 @@ def test_a_fenced_read_refused_without_cause_is_wrongful_and_a_fenced_read_raise
 ):
     history = HistoryBuilder().acquire("w1", 1, 3).write("w1", 1, "a", 3)
     fenced = {"sink": "store", "key": "k", "lock": "L", "epoch": 3}
-    history.event(2, "invoke", "read", fenced, node="w2")
-    history.event(2, "fail", "read", fenced, node="w2", error="stale-epoch")
+    history.event(1, "invoke", "read", fenced, node="w1")
+    history.event(1, "fail", "read", fenced, node="w1", error="stale-epoch")
     history.read("w1", 1, [("a", 3)])
     assert "fenced read (epoch 3)" in only(judged(history), "wrongful-refusal")
     rightful = HistoryBuilder().acquire("w1", 1, 3).acquire("w2", 2, 4)
@@ -133,6 +133,27 @@ def test_a_fenced_read_refused_without_cause_is_wrongful_and_a_fenced_read_raise
     rightful.write("w1", 1, "a", 3, "fail", error="stale-epoch").write("w2", 2, "b", 4)
     rightful.read("w2", 2, [("b", 4)])
     assert judged(rightful).valid is True
+
+
+def test_refusing_a_second_holder_of_one_epoch_is_the_lock_services_reuse_not_a_broken_fence() -> (
+    None
+):
+    # A failed lock service granted epoch 3 twice; a store that tells holders apart refuses w2.
+    history = HistoryBuilder().acquire("w1", 1, 3).write("w1", 1, "a", 3).release("w1", 1)
+    history.acquire("w2", 2, 3).write("w2", 2, "b", 3, "fail", error="stale-epoch")
+    history.read("w1", 1, [("a", 3)])
+    found = judged(history).anomaly_types
+    assert "epoch-reuse" in found
+    assert "wrongful-refusal" not in found
+    # The same holder refused at its own epoch, with no other holder there: wrongful.
+    own = HistoryBuilder().acquire("w1", 1, 3).write("w1", 1, "a", 3)
+    own.write("w1", 1, "b", 3, "fail", error="stale-epoch").read("w1", 1, [("a", 3)])
+    assert "wrongful-refusal" in judged(own).anomaly_types
+    # Excused while the other holder's write of that epoch is in flight, wrongful once it failed.
+    pending = HistoryBuilder().acquire("w1", 1, 3).acquire("w2", 2, 3).send("w1", 1, "a", 3)
+    pending.write("w2", 2, "b", 3, "fail", error="stale-epoch")
+    pending.done("w1", 1, "a", "fail", error="unavailable").read("w2", 2, [])
+    assert "wrongful-refusal" in judged(pending).anomaly_types
 
 
 def test_a_failed_higher_write_raised_nothing() -> None:

@@ -14,6 +14,7 @@ from harness.nodeside.client import STALE, Accepted, Entry, Read, Refused
 from systems.reference.store_server import (
     AUDIT,
     BATCH,
+    EQUAL_EPOCH_ANY_HOLDER,
     FENCE_PER_CONNECTION,
     LAZY_MARK,
     MARK_EVERY,
@@ -34,6 +35,13 @@ _ids = (f"x{n}" for n in itertools.count())
 def put(store: Store, sink: str, lock: str, epoch: int, key: str = "k") -> bool:
     """Write one fresh id; True when accepted."""
     reply = store.write(sink, lock, epoch, [Item(key, next(_ids))])
+    assert reply["ok"] or reply["error"] == "stale-epoch", reply
+    return bool(reply["ok"])
+
+
+def put_as(store: Store, holder: str, epoch: int, sink: str = STORE, key: str = "k") -> bool:
+    """Write one fresh id to lock L as ``holder``; True when accepted."""
+    reply = store.write(sink, "L", epoch, [Item(key, next(_ids))], holder)
     assert reply["ok"] or reply["error"] == "stale-epoch", reply
     return bool(reply["ok"])
 
@@ -252,6 +260,64 @@ def test_accepted_iff_not_below_the_highest_accepted(
     for lock, mark in marks.items():
         assert epochs(reopened, STORE, key=lock) == written[lock]
         assert not mark or not put(reopened, STORE, lock, mark - 1, key="other")
+
+
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["write", "read"]),
+            st.integers(1, 4),
+            st.sampled_from(["w1", "w2", None]),
+        ),
+        max_size=25,
+    )
+)
+def test_an_equal_epoch_passes_only_from_the_holder_that_raised_the_mark(
+    tmp_path_factory: pytest.TempPathFactory, ops: list[tuple[str, int, str | None]]
+) -> None:
+    # The model: above the mark passes and takes it over; equal passes from its holder, or when
+    # either side names no holder (judged by the epoch alone).
+    directory = tmp_path_factory.mktemp("store")
+    store = Store(directory)
+    mark, raised_by = 0, None
+    for kind, epoch, holder in ops:
+        expected = epoch > mark or (
+            epoch == mark and (holder is None or raised_by is None or holder == raised_by)
+        )
+        if kind == "write":
+            accepted = bool(store.write(STORE, "L", epoch, [Item("k", next(_ids))], holder)["ok"])
+        else:
+            accepted = bool(store.fenced_read(STORE, "k", "L", epoch, holder)["ok"])
+        assert accepted is expected
+        if epoch > mark:
+            mark, raised_by = epoch, holder
+    reopened = Store(directory)  # the log rebuilds the mark's holder too
+    if mark and raised_by is not None:
+        assert not put_as(reopened, "other", mark)
+        assert put_as(reopened, raised_by, mark)
+
+
+def test_equal_epoch_any_holder_admits_a_second_holder_at_the_mark(tmp_path: Path) -> None:
+    correct, flawed = (
+        Store(tmp_path / "correct"),
+        Store(tmp_path / "flawed", frozenset({EQUAL_EPOCH_ANY_HOLDER})),
+    )
+    for store in (correct, flawed):
+        assert put_as(store, "w1", 3)
+        assert not put_as(store, "w2", 2)  # below the mark: refused either way
+    assert not put_as(correct, "w2", 3)
+    assert put_as(flawed, "w2", 3)
+    assert put_as(correct, "w2", 4)  # a higher epoch takes the mark over
+    assert not put_as(correct, "w1", 4)
+
+
+def test_lazy_mark_checkpoints_keep_the_marks_holders(tmp_path: Path) -> None:
+    store = Store(tmp_path, frozenset({LAZY_MARK}))
+    for _ in range(MARK_EVERY):
+        assert put_as(store, "w1", 5)
+    reopened = Store(tmp_path, frozenset({LAZY_MARK}))
+    assert not put_as(reopened, "w2", 5)
+    assert put_as(reopened, "w1", 5)
 
 
 @pytest.mark.parametrize("raised_by", ["write", "fenced read"])
