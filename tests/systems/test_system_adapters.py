@@ -63,6 +63,7 @@ _MISTAKES = {
     "mark-no-fsync",
     "ack-before-fsync",
     "counter-no-fsync",
+    "equal-epoch-any-holder",
 }
 
 
@@ -123,6 +124,7 @@ def test_every_mistake_has_a_documented_switch_or_holder_flaw() -> None:
         assert switch.description and switch.exposed_by.faults
         assert set(switch.anomalies) <= set(ANOMALY_NAMES), f"{name}: not anomalies of §5"
         assert f"--nemesis {switch.exposed_by.faults[0]}" in switch.exposed_by.describe()
+        assert set(switch.beside) <= set(BUG_SWITCHES) - {name}, f"{name}: beside what?"
 
 
 def test_config_values_are_checked() -> None:
