@@ -159,6 +159,7 @@ class _Run:
                 elif grants.complete(event, invoke):
                     lock = GrantChecker.lock_of(event, invoke)
                     writes.granted(holder_of(event), lock, event.value["epoch"], event.index)
+                    fence.granted(lock, event.value["epoch"], holder_of(event))
             elif f == "release" and invoke is not None:
                 grants.released(event, invoke)
         return self._result()

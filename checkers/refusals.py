@@ -1,10 +1,11 @@
 """wrongful-refusal: a fence that refused an epoch no higher epoch had overtaken.
 
 A fence refuses an operation as ``stale-epoch`` only once it has seen a higher epoch of the lock,
-or the same epoch from another holder (a store that tells holders apart refuses the second of two
-holders a failed lock service gave one epoch: that is the lock's ``epoch-reuse``, not a broken
-fence). So a refusal is wrongful when no operation carrying a higher epoch of that lock, or its
-epoch from another node, was invoked before the refusal completed and could have reached a fence:
+or the same epoch from another holder when the lock service granted that epoch to two (a store
+that tells holders apart refuses the second: that is the lock's ``epoch-reuse``, reported at the
+grants, not a broken fence). So a refusal is wrongful when no operation carrying a higher epoch of
+that lock, or (for an epoch granted twice) its epoch from another node, was invoked before the
+refusal completed and could have reached a fence:
 none accepted (``ok``), none of unknown outcome (``info``, or still open at the end of the
 history), whether write or fenced read. A ``fail`` definitely did not happen, so it raised
 nothing. Operations on every sink count, not only
@@ -52,6 +53,7 @@ class FenceWatch:
         self._settled_by: dict[str, set[str]] = {}  # the nodes that sent each lock's settled epoch
         self._open: dict[str, dict[Process, tuple[int, str]]] = {}
         self._sent: dict[Process, str] = {}
+        self._granted: dict[tuple[str, int], set[str]] = {}  # (lock, epoch) -> nodes granted it
         self._pending: dict[Process, list[_Pending]] = {}
 
     def sent(self, process: Process, lock: str, epoch: int, node: str) -> None:
@@ -61,6 +63,10 @@ class FenceWatch:
         if opened is None:
             opened = self._open[lock] = {}
         opened[process] = (epoch, node)
+
+    def granted(self, lock: str, epoch: int, node: str) -> None:
+        """``node`` was granted ``epoch`` of ``lock`` (a second node makes it reused)."""
+        self._granted.setdefault((lock, epoch), set()).add(node)
 
     def done(self, process: Process, outcome: str, refused: OpRef | None) -> None:
         """The operation of ``process`` completed with ``outcome``; ``refused`` is its evidence
@@ -83,13 +89,14 @@ class FenceWatch:
 
     def _judge(self, lock: str, epoch: int, node: str, refused: OpRef) -> None:
         settled = self._settled.get(lock, -1)
-        if settled > epoch or (settled == epoch and self._settled_by[lock] - {node}):
+        reused = len(self._granted.get((lock, epoch), ())) > 1
+        if settled > epoch or (reused and settled == epoch and self._settled_by[lock] - {node}):
             return
         opened = self._open[lock]
         higher = [
             process
             for process, (sent, by) in opened.items()
-            if sent > epoch or (sent == epoch and by != node)
+            if sent > epoch or (reused and sent == epoch and by != node)
         ]
         lower = max((sent for sent, _ in opened.values() if sent <= epoch), default=-1)
         highest = max(settled, lower)

@@ -56,8 +56,9 @@ REGISTRY: Final[dict[str, AnomalyKind]] = {
         AnomalyKind(
             "wrongful-refusal",
             "a sink refused a write (or fenced read) as stale though no operation with a higher "
-            "epoch for that lock, or with its epoch from another holder, had reached a fence "
-            "before the refusal completed: a broken fence, even if it errs on the safe side",
+            "epoch for that lock (or its epoch from another holder, when the lock service granted "
+            "it to two) had reached a fence before the refusal completed: a broken fence, even "
+            "if it errs on the safe side",
             "checkers.refusals",
             explain.wrongful_refusal,
             "refused",

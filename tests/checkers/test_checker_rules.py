@@ -122,8 +122,8 @@ def test_a_fenced_read_refused_without_cause_is_wrongful_and_a_fenced_read_raise
 ):
     history = HistoryBuilder().acquire("w1", 1, 3).write("w1", 1, "a", 3)
     fenced = {"sink": "store", "key": "k", "lock": "L", "epoch": 3}
-    history.event(1, "invoke", "read", fenced, node="w1")
-    history.event(1, "fail", "read", fenced, node="w1", error="stale-epoch")
+    history.event(2, "invoke", "read", fenced, node="w2")
+    history.event(2, "fail", "read", fenced, node="w2", error="stale-epoch")
     history.read("w1", 1, [("a", 3)])
     assert "fenced read (epoch 3)" in only(judged(history), "wrongful-refusal")
     rightful = HistoryBuilder().acquire("w1", 1, 3).acquire("w2", 2, 4)
@@ -145,6 +145,10 @@ def test_refusing_a_second_holder_of_one_epoch_is_the_lock_services_reuse_not_a_
     found = judged(history).anomaly_types
     assert "epoch-reuse" in found
     assert "wrongful-refusal" not in found
+    # Epoch 3 granted once: another node sending it is no excuse (as for w2's read below).
+    once = HistoryBuilder().acquire("w1", 1, 3).write("w1", 1, "a", 3)
+    once.write("w2", 2, "b", 3, "fail", error="stale-epoch").read("w1", 1, [("a", 3)])
+    assert "wrongful-refusal" in judged(once).anomaly_types
     # The same holder refused at its own epoch, with no other holder there: wrongful.
     own = HistoryBuilder().acquire("w1", 1, 3).write("w1", 1, "a", 3)
     own.write("w1", 1, "b", 3, "fail", error="stale-epoch").read("w1", 1, [("a", 3)])
