@@ -136,12 +136,8 @@ def detect_run(
     prints its line."""
     switches = switches_of(load_system(system))
     bug = switches[switch]
-    picked = {
-        k: v
-        for k, v in exposure_fields(switches, planted_with(switches, (switch,))).items()
-        if k not in _BENCH_FIELDS
-    }
     bugs = planted_with(switches, (switch,))
+    picked = {k: v for k, v in exposure_fields(switches, bugs).items() if k not in _BENCH_FIELDS}
     spec = TestSpec(system=system, bugs=bugs, time_limit=time_limit, seed=seed, store=store)
     outcome = _play(replace(spec, **picked), max_load, console)
     if isinstance(outcome, str):

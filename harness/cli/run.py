@@ -29,7 +29,7 @@ from harness.record.spec import (
     store_path,
 )
 from harness.report import publish
-from harness.run.exposure import ExposureError, exposure_fields, planted_with, switches_of
+from harness.run.exposure import ExposureError, planted_fields
 from harness.run.exposure import expose as exposed_spec
 from harness.run.judge import RunOutcome, check_run, note_late_signal
 from harness.run.plan import RunError
@@ -43,7 +43,6 @@ from harness.run.store import (
 )
 from harness.run.summary import RunSummary, summarize
 from nemeses.registry import KINDS
-from systems import BugSwitch, load_system
 
 __all__ = [
     "analyze_command",
@@ -186,8 +185,10 @@ def run_command(
     }
     if given.get("targets") == ():
         given["targets"] = ("holder",)
-    given.update(_companions(given))
-    spec = TestSpec(**{**_exposed(given), **given})
+    exposed = _exposed(given)
+    if "bugs" in exposed:  # the bugs asked for, with the ones they need beside them
+        given["bugs"] = exposed.pop("bugs")
+    spec = TestSpec(**{**exposed, **given})
     if expose:
         try:
             spec = exposed_spec(spec)
@@ -278,25 +279,9 @@ def no_stale_write_warning(coverage: Mapping[str, Any]) -> str | None:
 
 
 def _exposed(given: Mapping[str, Any]) -> dict[str, Any]:
-    """The spec fields the exposures of the planted bugs set (see :func:`exposure_fields`)."""
-    switches = _switches(given)
-    return exposure_fields(switches, given["bugs"]) if switches else {}
-
-
-def _companions(given: Mapping[str, Any]) -> dict[str, Any]:
-    """``bugs`` with the switches the planted ones need beside them (:func:`planted_with`)."""
-    switches = _switches(given)
-    return {"bugs": planted_with(switches, given["bugs"])} if switches else {}
-
-
-def _switches(given: Mapping[str, Any]) -> dict[str, BugSwitch]:
-    """The switches of the run's system when it plants any, else none."""
-    if not given.get("bugs"):
-        return {}
-    try:
-        return switches_of(load_system(given.get("system", "reference")))
-    except (LookupError, ValueError):
-        return {}  # the runner names the unknown system
+    """What the planted bugs set (:func:`planted_fields`): ``bugs`` with their companions, and
+    the fields of their exposures, which the options given override."""
+    return planted_fields(given.get("system", "reference"), given.get("bugs", ()))
 
 
 def _publish(outcome: RunOutcome, junit_xml: Path | None, console: Console) -> RunSummary | None:

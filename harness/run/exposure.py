@@ -22,7 +22,7 @@ workload shares.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import MISSING, dataclass, fields, replace
 from typing import Any, Final
 
@@ -50,6 +50,7 @@ __all__ = [
     "exposure_fields",
     "exposure_values",
     "need_of",
+    "planted_fields",
     "planted_with",
     "switches_of",
     "unexposed",
@@ -141,6 +142,21 @@ def planted_with(switches: Mapping[str, BugSwitch], bugs: Iterable[str]) -> tupl
     chosen = list(bugs)
     companions = [c for bug in chosen if bug in switches for c in switches[bug].beside]
     return tuple(dict.fromkeys((*chosen, *companions)))
+
+
+def planted_fields(system: str, bugs: Sequence[str]) -> dict[str, Any]:
+    """What planting ``bugs`` in the system named ``system`` sets: ``bugs`` with the switches
+    they need beside them (:func:`planted_with`) and the spec fields their exposures agree on
+    (:func:`exposure_fields`); nothing when none is planted or the system cannot be loaded (the
+    runner names it). ``run --bug`` and a matrix row apply it."""
+    if not bugs:
+        return {}
+    try:
+        switches = switches_of(load_system(system))
+    except (LookupError, ValueError):
+        return {}
+    planted = planted_with(switches, bugs)
+    return {**exposure_fields(switches, planted), "bugs": planted}
 
 
 def expose(spec: TestSpec, system: System | None = None) -> TestSpec:

@@ -60,10 +60,10 @@ from harness.record.spec import (
     split_names,
     store_path,
 )
-from harness.run.exposure import exposure_fields, planted_with, switches_of
+from harness.run.exposure import planted_fields
 from harness.run.summary import RunSummary
 from nemeses import NemesisError, fault_kind
-from systems import AdapterError, BugSwitch, load_system, topology
+from systems import AdapterError, load_system, topology
 
 __all__ = [
     "COVERAGE_METRICS",
@@ -335,8 +335,10 @@ def _entry(
     windows = _windows(merged[_WINDOWS], where) if _WINDOWS in merged else None
     if windows is not None and "nemeses" not in values:
         values["nemeses"] = list(dict.fromkeys(w.kind for w in windows))
-    values.update(_companions(values))
-    spec = spec_from_dict({**_exposed(values), **values})
+    exposed = _exposed(values)
+    if "bugs" in exposed:
+        values["bugs"] = exposed.pop("bugs")
+    spec = spec_from_dict({**exposed, **values})
     try:
         spec.check()
     except SpecError as problem:
@@ -408,26 +410,10 @@ def _node_names(spec: TestSpec) -> set[str]:
 
 
 def _exposed(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The fields the exposures of a row's planted switches set (the row's own win)."""
-    switches = _switches(values)
-    exposed = exposure_fields(switches, values["bugs"]) if switches else {}
+    """What a row's planted switches set (:func:`planted_fields`; the row's own fields win,
+    but its ``bugs`` gain the switches they need beside them)."""
+    exposed = planted_fields(str(values.get("system", "reference")), values.get("bugs", ()))
     return {k: list(v) if isinstance(v, tuple) else v for k, v in exposed.items()}
-
-
-def _companions(values: Mapping[str, Any]) -> dict[str, Any]:
-    """The row's ``bugs`` with the switches they need beside them (:func:`planted_with`)."""
-    switches = _switches(values)
-    return {"bugs": list(planted_with(switches, values["bugs"]))} if switches else {}
-
-
-def _switches(values: Mapping[str, Any]) -> dict[str, BugSwitch]:
-    """The switches of the row's system when it plants any, else none."""
-    if not values.get("bugs"):
-        return {}
-    try:
-        return switches_of(load_system(str(values.get("system", "reference"))))
-    except (LookupError, ValueError):
-        return {}  # the runner names the unknown system
 
 
 def entries_from(
