@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import sysconfig
 import venv
 from pathlib import Path
 
@@ -46,11 +47,21 @@ def test_a_wheel_outside_the_checkout_builds_images_and_runs_valid(tmp_path: Pat
     )
     assert built.returncode == 0, built.stderr
     (wheel,) = wheels.glob("fencecheck-*.whl")
-    # The system's packages (click, docker, orjson...) serve the venv; fencecheck itself is the
-    # wheel, installed into the venv, which Python finds before any editable checkout.
+    # The dependencies (click, docker, orjson, rich...) come from the suite's own environment,
+    # which a fresh machine has only in its venv, not in the system's site-packages: a .pth line
+    # appends that folder after the new venv's own, so the wheel's packages win, and the
+    # editable checkout's finder (a .pth file there, never processed from a plain path line)
+    # stays out.
     env_dir = tmp_path / "venv"
-    venv.create(env_dir, system_site_packages=True, with_pip=False)
+    venv.create(env_dir, with_pip=False)
     python = str(env_dir / "bin" / "python")
+    own = _run(
+        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path
+    )
+    suite = {sysconfig.get_paths()[name] for name in ("purelib", "platlib")}
+    (Path(own.stdout.strip()) / "suite-dependencies.pth").write_text(
+        "\n".join(sorted(suite)) + "\n"
+    )
     installed = _run(
         [sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "-q", str(wheel)],
         tmp_path,
