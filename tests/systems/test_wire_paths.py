@@ -70,18 +70,33 @@ def test_a_requests_own_timeout_applies_after_others_with_other_timeouts() -> No
 
 
 def test_a_connection_closed_while_it_waits_fails_as_an_unknown_outcome() -> None:
-    """Teardown may close a holder's connection while its request is under way: the request then
-    fails as every unknown outcome does (an OSError), never as a ValueError that escapes the
-    holder thread as a traceback. (The reader closed and the socket not yet is the moment inside
-    ``close`` when a request in flight meets a closed file.)"""
-    server = wire.LineServer(("127.0.0.1", 0), lambda request: {"ok": True})
+    """Teardown may close a holder's connection from another thread while its request is under
+    way: the request then fails at once as every unknown outcome does (an OSError naming the
+    close, not the server), never as a ValueError that escapes the holder thread as a
+    traceback, and never only when its own timeout runs out."""
+    release = threading.Event()
+    server = wire.LineServer(("127.0.0.1", 0), lambda request: {"ok": release.wait(10)})
     threading.Thread(target=server.serve_forever, daemon=True).start()
+    failures: list[BaseException] = []
+
+    def ask() -> None:
+        try:
+            connection.request({"op": "slow"}, 30.0)
+        except BaseException as problem:
+            failures.append(problem)
+
     try:
         connection = wire.Connection(("127.0.0.1", server.server_address[1]), 2.0)
-        connection._reader.close()  # half of close(), as another thread's teardown leaves it
-        with pytest.raises(ConnectionAbortedError, match="closed while waiting"):
-            connection.request({"op": "quick"}, 5.0)
+        waiting = threading.Thread(target=ask)
+        waiting.start()
+        time.sleep(0.2)
         connection.close()
+        waiting.join(5)
+        assert not waiting.is_alive()
+        (failure,) = failures
+        assert isinstance(failure, ConnectionAbortedError)
+        assert "closed while waiting" in str(failure)
     finally:
+        release.set()
         server.shutdown()
         server.server_close()
