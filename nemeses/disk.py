@@ -20,6 +20,11 @@ one of them; each is confirmed from that file system's own report and recorded.
 - ``disk-full``: every write, create and growing truncate fails with ENOSPC for the window.
 - ``fsync-error``: every fsync fails with EIO for the window (the data stays unsynced).
 - ``slow-disk``: every fsync waits a multiple of the lease TTL first.
+
+Aimed at the holder, these three land on a store or lock node drawn among them, or, on a system
+that names the node keeping that role's data of record, on that node when the fault starts (the
+drawn one standing in), as a power loss does: a replica's failing disk spares what the holders
+depend on.
 """
 
 from __future__ import annotations
@@ -36,7 +41,15 @@ from harness.record import SAID
 from harness.record.schedule import GROUPS, Window, group_of, group_size
 from nemeses._base import NodeNemesis
 from nemeses.kill import KillNemesis
-from nemeses.kinds import END_AFTER_WRITES, Composition, Draw, FaultKind, Leftovers, ManualCommand
+from nemeses.kinds import (
+    END_AFTER_WRITES,
+    STAND_IN,
+    Composition,
+    Draw,
+    FaultKind,
+    Leftovers,
+    ManualCommand,
+)
 from nemeses.kinds import ManualOption as Option
 from nemeses.processes import run_script
 from nemeses.protocol import Fault, HealReport, NemesisError, fault_fs
@@ -306,12 +319,21 @@ class DiskFaultNemesis(NodeNemesis):
 
 
 def _draw_node(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
-    return (_disk_target(draw)[0],), {}
+    """A store or lock node; aimed at the holder, the node that keeps the chosen role's data of
+    record where the system names one (resolved when the fault starts; the drawn node stands
+    in), as a disk that fails under a replica spares the data the holders depend on."""
+    node, role = _disk_target(draw)
+    if draw.role in _DISK_ROLES or role not in draw.records:
+        return (node,), {}
+    return (draw.records[role],), {STAND_IN: node}
 
 
 def _draw_slow(draw: Draw) -> tuple[tuple[str, ...], dict[str, Any]]:
+    """As :func:`_draw_node`, with the delay a multiple of the lease TTL."""
     multiple = draw.rng.choice(SLOW_TTL_MULTIPLES)
-    return (_disk_target(draw)[0],), {
+    targets, params = _draw_node(draw)
+    return targets, {
+        **params,
         "delay_ttl": multiple,
         "delay_s": round(multiple * draw.ttl_ns / 1e9, 6),
     }

@@ -31,6 +31,7 @@ __all__ = [
     "LOCK_FOLLOWER",
     "OVERLAPS",
     "RESUMES_BASE",
+    "STAND_IN",
     "START_AFTER_WRITES",
     "Composition",
     "Draw",
@@ -48,6 +49,12 @@ END_AFTER_WRITES: Final = "end_after_writes"
 had this many writes accepted since its grant (a lease-aware end: "right after the takeover, while
 the new holder has written only a few times"), at its scheduled end at the latest. Counted in
 writes, not time: what a store loses on a restart is writes, and their pace depends on the run."""
+STAND_IN: Final = "stand_in"
+"""What a kind's draw may return among its parameters when it aims at a symbolic target it chose
+itself (``lock-leader`` for the node of record): the node that stands in for that symbol when it
+cannot be resolved at play time. The schedule takes it out of the parameters and makes it the
+window's ``fallback``, which the one drawn for the window's own target (a worker, for the
+holder) would otherwise be."""
 OVERLAPS: Final = "overlaps"
 """Overlay parameter: the index of the base window it overlaps (:mod:`nemeses.schedule`)."""
 ANCHOR: Final = "anchor"

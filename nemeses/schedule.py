@@ -83,6 +83,7 @@ from nemeses.kinds import (
     END_AFTER_WRITES,
     OVERLAPS,
     RESUMES_BASE,
+    STAND_IN,
     START_AFTER_WRITES,
     Draw,
     FaultKind,
@@ -259,6 +260,7 @@ def generate_schedule(
                 allowed_topologies,
             )
         )
+        fallback = params.pop(STAND_IN, fallback)
         ordinal = sum(1 for w in windows if OVERLAPS not in w.params)
         aimed = _aimed(random.Random(f"aim-{seed}-{ordinal}"), kind, chosen, params)
         base = Window(len(windows), start, duration, kind.name, chosen, multiple, fallback, aimed)
@@ -355,6 +357,7 @@ class _Overlays:
             self.topologies,
         )
         chosen, drawn = kind.draw(draw)
+        fallback = drawn.pop(STAND_IN, fallback)
         if (
             anchor in ("grant", "takeover")
             and HOLDER in chosen

@@ -36,8 +36,8 @@ harness:
   file system there (:func:`systems.deploy.data_dir`); a run with one on a system without it is
   refused (:func:`disk_problem`).
 - :class:`KeepsRecord`: a role whose data of record is on one node a symbolic target names when a
-  fault starts (Redis's primary, ``lock-leader``), so that a power loss aimed at the holder lands
-  there instead of on a node drawn among the role's (:func:`records_of`).
+  fault starts (Redis's primary, ``lock-leader``), so that a power loss or a disk fault aimed at
+  the holder lands there instead of on a node drawn among the role's (:func:`records_of`).
 
 Holder-side flaws (``retry-on-reject``, ``reacquire-no-reread``) are not a system's: they are the
 harness's, available with every system (:mod:`systems.holder_flaws`).
@@ -554,8 +554,8 @@ class TakesDiskFaults(Protocol):
 @runtime_checkable
 class KeepsRecord(Protocol):
     """A system one of whose roles keeps its data of record on a single node, named by a symbolic
-    target when a fault starts (a primary its replicas copy): a power loss aimed at the holder
-    lands there. Drawn among the role's nodes instead, it may hit a replica, which loses nothing
+    target when a fault starts (a primary its replicas copy): a power loss or a disk fault aimed
+    at the holder lands there. Drawn among the role's nodes instead, it may hit a replica, which loses nothing
     the primary does not still hold."""
 
     def record_targets(self) -> Mapping[str, str]:

@@ -219,6 +219,44 @@ def test_a_holder_power_loss_lands_on_the_node_of_record_where_the_system_names_
     assert {w.targets[0] for w in plain.windows if w.kind == POWER_LOSS} <= {"r1", "r2"}
 
 
+@pytest.mark.parametrize("kind", [DISK_FULL, FSYNC_ERROR, SLOW_DISK])
+def test_a_holder_disk_fault_lands_on_the_node_of_record_where_the_system_names_one(
+    kind: str,
+) -> None:
+    """As a power loss: aimed at the holder on Redis (its primary, ``lock-leader``), the disk
+    fault hits the primary when it starts, the server drawn among both standing in (never a
+    worker); a disk that fails under the replica spares what the holders depend on."""
+    nodes = {"r1": "lock", "r2": "lock", "w1": "worker", "w2": "worker"}
+    schedule = generate_schedule(
+        5,
+        nodes,
+        lease_ttl_ns=S,
+        duration_ns=120 * S,
+        kinds=(kind,),
+        targets=("holder",),
+        records={"lock": LOCK_LEADER},
+    )
+    windows = [w for w in schedule.windows if w.kind == kind]
+    assert windows
+    for window in windows:
+        assert window.targets == (LOCK_LEADER,) and window.fallback in ("r1", "r2")
+        assert "stand_in" not in window.params
+        assert resolve(window, list(nodes), "w1", "r2").targets == ("r2",)
+        assert resolve(window, list(nodes), "w1", None).targets == (window.fallback,)
+    # Aimed at a server by name, or on a system that names none, a node drawn among the role's.
+    for records in ({}, {"store": LOCK_LEADER}):
+        plain = generate_schedule(
+            5,
+            nodes,
+            lease_ttl_ns=S,
+            duration_ns=120 * S,
+            kinds=(kind,),
+            targets=("holder",),
+            records=records,
+        )
+        assert {w.targets for w in plain.windows if w.kind == kind} <= {("r1",), ("r2",)}
+
+
 def test_a_power_loss_rebuilds_a_preallocated_file_with_its_holes(tmp_path: Path) -> None:
     """ZooKeeper pads each log to 64 MB with one byte at its end: the copy keeps the hole (a
     whole copy took seconds per member and power loss) and every byte."""
