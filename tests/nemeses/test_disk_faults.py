@@ -12,6 +12,7 @@ from checkers.coverage import coverage_of
 from checkers.explain import describe_fault
 from harness.nodeside.lazyfs import copy_sparse
 from harness.record import Event
+from harness.record.schedule import Window
 from harness.record.verdict import FaultWindow
 from nemeses import END_AFTER_WRITES, LOCK_LEADER, NemesisError, generate_schedule, resolve
 from nemeses.disk import (
@@ -25,7 +26,7 @@ from nemeses.disk import (
     SLOW_TTL_MULTIPLES,
     dropped_sentence,
 )
-from nemeses.kinds import Draw
+from nemeses.kinds import STAND_IN, Draw
 from nemeses.registry import KINDS
 from systems.base import disk_problem
 from systems.noop import NoopSystem
@@ -193,59 +194,17 @@ def test_a_group_target_is_refused_with_a_kind_that_does_not_take_groups() -> No
         )
 
 
-def test_a_holder_power_loss_lands_on_the_node_of_record_where_the_system_names_one() -> None:
-    """Redis names its primary (``lock-leader``): the pair's power loss aims there, with the
-    drawn server as its stand-in, never at a server drawn among both."""
-    nodes = {"r1": "lock", "r2": "lock", "w1": "worker", "w2": "worker"}
-    schedule = generate_schedule(
-        5,
-        nodes,
-        lease_ttl_ns=S,
-        duration_ns=120 * S,
-        kinds=(POWER_LOSS,),
-        targets=("holder",),
-        records={"lock": LOCK_LEADER},
-    )
-    losses = [w for w in schedule.windows if w.kind == POWER_LOSS]
-    assert losses
-    for window in losses:
-        assert window.targets == (LOCK_LEADER,) and window.fallback in ("r1", "r2")
-        assert resolve(window, list(nodes), None, "r2").targets == ("r2",)
-        assert resolve(window, list(nodes), None, None).targets == (window.fallback,)
-    # Without the system naming one, the node drawn among the role's.
-    plain = generate_schedule(
-        5, nodes, lease_ttl_ns=S, duration_ns=120 * S, kinds=(POWER_LOSS,), targets=("holder",)
-    )
-    assert {w.targets[0] for w in plain.windows if w.kind == POWER_LOSS} <= {"r1", "r2"}
-
-
-@pytest.mark.parametrize("kind", [DISK_FULL, FSYNC_ERROR, SLOW_DISK])
+@pytest.mark.parametrize("kind", [POWER_LOSS, DISK_FULL, FSYNC_ERROR, SLOW_DISK])
 def test_a_holder_disk_fault_lands_on_the_node_of_record_where_the_system_names_one(
     kind: str,
 ) -> None:
-    """As a power loss: aimed at the holder on Redis (its primary, ``lock-leader``), the disk
-    fault hits the primary when it starts, the server drawn among both standing in (never a
-    worker); a disk that fails under the replica spares what the holders depend on."""
+    """Redis names its primary (``lock-leader``): a power loss (the pair's) or a disk fault aimed
+    at the holder hits the primary when it starts, with the server drawn among both standing in
+    for it (never a worker): a replica's failing disk spares what the holders depend on."""
     nodes = {"r1": "lock", "r2": "lock", "w1": "worker", "w2": "worker"}
-    schedule = generate_schedule(
-        5,
-        nodes,
-        lease_ttl_ns=S,
-        duration_ns=120 * S,
-        kinds=(kind,),
-        targets=("holder",),
-        records={"lock": LOCK_LEADER},
-    )
-    windows = [w for w in schedule.windows if w.kind == kind]
-    assert windows
-    for window in windows:
-        assert window.targets == (LOCK_LEADER,) and window.fallback in ("r1", "r2")
-        assert "stand_in" not in window.params
-        assert resolve(window, list(nodes), "w1", "r2").targets == ("r2",)
-        assert resolve(window, list(nodes), "w1", None).targets == (window.fallback,)
-    # Aimed at a server by name, or on a system that names none, a node drawn among the role's.
-    for records in ({}, {"store": LOCK_LEADER}):
-        plain = generate_schedule(
+
+    def windows(records: dict[str, str]) -> list[Window]:
+        schedule = generate_schedule(
             5,
             nodes,
             lease_ttl_ns=S,
@@ -254,7 +213,19 @@ def test_a_holder_disk_fault_lands_on_the_node_of_record_where_the_system_names_
             targets=("holder",),
             records=records,
         )
-        assert {w.targets for w in plain.windows if w.kind == kind} <= {("r1",), ("r2",)}
+        return [w for w in schedule.windows if w.kind == kind]
+
+    aimed = windows({"lock": LOCK_LEADER})
+    assert aimed
+    for window in aimed:
+        assert window.targets == (LOCK_LEADER,) and window.fallback in ("r1", "r2")
+        assert STAND_IN not in window.params
+        assert resolve(window, list(nodes), "w1", "r2").targets == ("r2",)
+        assert resolve(window, list(nodes), "w1", None).targets == (window.fallback,)
+    # On a system that names no such node, or none for this role, the node drawn among the role's.
+    for records in ({}, {"store": LOCK_LEADER}):
+        plain = windows(records)
+        assert plain and {w.targets for w in plain} <= {("r1",), ("r2",)}
 
 
 def test_a_power_loss_rebuilds_a_preallocated_file_with_its_holes(tmp_path: Path) -> None:
