@@ -555,8 +555,8 @@ class TakesDiskFaults(Protocol):
 class KeepsRecord(Protocol):
     """A system one of whose roles keeps its data of record on a single node, named by a symbolic
     target when a fault starts (a primary its replicas copy): a power loss or a disk fault aimed
-    at the holder lands there. Drawn among the role's nodes instead, it may hit a replica, which loses nothing
-    the primary does not still hold."""
+    at the holder lands there. Drawn among the role's nodes instead, it may hit a replica, which
+    loses nothing the primary does not still hold."""
 
     def record_targets(self) -> Mapping[str, str]:
         """For each such role, the symbolic target of that node (``{"lock": "lock-leader"}``; a
