@@ -55,13 +55,9 @@ def test_a_wheel_outside_the_checkout_builds_images_and_runs_valid(tmp_path: Pat
     env_dir = tmp_path / "venv"
     venv.create(env_dir, with_pip=False)
     python = str(env_dir / "bin" / "python")
-    own = _run(
-        [python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"], tmp_path
-    )
+    own = sysconfig.get_path("purelib", vars={"base": str(env_dir), "platbase": str(env_dir)})
     suite = {sysconfig.get_paths()[name] for name in ("purelib", "platlib")}
-    (Path(own.stdout.strip()) / "suite-dependencies.pth").write_text(
-        "\n".join(sorted(suite)) + "\n"
-    )
+    (Path(own) / "suite-dependencies.pth").write_text("\n".join(sorted(suite)) + "\n")
     installed = _run(
         [sys.executable, "-m", "pip", "--python", python, "install", "--no-deps", "-q", str(wheel)],
         tmp_path,
