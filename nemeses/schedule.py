@@ -56,6 +56,7 @@ that asks for another kind with it is refused.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final
@@ -220,6 +221,9 @@ def generate_schedule(
         allowed_topologies,
     )
     deck: list[str] = []
+    # Counted as windows are added, not re-summed per window: a day-long run has ~60,000.
+    played: Counter[str] = Counter()
+    bases = 0
     while True:
         fitting = [m for m in ttl_multiples if start + round(m * ttl) <= last_end]
         if not fitting:
@@ -240,11 +244,7 @@ def generate_schedule(
         selector = rng.choice(list(targets))
         target, role, fallback = _draw_target(rng, selector, nodes)
         duration = round(multiple * ttl)
-        earlier = sum(
-            1
-            for w in windows
-            if w.params.get(COMPOUND, w.kind) == kind.name and (OVERLAPS not in w.params)
-        )
+        earlier = played[kind.name]
         chosen, params = kind.draw(
             Draw(
                 rng,
@@ -261,11 +261,15 @@ def generate_schedule(
             )
         )
         fallback = params.pop(STAND_IN, fallback)
-        ordinal = sum(1 for w in windows if OVERLAPS not in w.params)
+        ordinal = bases
         aimed = _aimed(random.Random(f"aim-{seed}-{ordinal}"), kind, chosen, params)
         base = Window(len(windows), start, duration, kind.name, chosen, multiple, fallback, aimed)
         pair = _composed(base, len(windows) + 1, ttl)
         windows.extend(pair or (base,))
+        for window in pair or (base,):
+            if OVERLAPS not in window.params:
+                played[window.params.get(COMPOUND, window.kind)] += 1
+                bases += 1
         others = [
             name
             for name in dict.fromkeys(kinds)
