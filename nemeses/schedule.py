@@ -265,8 +265,9 @@ def generate_schedule(
         aimed = _aimed(random.Random(f"aim-{seed}-{ordinal}"), kind, chosen, params)
         base = Window(len(windows), start, duration, kind.name, chosen, multiple, fallback, aimed)
         pair = _composed(base, len(windows) + 1, ttl)
-        windows.extend(pair or (base,))
-        for window in pair or (base,):
+        added = pair or (base,)
+        windows.extend(added)
+        for window in added:
             if OVERLAPS not in window.params:
                 played[window.params.get(COMPOUND, window.kind)] += 1
                 bases += 1
