@@ -223,7 +223,6 @@ def generate_schedule(
     deck: list[str] = []
     # Counted as windows are added, not re-summed per window: a day-long run has ~60,000.
     played: Counter[str] = Counter()
-    bases = 0
     while True:
         fitting = [m for m in ttl_multiples if start + round(m * ttl) <= last_end]
         if not fitting:
@@ -261,7 +260,7 @@ def generate_schedule(
             )
         )
         fallback = params.pop(STAND_IN, fallback)
-        ordinal = bases
+        ordinal = played.total()
         aimed = _aimed(random.Random(f"aim-{seed}-{ordinal}"), kind, chosen, params)
         base = Window(len(windows), start, duration, kind.name, chosen, multiple, fallback, aimed)
         pair = _composed(base, len(windows) + 1, ttl)
@@ -270,7 +269,6 @@ def generate_schedule(
         for window in added:
             if OVERLAPS not in window.params:
                 played[window.params.get(COMPOUND, window.kind)] += 1
-                bases += 1
         others = [
             name
             for name in dict.fromkeys(kinds)
