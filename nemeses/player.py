@@ -33,9 +33,11 @@ built as a :class:`harness.record.NemesisEvent` (its schema) and recorded as its
 
 A window with ``end_after_writes`` ends once another node took the lease over from the window's
 targets and had that many writes accepted since its grant, adding ``takeover`` (run clock, ns) and
-``new_holder``; that stop's ``scheduled`` is when it was due. A compound kind is played as
-overlapping windows of its parts (:attr:`nemeses.kinds.FaultKind.composed`), by the mechanism
-below: the player never sees one.
+``new_holder``; that stop's ``scheduled`` is when it was due. A window that waited for its targets
+(a holder, a write call, a waiter) lasts its whole length from when it found them, and its
+overlays' moments move with it: a drawn multiple of the TTL is what the fault lasts. A compound
+kind is played as overlapping windows of its parts (:attr:`nemeses.kinds.FaultKind.composed`), by
+the mechanism below: the player never sees one.
 
 Overlapping windows (issue 26; the parameters are :mod:`nemeses.schedule`'s): each window plays in
 a thread of its own, a base window once every earlier one ended, an overlay (``overlaps``) beside
@@ -187,6 +189,12 @@ class NemesisPlayer:
         # By window index: the windows in force now (an overlay is in force with its base).
         self._in_force: dict[int, tuple[Window, Fault, dict[str, Any]]] = {}
         self._resolved: dict[int, Fault] = {}
+        # By window index: how long it waited for its targets (a holder, a write call, a waiter)
+        # before it began, ns; set once it found them. Its length and its overlays' moments count
+        # from then: a 1.1 TTL pause that waited half a TTL for a write call and still ended on
+        # time never outlived the lease. (_waited: the waits of a window still looking.)
+        self._late: dict[int, int] = {}
+        self._waited: dict[int, int] = {}
         self._ending = {window.index: threading.Event() for window in self._windows}
         self._begun = {window.index: threading.Event() for window in self._windows}
         # Set once a window's moment came and its fault is being applied (before it is confirmed:
@@ -334,7 +342,7 @@ class NemesisPlayer:
             if not self._start(window, started):
                 return
             self._begun[window.index].set()
-            self._end(window, self._middle(window, started))
+            self._end(window, self._middle(window, started + self._late.get(window.index, 0)))
         except BaseException as crash:  # kept for join(); the thread must not die silently
             self._crash = crash
             self._stopping.set()
@@ -346,20 +354,32 @@ class NemesisPlayer:
         if anchor in (None, "inside") or not isinstance(base, int):
             if not self._sleep_until(window.start_ns):
                 return None
-            if anchor == "inside" and isinstance(base, int) and self._await_base(window, base):
-                return None if self._stopping.is_set() else self._clock()
-            return window.start_ns
+            if anchor != "inside" or not isinstance(base, int):
+                return window.start_ns
+            waited = self._await_base(window, base)
+            # Its share into the base counts from when the base found its targets.
+            due = window.start_ns + self._late.get(base, 0)
+            if self._stopping.is_set() or not self._sleep_until(due):
+                return None
+            return self._clock() if waited else due
         if anchor == "restart":
             ending = self._ending.get(base)
             while ending is not None and not ending.is_set():
-                if self._clock() >= window.start_ns or self._stopping.wait(_WRITE_POLL_S):
+                if self._due(window, base) or self._stopping.wait(_WRITE_POLL_S):
                     break
         else:
             writes = int(window.params.get(START_AFTER_WRITES, 0))
             while not self._taken_over(base, writes):
-                if self._clock() >= window.start_ns or self._stopping.wait(_WRITE_POLL_S):
+                if self._due(window, base) or self._stopping.wait(_WRITE_POLL_S):
                     break
         return None if self._stopping.is_set() else self._clock()
+
+    def _due(self, window: Window, base: int) -> bool:
+        """True once the latest start of ``window``, an overlay waiting for a moment of window
+        ``base``, has come: counted from when the base found its targets, so never while it is
+        still looking for them (a bounded wait)."""
+        late = self._late.get(base)
+        return late is not None and self._clock() >= window.start_ns + late
 
     def _await_base(self, window: Window, base: int) -> bool:
         """Wait until window ``base`` has begun (its fault in force, or its failure recorded)
@@ -407,16 +427,16 @@ class NemesisPlayer:
             if o.params.get(OVERLAPS) == window.index and o.params.get(RESUMES_BASE)
         ]
         if resumers:
-            return self._await_resumer(window, resumers)
+            return self._await_resumer(window, resumers, end)
         self._sleep_until(end)
         return end
 
-    def _await_resumer(self, window: Window, resumers: list[int]) -> int:
+    def _await_resumer(self, window: Window, resumers: list[int], end: int) -> int:
         """When the first of the overlays ``resumers`` that began has stopped (its daemon
-        restarted and serving), or half a TTL past ``window``'s end when none began by then. One
-        that began is waited for however long its restart takes (the nemesis bounds that): the
-        stale holder continued before the restarted daemon serves would meet it down."""
-        latest = window.end_ns + round(_RELEASE_TAIL_TTL * _ttl_ns(window))
+        restarted and serving), or half a TTL past ``window``'s ``end`` when none began by then.
+        One that began is waited for however long its restart takes (the nemesis bounds that):
+        the stale holder continued before the restarted daemon serves would meet it down."""
+        latest = end + round(_RELEASE_TAIL_TTL * _ttl_ns(window))
         while not self._stopping.is_set():
             begun = [i for i in resumers if self._starting[i].is_set()]
             done = [i for i in begun if self._stopped[i].is_set()]
@@ -447,7 +467,7 @@ class NemesisPlayer:
     def _await_release(self, window: Window, base: int) -> int:
         """When window ``base`` ends (its stop begins), so that both release their holders at
         once; half a TTL after its scheduled end at the latest."""
-        ends = [w.end_ns for w in self._windows if w.index == base]
+        ends = [w.end_ns + self._late.get(base, 0) for w in self._windows if w.index == base]
         latest = (ends[0] if ends else window.end_ns) + round(_RELEASE_TAIL_TTL * _ttl_ns(window))
         ending = self._ending.get(base)
         while ending is not None and not ending.is_set():
@@ -500,11 +520,13 @@ class NemesisPlayer:
         try:
             fault = self._resolve(window, value)
         except Exception as problem:  # recorded: an unapplied fault makes the run unknown
+            self._late[window.index] = self._waited.pop(window.index, 0)
             with self._kind_locks[window.kind]:
                 if self._healed:
                     return False
                 self._record(f, self._outcome(f, value, started, [str(problem)]))
             return True
+        self._late[window.index] = self._waited.pop(window.index, 0)
         with self._kind_locks[window.kind]:
             with self._lock:
                 if self._healed:
@@ -623,17 +645,36 @@ class NemesisPlayer:
                 value["mid_write"] = self._await_mid_write(window, holder, work)
         return holder
 
+    def _poll(
+        self, ready: Callable[[], bool], within_ns: float, poll_s: float, late: Window | None
+    ) -> bool:
+        """Ask ``ready`` every ``poll_s`` until it says yes (True), ``within_ns`` passed or the
+        player was stopped (False). A wait to start window ``late`` makes it that much late."""
+        if ready():
+            return True
+        began = self._clock()
+        try:
+            while self._clock() < began + within_ns:
+                if self._stopping.wait(poll_s):
+                    return False
+                if ready():
+                    return True
+            return False
+        finally:
+            if late is not None:
+                waited = self._clock() - began
+                self._waited[late.index] = self._waited.get(late.index, 0) + waited
+
     def _await_in_call(self, window: Window, holder: str, work: HolderWork, share: float) -> bool:
         """Wait until ``holder`` is ``share`` of a typical write call into one: True then, False
         when no call reached that point within half a TTL (or the player was stopped)."""
-        deadline = self._clock() + _IN_CALL_WAIT_TTL * _ttl_ns(window)
-        while self._clock() < deadline:
+
+        def in_call() -> bool:
             into = work.in_write_call(holder)
-            if into is not None and into >= share * (work.typical_call_s() or 0.0):
-                return True
-            if self._stopping.wait(_WRITE_POLL_S / 4):
-                return False
-        return False
+            return into is not None and into >= share * (work.typical_call_s() or 0.0)
+
+        within = _IN_CALL_WAIT_TTL * _ttl_ns(window)
+        return self._poll(in_call, within, _WRITE_POLL_S / 4, window)
 
     def _await_in_flight(self, window: Window, fault: Fault) -> bool:
         """Wait until a holder other than ``fault``'s targets has a write in flight: True then,
@@ -641,25 +682,19 @@ class NemesisPlayer:
         work, current = self._holder_work, self._resolve_holder
         if work is None or current is None:
             return False
-        deadline = self._clock() + _RESUME_WAIT_TTL * _ttl_ns(window)
-        while self._clock() < deadline:
+
+        def in_flight() -> bool:
             holder = current()
-            if holder is not None and holder not in fault.targets and work.in_flight(holder):
-                return True
-            if self._stopping.wait(_WRITE_POLL_S / 4):
-                return False
-        return False
+            return holder is not None and holder not in fault.targets and work.in_flight(holder)
+
+        within = _RESUME_WAIT_TTL * _ttl_ns(window)
+        return self._poll(in_flight, within, _WRITE_POLL_S / 4, None)
 
     def _await_mid_write(self, window: Window, holder: str, work: HolderWork) -> bool:
         """Wait until ``holder`` is inside a write's critical section: True then, False when it
         was not within a quarter TTL (or the player was stopped)."""
-        deadline = self._clock() + _MID_WRITE_WAIT_TTL * _ttl_ns(window)
-        while self._clock() < deadline:
-            if work.in_critical_section(holder):
-                return True
-            if self._stopping.wait(_WRITE_POLL_S):
-                return False
-        return False
+        within = _MID_WRITE_WAIT_TTL * _ttl_ns(window)
+        return self._poll(lambda: work.in_critical_section(holder), within, _WRITE_POLL_S, window)
 
     def _leader(self, window: Window, value: dict[str, Any]) -> str | None:
         if not window.wants_leader:
@@ -699,12 +734,17 @@ class NemesisPlayer:
     def _waiter(self, window: Window, value: dict[str, Any]) -> str | None:
         """A worker waiting for a lock now, or within one lease TTL (a window that opens while
         every worker holds or works waits for one to queue); ``None`` when none did."""
-        if not window.wants_waiter or self._resolve_waiter is None:
+        current = self._resolve_waiter
+        if not window.wants_waiter or current is None:
             return None
-        deadline = self._clock() + _ttl_ns(window)
-        while (waiter := self._resolve_waiter()) is None and self._clock() < deadline:
-            if self._stopping.wait(_HOLDER_POLL_S):
-                break
+        seen: list[str | None] = [None]
+
+        def queued() -> bool:
+            seen[0] = current()
+            return seen[0] is not None
+
+        self._poll(queued, _ttl_ns(window), _HOLDER_POLL_S, window)
+        waiter = seen[0]
         if waiter is not None and waiter not in self._nodes:
             raise NemesisError(f"the waiting worker {waiter!r} is not a node of this cluster")
         value["waiter"] = "waiting" if waiter is not None else "fallback"
@@ -715,15 +755,17 @@ class NemesisPlayer:
         (one holder released, the next not yet granted) waits for the next holder rather than
         pausing a worker that holds nothing, which would expose nothing; a holder in ``apart``
         counts as none (another fault holds it)."""
-        if self._resolve_holder is None:
+        current = self._resolve_holder
+        if current is None:
             return None
-        deadline = self._clock() + _ttl_ns(window)
-        while (
-            (holder := self._resolve_holder()) is None or holder in apart
-        ) and self._clock() < deadline:
-            if self._stopping.wait(_HOLDER_POLL_S):
-                return None
-        return holder
+        seen: list[str | None] = [None]
+
+        def free() -> bool:
+            seen[0] = current()
+            return seen[0] is not None and seen[0] not in apart
+
+        found = self._poll(free, _ttl_ns(window), _HOLDER_POLL_S, window)
+        return seen[0] if found or not self._stopping.is_set() else None
 
     def _outcome(
         self,

@@ -294,6 +294,23 @@ def test_a_symbol_is_steered_off_the_node_a_conflicting_fault_holds() -> None:
     assert start["targets"] != ["w1"] and start["steered_clear_of"] == ["w1"]
 
 
+def played_with_a_late_holder(windows: list[Window], holder_from: int) -> Recording:
+    """What the player records of ``windows`` when w1 holds the lease only from ``holder_from``
+    (run clock, ns): until then a window aimed at the holder waits for one."""
+    record = Recording()
+    now = clock()
+    with NemesisPlayer(
+        fake_cluster(),
+        NoopNemesis(),
+        windows,
+        now,
+        record,
+        lambda: "w1" if now() >= holder_from else None,
+    ) as player:
+        player.join(10)
+    return record
+
+
 def test_an_inside_overlay_waits_for_a_late_base_and_steers_clear_of_it() -> None:
     # The base waits for a holder until 100 ms, past the overlay's start (60 ms): begun first,
     # the overlay saw no fault in force and paused the agent its base was killing (a 20 s
@@ -302,21 +319,32 @@ def test_an_inside_overlay_waits_for_a_late_base_and_steers_clear_of_it() -> Non
     overlay = Window(
         1, 60 * MS, 50 * MS, "pause", (HOLDER,), 0.25, "w1", {OVERLAPS: 0, ANCHOR: "inside"}
     )
-    record = Recording()
-    now = clock()
-    with NemesisPlayer(
-        fake_cluster(),
-        NoopNemesis(),
-        [base, overlay],
-        now,
-        record,
-        lambda: "w1" if now() >= 100 * MS else None,
-    ) as player:
-        player.join(10)
+    record = played_with_a_late_holder([base, overlay], 100 * MS)
     kill, pause = record.wait_for("start-kill"), record.wait_for("start-pause")
     assert kill["targets"] == ["w1"]
     assert pause["targets"] != ["w1"] and pause["steered_clear_of"] == ["w1"]
     assert pause["scheduled"] >= kill["confirmed"] > overlay.start_ns
+
+
+def test_a_base_that_waited_for_its_holder_lasts_its_length_from_then() -> None:
+    # Ended on time, a 1.1 TTL pause that waited half a TTL for a write call lasted 0.6 TTL and
+    # never outlived the lease (a lazy-mark detection row in CI saw no takeover that way).
+    base = Window(0, 10 * MS, 200 * MS, "pause", (HOLDER,), 1.0, "w1", {})
+    record = played_with_a_late_holder([base], 100 * MS)
+    start, stop = record.wait_for("start-pause"), record.wait_for("stop-pause")
+    assert start["targets"] == ["w1"] and start["confirmed"] >= 100 * MS
+    assert stop["scheduled"] >= 100 * MS + base.duration_ns
+
+
+def test_a_takeover_overlay_counts_its_latest_start_from_when_its_late_base_began() -> None:
+    # The base finds its holder only at 150 ms; the overlay's latest start (at the base's
+    # scheduled end, 110 ms) used to come before the base had even begun.
+    base = Window(0, 10 * MS, 100 * MS, "pause", (HOLDER,), 1.0, "w1", {})
+    params = {OVERLAPS: 0, ANCHOR: "takeover", START_AFTER_WRITES: 1}
+    overlay = Window(1, 110 * MS, 10 * MS, "kill", ("s1",), 0.1, None, params)
+    record = played_with_a_late_holder([base, overlay], 150 * MS)
+    pause, kill = record.wait_for("start-pause"), record.wait_for("start-kill")
+    assert kill["scheduled"] >= pause["confirmed"] + 50 * MS, "its 100 ms into the base"
 
 
 def test_a_restart_overlay_starts_as_its_base_stops() -> None:
