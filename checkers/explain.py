@@ -37,8 +37,13 @@ def seconds(ns: int | None) -> str:
     """``12100000000`` -> ``"12.1 s"``: at most three decimals, trailing zeros dropped."""
     if ns is None:
         return "an unknown time"
-    text = f"{ns / 1e9:.3f}".rstrip("0").rstrip(".")
-    return f"{text} s"
+    # In integers: a time may be arbitrarily large (docs/design.md §4), beyond any float.
+    millis, rest = divmod(abs(ns), 1_000_000)
+    if rest > 500_000 or (rest == 500_000 and millis % 2):
+        millis += 1  # half to even, as a float's format rounds
+    whole, fraction = divmod(millis, 1000)
+    text = f"{whole}.{fraction:03d}".rstrip("0").rstrip(".")
+    return f"{'-' if ns < 0 and millis else ''}{text} s"
 
 
 def describe_fault(window: FaultWindow) -> str:

@@ -126,12 +126,20 @@ class KeyLog:
         return self.ref[start:end]
 
     def position(self, wid: str) -> int:
-        """The last position of ``wid`` in the reference, or ``-1``; builds the id index the
-        first time, so that every later lookup is O(1)."""
+        """The first position of ``wid`` in the reference (a later one is a duplicate, whose row
+        says nothing of the write), or ``-1``; builds the id index the first time, so that
+        every later lookup is O(1)."""
         where = self.where
         if where is None:
-            where = self.where = {self.id_at(at): at for at in range(self.length)}
+            where = self.where = {}
+            for at in range(self.length):
+                where.setdefault(self.id_at(at), at)
         return where.get(wid, -1)
+
+    def holds(self, wid: str, entries: int) -> bool:
+        """Whether ``wid`` is among the reference's first ``entries`` entries."""
+        end = self.offsets[entries] + 1 if entries < self.length else len(self.ref)
+        return self.ref.find(f"\0{wid}\0", 0, end) >= 0
 
     def row_ref(self, position: int, role: str, names: Names) -> OpRef:
         """The entry at ``position`` as evidence, from its compact row."""
@@ -191,7 +199,7 @@ class KeyLog:
         self.nodes.append(node)
         self.prev_user.append(-1)
         if self.where is not None:
-            self.where[wid] = len(self.prev_user) - 1
+            self.where.setdefault(wid, len(self.prev_user) - 1)
 
     def _widen(self) -> None:
         columns = ("epochs", "processes", "invoke_index", "ack_index", "ack_time")
@@ -468,7 +476,12 @@ class ReadChecker:
             last = log.last if log is not None else None
             if log is None or last is None or last.invoke_index < record.index:
                 unverified[record.sink, record.key] += 1
-            elif last.ids is None or f"\0{record.id}\0" not in last.ids:
+            elif not (
+                log.holds(record.id, last.length)
+                if last.ids is None
+                else f"\0{record.id}\0" in last.ids
+            ):
+                # Shown before it was sent (a phantom then), it may still be in the final read.
                 self._lost(log, record.ref("lost"), last, shown_before=False)
         for log in self.logs.values():
             last = log.last

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Final, Literal, cast
 
+from harness.record.vocabulary import OPERATIONS
+
 __all__ = [
     "EVENT_TYPES",
     "NEMESIS",
@@ -34,13 +36,14 @@ forward"), for faults a verb cannot tell; explanations quote it with the event's
 
 
 class HistoryError(ValueError):
-    """A history line that cannot be understood, with the line number and the fix."""
+    """A history line that cannot be understood, with the line number (0: the file as a whole)
+    and the fix."""
 
     def __init__(self, line: int, problem: str, fix: str = "") -> None:
         self.line = line
         self.problem = problem
         self.fix = fix
-        message = f"history line {line}: {problem}"
+        message = f"history line {line}: {problem}" if line > 0 else f"history: {problem}"
         super().__init__(f"{message}. {fix}" if fix else message)
 
 
@@ -116,10 +119,12 @@ def event_from_dict(raw: Any, line: int = 0) -> Event:
             line, f"process must be an integer >= 0 or 'nemesis', got {_excerpt(process)}"
         )
     value = raw.get("value")
-    if value is None:
+    if not isinstance(value, dict):
+        if value is not None and process != NEMESIS and f in OPERATIONS:
+            raise HistoryError(line, f"a {f}'s value must be a JSON object")
+        # Another f's value (a register's 7, a nemesis's "start") holds nothing a checker
+        # reads: the event is counted, its value ignored (docs/design.md §4).
         value = {}
-    elif not isinstance(value, dict):
-        raise HistoryError(line, "value must be a JSON object")
     node = raw.get("node")
     if not (node is None or isinstance(node, str)):
         raise HistoryError(

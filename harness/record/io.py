@@ -132,6 +132,7 @@ def _read_stream(stream: IO[bytes], notes: list[str] | None) -> Iterator[Event]:
     loads = orjson.loads
     digits_only = _DIGITS_ONLY
     pending: tuple[int, bytes] | None = None
+    number = 0
     try:
         for number, line in enumerate(_lines(source), 1):
             if pending is not None:
@@ -164,7 +165,12 @@ def _read_stream(stream: IO[bytes], notes: list[str] | None) -> Iterator[Event]:
                 continue
             yield event_from_dict(raw, number)
     except (OSError, EOFError, gzip.BadGzipFile) as problem:
-        raise HistoryError(0, f"cannot read the history: {problem}") from None
+        where = f" after line {number}" if number else ""
+        raise HistoryError(
+            0,
+            f"cannot be read{where}: {problem}",
+            "a .gz cut short or damaged cannot be read past that point; pass a whole file",
+        ) from None
     if pending is not None:
         raise _bad_json(*pending)
 

@@ -171,6 +171,55 @@ def test_integers_beyond_64_bits_are_written_exactly_by_json_output(tmp_path: Pa
     assert huge in [op["epoch"] for op in evidence["ops"]]
 
 
+def test_times_beyond_any_float_are_told_exactly(tmp_path: Path) -> None:
+    start = 10**309  # no float holds it: a sentence's seconds are worked out in integers
+    text = (EXAMPLES / "stale-write.jsonl").read_text()
+    history = tmp_path / "history.jsonl"
+    lines = [json.loads(line) for line in text.splitlines()]
+    for event in lines:
+        event["time"] += start
+    history.write_text("".join(json.dumps(event) + "\n" for event in lines))
+    code, out, err = run(str(history), "--json")
+    assert (code, err) == (EXIT_INVALID, "")
+    (evidence,) = json.loads(out)["anomalies"]["stale-write"]
+    assert (
+        f"paused from {start // 10**9 + 12}.1 s to {start // 10**9 + 18}.4 s"
+        in (evidence["explanation"])
+    )
+
+
+def test_an_unknown_fs_value_of_any_json_is_counted_and_ignored(tmp_path: Path) -> None:
+    lines = (EXAMPLES / "valid.jsonl").read_text().splitlines(keepends=True)
+    last = json.loads(lines[-1])
+    extra = [
+        {"index": last["index"] + 1, "time": last["time"] + 1, "process": 9, "type": "invoke",
+         "f": "cas", "value": 7},
+        {"index": last["index"] + 2, "time": last["time"] + 2, "process": 9, "type": "ok",
+         "f": "cas", "value": [7, 8]},
+        {"index": last["index"] + 3, "time": last["time"] + 3, "process": "nemesis",
+         "type": "info", "f": "start", "value": "partition"},
+    ]  # fmt: skip
+    history = tmp_path / "history.jsonl"
+    history.write_text("".join(lines) + "".join(json.dumps(event) + "\n" for event in extra))
+    code, _, err = run(str(history))
+    assert (code, err) == (EXIT_VALID, "")
+    events = [json.loads(line) for line in lines]
+    write = next(event for event in events if event["f"] == "write")
+    write["value"] = [write["value"]]  # a write's value is read: it must be an object
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("".join(json.dumps(event) + "\n" for event in events))
+    code, _, err = run(str(broken))
+    assert code == EXIT_ERROR and "a write's value must be a JSON object" in err
+
+
+def test_a_gzip_cut_short_names_no_line_zero(tmp_path: Path) -> None:
+    whole = gzip.compress((EXAMPLES / "valid.jsonl").read_bytes())
+    history = tmp_path / "history.jsonl.gz"
+    history.write_bytes(whole[: len(whole) // 2])
+    code, _, err = run(str(history))
+    assert code == EXIT_ERROR and "line 0" not in err and "cannot be read" in err
+
+
 def test_max_evidence_zero_counts_every_anomaly_and_keeps_no_evidence() -> None:
     code, out, err = run(str(EXAMPLES / "stale-write.jsonl"), "--json", "--max-evidence", "0")
     assert (code, err) == (EXIT_INVALID, "")

@@ -207,6 +207,28 @@ def test_a_divergent_read_is_still_examined_for_stale_writes_and_duplicates() ->
     assert judged(history2).anomaly_types == ["divergent-reads", "stale-write"]
 
 
+def test_a_duplicate_in_an_earlier_read_does_not_hide_a_divergent_reads_stale_write() -> None:
+    # [a, a] then [a, b]: the reference's second a is a duplicate's row, which says nothing of
+    # a's write; b (epoch 7) after a (epoch 8) is still a stale write, and b was sent after a's
+    # acknowledgement, so the order breaks real time too.
+    history = HistoryBuilder().acquire("w1", 1, 7).acquire("w2", 2, 8)
+    history.write("w2", 2, "a", 8).read("w3", 3, [("a", 8), ("a", 8)]).write("w1", 1, "b", 7)
+    history.read("w3", 3, [("a", 8), ("b", 7)])
+    result = judged(history)
+    assert {"divergent-reads", "duplicate-write", "stale-write"} <= set(result.anomaly_types)
+    assert "realtime-order" not in result.anomaly_types  # b after a: real time agrees
+    history = HistoryBuilder().acquire("w1", 1, 7).acquire("w2", 2, 7)
+    history.write("w2", 2, "a", 7).read("w3", 3, [("a", 7), ("a", 7)]).write("w1", 1, "b", 7)
+    history.read("w3", 3, [("b", 7), ("a", 7)])
+    assert "realtime-order" in judged(history).anomaly_types
+
+
+def test_a_write_shown_before_it_was_sent_is_a_phantom_then_and_not_lost_later() -> None:
+    history = HistoryBuilder().acquire("w1", 1, 5).read("w3", 3, [("b", 5)])
+    history.write("w1", 1, "b", 5).read("w3", 3, [("b", 5)])
+    assert judged(history).anomaly_counts == {"phantom-write": 1}
+
+
 def test_a_divergent_read_does_not_hide_phantoms_lost_updates_or_seq_staleness() -> None:
     # The reference is [a]; a forked read shows [x, p, q, f, s]: f failed (a phantom), x was
     # never sent here (a phantom), p and q are based on one read (a lost update), and s sits
