@@ -73,8 +73,13 @@ def main(argv: list[str] | None = None) -> None:
         code = cli.main(args=argv, prog_name="fencecheck", standalone_mode=False)
     except click.exceptions.Exit as done:
         code = done.exit_code
+    except click.UsageError as problem:
+        # One line, as every error (click's own block is four), and exit 3: click's 2 means
+        # "unknown" here.
+        command = problem.ctx.command_path if problem.ctx is not None else "fencecheck"
+        click.echo(f"Error: {problem.format_message()} (see '{command} --help')", err=True)
+        code = EXIT_ERROR
     except click.ClickException as problem:
-        # Click's own usage errors exit 2, which here means "unknown"; errors must be 3.
         problem.show()
         code = EXIT_ERROR
     except click.exceptions.Abort as stop:

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import math
 import re
 from typing import Any, Final
 
@@ -29,9 +30,9 @@ def seconds_of(text: str) -> float | None:
 class Duration(click.ParamType[float]):
     """A click parameter type for a duration in seconds (see the module docstring).
 
-    With ``positive`` a value of 0 or less is refused here; without it any number passes, and
-    the spec's limits (:data:`harness.record.spec.LIMITS`, one table for the command line and the
-    matrix files) say what is out of bounds.
+    With ``positive`` a value of 0 or less, or not finite, is refused here; without it any number
+    passes, and the spec's limits (:data:`harness.record.spec.LIMITS`, one table for the command
+    line and the matrix files) say what is out of bounds.
     """
 
     name = "duration"
@@ -47,6 +48,6 @@ class Duration(click.ParamType[float]):
             seconds: float | None = float(value)
         else:
             seconds = seconds_of(str(value))
-        if seconds is None or (self.positive and not seconds > 0):
+        if seconds is None or (self.positive and not 0 < seconds < math.inf):
             self.fail(f"{value!r} is not a duration; write e.g. 500ms, 5s, 2m or 1.5", param, ctx)
         return seconds
