@@ -65,7 +65,11 @@ def _processes() -> Iterator[tuple[int, int]]:
     """The line server and the proxy in front of it: ``(direct port, proxy port)``."""
     server_port, proxy_port = _free_port(), _free_port()
     started = [
-        subprocess.Popen([sys.executable, "-c", _SERVER, str(_ROOT), str(server_port)]),
+        # Its log line per request (stdout) would bury the figures; a crash still shows.
+        subprocess.Popen(
+            [sys.executable, "-c", _SERVER, str(_ROOT), str(server_port)],
+            stdout=subprocess.DEVNULL,
+        ),
         subprocess.Popen(
             [
                 sys.executable,

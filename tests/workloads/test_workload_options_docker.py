@@ -1,6 +1,7 @@
 """The workload options on a real reference cluster: short leases reach hundreds of epochs, and
 writes spanning keys land on every key they name (the matrix rows in ``matrices/detection.json``
-check that each option stays valid on the correct system and exposes a planted bug)."""
+and ``matrices/nightly.json`` check that each option stays valid on the correct system and
+exposes a planted bug)."""
 
 from __future__ import annotations
 
