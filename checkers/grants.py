@@ -17,8 +17,9 @@ row per distinct epoch:
 - **re-entry** is one grant, not two: the same node acquiring again and receiving the same epoch
   (and the same ``grant_seq``, where both grants carry one) while its grant stands, i.e. no
   ``release`` of that lock by that node had completed ``ok`` when the re-acquire was invoked
-  (Hazelcast's FencedLock keeps the token on re-entry). The grant is judged as it stood at the
-  invoke, because a release that completes while the re-acquire waits may have been applied
+  (Hazelcast's FencedLock keeps the token on re-entry). It is judged against higher epochs
+  only: another holder's grant of the same epoch is an epoch-reuse already, whichever of the two
+  completed first. The grant is judged as it stood at the invoke, because a release that completes while the re-acquire waits may have been applied
   after it. Lease expiry is not used: renewals happen inside the lock client and leave no trace
   in the history, so an expiry cannot be told from a renewal. An ``info`` release might not have
   happened and so does not end the grant.
@@ -123,10 +124,12 @@ class GrantChecker:
         if seq is not None:
             self._order.granted(lock, holder, seq, epoch, ref, reentry=reentry)
         # Two grants in the service's order are judged there; real time judges the others.
+        # A re-entry is its standing grant again, judged only against higher epochs: another
+        # holder's grant of the same epoch is epoch-reuse, whichever of the two completed first.
         if (
             before is not None
             and epoch <= before.epoch
-            and not (reentry and before is standing)
+            and not (reentry and before.epoch == epoch)
             and (seq is None or before.seq is None)
         ):
             self._findings.report(

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 from checkers import Verdict, check
 from harness.record import NEMESIS, Event, EventType, Sink
 from tests.support.simulation import recorded_words
@@ -228,6 +230,23 @@ def test_re_entry_keeps_the_epoch_but_a_grant_after_release_must_not() -> None:
     released.write("w1", 1, "a", 5).read("w1", 1, [("a", 5)])
     result = judged(released)
     assert result.anomaly_types == ["epoch-reuse", "grant-regression"]
+
+
+@pytest.mark.parametrize("first", ["w1", "w2"])
+def test_a_re_entry_after_two_grants_of_its_epoch_is_judged_alike_in_either_order(
+    first: str,
+) -> None:
+    # w1 and w2 are both granted epoch 3 (an epoch-reuse); w1 re-enters with 3. Which of the two
+    # grants completed first must not decide whether the re-entry is also a grant-regression.
+    history = HistoryBuilder()
+    history.event(1, "invoke", "acquire", {"lock": "L"}, node="w1")
+    history.event(2, "invoke", "acquire", {"lock": "L"}, node="w2")
+    for node in (first, "w2" if first == "w1" else "w1"):
+        history.event(int(node[1]), "ok", "acquire", {"lock": "L", "epoch": 3}, node=node)
+    history.acquire("w1", 1, 3).write("w1", 1, "a", 3).read("w1", 1, [("a", 3)])
+    assert judged(history).anomaly_types == ["epoch-reuse"]
+    history.acquire("w2", 2, 4).acquire("w1", 1, 3)  # a higher epoch first: a regression
+    assert judged(history).anomaly_types == ["epoch-reuse", "grant-regression"]
 
 
 def test_a_grant_begun_after_a_higher_one_completed_is_grant_regression() -> None:
