@@ -1,7 +1,7 @@
-"""The workload options on a real reference cluster: short leases reach hundreds of epochs, and
-writes spanning keys land on every key they name (the matrix rows in ``matrices/detection.json``
-and ``matrices/nightly.json`` check that each option stays valid on the correct system and
-exposes a planted bug)."""
+"""The workload options on a real reference cluster: writes spanning keys land on every key they
+name. The matrix rows in ``matrices/detection.json`` (short leases: 100 epochs in 20 s, asserted
+by its ``min_coverage``) and ``matrices/nightly.json`` check that each option stays valid on the
+correct system and exposes a planted bug."""
 
 from __future__ import annotations
 
@@ -26,15 +26,6 @@ def _run(spec: TestSpec) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     with outcome.run_dir.history.open() as lines:
         history = [json.loads(line) for line in lines]
     return results, history
-
-
-def test_one_write_per_lease_goes_through_a_hundred_grants_in_30_seconds(tmp_path: Path) -> None:
-    spec = TestSpec(writes_per_lease=1, time_limit=30, seed=16, store=tmp_path / "store")
-    results, history = _run(spec)
-    assert results["valid"] is True, results.get("unknown_reasons")
-    assert results["coverage"]["epochs_granted"] >= 100
-    epochs = [e["value"]["epoch"] for e in history if e["f"] == "acquire" and e["type"] == "ok"]
-    assert len(set(epochs)) >= 100
 
 
 def test_writes_spanning_keys_land_on_every_key_with_its_own_seq(tmp_path: Path) -> None:
