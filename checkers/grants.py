@@ -19,10 +19,11 @@ row per distinct epoch:
   ``release`` of that lock by that node had completed ``ok`` when the re-acquire was invoked
   (Hazelcast's FencedLock keeps the token on re-entry). It is judged against higher epochs
   only: another holder's grant of the same epoch is an epoch-reuse already, whichever of the two
-  completed first. The grant is judged as it stood at the invoke, because a release that completes while the re-acquire waits may have been applied
-  after it. Lease expiry is not used: renewals happen inside the lock client and leave no trace
-  in the history, so an expiry cannot be told from a renewal. An ``info`` release might not have
-  happened and so does not end the grant.
+  completed first. The grant is judged as it stood at the invoke, because a release that
+  completes while the re-acquire waits may have been applied after it. Lease expiry is not
+  used: renewals happen inside the lock client and leave no trace in the history, so an expiry
+  cannot be told from a renewal. An ``info`` release might not have happened and so does not
+  end the grant.
 """
 
 from __future__ import annotations

@@ -166,11 +166,9 @@ def _read_stream(stream: IO[bytes], notes: list[str] | None) -> Iterator[Event]:
             yield event_from_dict(raw, number)
     except (OSError, EOFError, gzip.BadGzipFile) as problem:
         where = f" after line {number}" if number else ""
-        raise HistoryError(
-            0,
-            f"cannot be read{where}: {problem}",
-            "a .gz cut short or damaged cannot be read past that point; pass a whole file",
-        ) from None
+        damaged = "a .gz cut short or damaged cannot be read past that point; pass a whole file"
+        fix = damaged if isinstance(source, gzip.GzipFile) else ""
+        raise HistoryError(0, f"cannot be read{where}: {problem}", fix) from None
     if pending is not None:
         raise _bad_json(*pending)
 
