@@ -15,8 +15,11 @@ from tests.support.cli import fencecheck
 
 pytestmark = [pytest.mark.docker, pytest.mark.e2e]
 
-_SEED = "103"
-"""A seed whose 30 s schedule holds takeover restarts (most do: see the README's figures)."""
+_SEED = "179"
+"""A seed whose 30 s schedule holds five takeover restarts, none of their pauses aimed inside a
+write call (which may find the write already at the store), each after the new holder's 1-3
+writes: a restart misses only when one of those writes was the 16th, which saved the mark (seed
+103's four, two of them aimed inside a call, missed together in one CI run)."""
 
 
 def test_lazy_mark_is_caught_with_the_default_faults_lengths_and_work(tmp_path: Path) -> None:
