@@ -520,13 +520,14 @@ class NemesisPlayer:
         try:
             fault = self._resolve(window, value)
         except Exception as problem:  # recorded: an unapplied fault makes the run unknown
-            self._late[window.index] = self._waited.pop(window.index, 0)
             with self._kind_locks[window.kind]:
                 if self._healed:
                     return False
                 self._record(f, self._outcome(f, value, started, [str(problem)]))
             return True
-        self._late[window.index] = self._waited.pop(window.index, 0)
+        finally:
+            # Found or given up: the overlays waiting on this window may count from here.
+            self._late[window.index] = self._waited.pop(window.index, 0)
         with self._kind_locks[window.kind]:
             with self._lock:
                 if self._healed:
